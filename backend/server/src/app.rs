@@ -1,0 +1,194 @@
+//! The application: shared state, the router with its middleware, and the
+//! server loop with graceful shutdown.
+
+use std::net::SocketAddr;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use sea_orm::DatabaseConnection;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::auth::password::PasswordHasher;
+use crate::auth::session::{self, SessionKeys};
+use crate::config::Config;
+use crate::http::rate_limit::RateLimits;
+use crate::openapi::ApiDoc;
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub const API_PREFIX: &str = "/api/v1";
+
+/// Everything a request handler may need, cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+pub struct Shared {
+    pub db: DatabaseConnection,
+    pub sessions: SessionKeys,
+    pub passwords: PasswordHasher,
+    pub rate_limits: RateLimits,
+    pub config: Config,
+}
+
+impl Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Connects to the database, applies pending migrations and loads (or
+    /// creates) the session signing secret.
+    pub async fn start(config: Config) -> anyhow::Result<Self> {
+        let db =
+            crate::db::connect(&config.database_url(), config.database_max_connections).await?;
+        crate::db::migrate(&db).await?;
+        let secret =
+            session::load_or_create_secret(config.jwt_secret.as_deref(), &config.data_dir)?;
+        Ok(Self(Arc::new(Shared {
+            db,
+            sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
+            passwords: PasswordHasher::new()?,
+            rate_limits: RateLimits::new(config.rate_limit_per_second, config.rate_limit_burst),
+            config,
+        })))
+    }
+}
+
+/// Every route, with its OpenAPI description.
+pub fn routes() -> OpenApiRouter<AppState> {
+    let api = OpenApiRouter::new()
+        .merge(crate::auth::accounts::routes())
+        .merge(crate::tenancy::orgs::routes())
+        .merge(crate::tenancy::members::routes())
+        .merge(crate::tenancy::projects::routes())
+        .merge(crate::tenancy::api_keys::routes())
+        .merge(crate::audit::routes());
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .nest(API_PREFIX, api)
+        .merge(crate::health::routes())
+}
+
+/// The full HTTP application over `state`.
+pub fn router(state: AppState) -> Router {
+    let (router, document) = routes().split_for_parts();
+    let document = Arc::new(document);
+    let router = router.route(
+        &format!("{API_PREFIX}/openapi.json"),
+        axum::routing::get(move || {
+            let document = Arc::clone(&document);
+            async move { axum::Json(document.as_ref().clone()) }
+        }),
+    );
+
+    // Layers wrap what was added before them: the last one added sees a
+    // request first. Read from the bottom up for the order a request meets.
+    let config = &state.config;
+    let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    let mut router = router
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::idempotency::idempotency,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::rate_limit::limit,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::principal::authenticate,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            config.body_limit_bytes,
+        ))
+        .layer(RequestBodyLimitLayer::new(config.body_limit_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Duration::from_secs(config.request_timeout_seconds),
+        ));
+    if let Some(cors) = cors(&config.cors_allowed_origins) {
+        router = router.layer(cors);
+    }
+    router
+        .layer(axum::middleware::map_response(crate::http::problem::ensure_problem_body))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+            let request_id = request
+                .headers()
+                .get(REQUEST_ID_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// CORS is off unless origins are configured.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static(crate::http::idempotency::HEADER),
+            ])
+            .expose_headers([HeaderName::from_static(REQUEST_ID_HEADER)])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Housekeeping that runs for the life of the server: expired idempotency
+/// records and idle rate-limit buckets are dropped.
+fn spawn_housekeeping(state: AppState) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(600));
+        loop {
+            tick.tick().await;
+            state.rate_limits.prune();
+            match crate::http::idempotency::purge_expired(&state.db).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "dropped expired idempotency records"),
+                Err(error) => tracing::warn!(%error, "could not drop expired idempotency records"),
+            }
+        }
+    });
+}
+
+/// Serves on an already-bound listener until `shutdown` resolves, then
+/// finishes the requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    spawn_housekeeping(state.clone());
+    let app = router(state);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .context("serving HTTP")
+}

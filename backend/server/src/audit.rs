@@ -1,0 +1,163 @@
+//! The audit log: every change records who made it, what it was, when, in
+//! which request and from which address. Rows are written in the same
+//! transaction as the change they describe, so neither exists without the
+//! other.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Select, Set,
+};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::principal::{Actor, Operator};
+use crate::entities::audit_log;
+use crate::error::ApiResult;
+use crate::http::extract::ApiQuery;
+use crate::http::pagination::{Page, PageQuery, PageRequest};
+use crate::tenancy::access::{OrgAccess, need};
+
+/// What changed: an action on a target.
+pub struct Change<'a> {
+    pub org_id: Option<Uuid>,
+    pub action: &'static str,
+    pub target_type: &'static str,
+    pub target_id: Option<String>,
+    pub details: serde_json::Value,
+    pub actor: &'a Actor,
+}
+
+pub async fn record(db: &impl ConnectionTrait, change: Change<'_>) -> Result<(), sea_orm::DbErr> {
+    audit_log::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        org_id: Set(change.org_id),
+        actor_kind: Set(change.actor.kind.to_owned()),
+        actor_id: Set(change.actor.id),
+        action: Set(change.action.to_owned()),
+        target_type: Set(change.target_type.to_owned()),
+        target_id: Set(change.target_id),
+        details: Set(change.details.to_string()),
+        request_id: Set(change.actor.request_id.clone()),
+        source_address: Set(change.actor.source_address.clone()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(db)
+    .await
+    .map(drop)
+}
+
+/// One audit row.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditEntry {
+    pub id: Uuid,
+    pub org_id: Option<Uuid>,
+    /// `user`, `api_key` or `anonymous`.
+    pub actor_kind: String,
+    pub actor_id: Option<Uuid>,
+    /// What was done, such as `project.create` or `member.role_change`.
+    pub action: String,
+    pub target_type: String,
+    pub target_id: Option<String>,
+    pub details: serde_json::Value,
+    pub request_id: String,
+    pub source_address: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<audit_log::Model> for AuditEntry {
+    fn from(row: audit_log::Model) -> Self {
+        Self {
+            id: row.id,
+            org_id: row.org_id,
+            actor_kind: row.actor_kind,
+            actor_id: row.actor_id,
+            action: row.action,
+            target_type: row.target_type,
+            target_id: row.target_id,
+            details: serde_json::from_str(&row.details).unwrap_or(serde_json::Value::Null),
+            request_id: row.request_id,
+            source_address: row.source_address,
+            created_at: row.created_at,
+        }
+    }
+}
+
+/// Newest first.
+async fn page(
+    db: &impl ConnectionTrait,
+    select: Select<audit_log::Entity>,
+    request: PageRequest,
+) -> ApiResult<Page<AuditEntry>> {
+    let mut select = select
+        .order_by_desc(audit_log::Column::Id)
+        .limit(request.fetch());
+    if let Some(after) = request.after {
+        select = select.filter(audit_log::Column::Id.lt(after));
+    }
+    let rows = select.all(db).await?;
+    Ok(Page::from_rows(
+        rows,
+        request,
+        |row| row.id,
+        AuditEntry::from,
+    ))
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_org_audit_log))
+        .routes(routes!(list_all_audit_log))
+}
+
+/// The organization's audit log, newest first.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/audit-log",
+    tag = "audit",
+    params(("org_id" = Uuid, Path, description = "Organization id"), PageQuery),
+    responses(
+        (status = 200, description = "A page of audit rows", body = Page<AuditEntry>),
+        crate::error::ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn list_org_audit_log(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Admin>,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<AuditEntry>>> {
+    let request = query.validate()?;
+    Ok(Json(
+        page(&state.db, access.scope.audit_log(), request).await?,
+    ))
+}
+
+/// Every audit row on the platform, newest first.
+#[utoipa::path(
+    get,
+    path = "/admin/audit-log",
+    tag = "admin",
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of audit rows", body = Page<AuditEntry>),
+        crate::error::ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn list_all_audit_log(
+    State(state): State<AppState>,
+    _operator: Operator,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<AuditEntry>>> {
+    let request = query.validate()?;
+    Ok(Json(
+        page(&state.db, audit_log::Entity::find(), request).await?,
+    ))
+}

@@ -1,0 +1,364 @@
+//! Sign-up, sign-in and the caller's own identity.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::password;
+use super::principal::{Actor, Authenticated, Principal};
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::entities::{membership, organization, user};
+use crate::error::{ApiError, ApiResult, ProblemResponses};
+use crate::http::extract::ApiJson;
+use crate::tenancy::orgs::{self, Organization};
+use crate::tenancy::roles::OrgRole;
+use crate::validate::Fields;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignupRequest {
+    #[schema(format = "email", max_length = 254)]
+    pub email: String,
+    /// 10 to 128 characters, not a common password, not the email.
+    #[schema(min_length = 10, max_length = 128)]
+    pub password: String,
+    /// The person's name.
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: String,
+    /// Name of the organization the new user will own.
+    #[schema(min_length = 1, max_length = 200)]
+    pub organization: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    #[schema(max_length = 254)]
+    pub email: String,
+    #[schema(max_length = 128)]
+    pub password: String,
+}
+
+/// A user as others may see them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct User {
+    pub id: Uuid,
+    pub email: String,
+    pub name: String,
+    /// Whether the user operates the platform.
+    pub is_operator: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<user::Model> for User {
+    fn from(row: user::Model) -> Self {
+        Self {
+            id: row.id,
+            email: row.email,
+            name: row.name,
+            is_operator: row.is_operator,
+            created_at: row.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SignupResponse {
+    pub user: User,
+    pub organization: Organization,
+    /// A session token for the new user.
+    pub access_token: String,
+    pub token_type: String,
+    pub expires_in: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenResponse {
+    pub access_token: String,
+    /// Always `Bearer`.
+    pub token_type: String,
+    /// Seconds until the token expires.
+    pub expires_in: u64,
+}
+
+/// One organization the caller belongs to, with the caller's role there.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Membership {
+    pub organization: Organization,
+    pub role: OrgRole,
+}
+
+/// The API key a request came with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallingApiKey {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub role: OrgRole,
+}
+
+/// The caller: a user with their memberships, or an API key with the one
+/// organization it acts in.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Me {
+    /// The signed-in user; absent for an API key.
+    pub user: Option<User>,
+    /// The API key; absent for a user session.
+    pub api_key: Option<CallingApiKey>,
+    pub memberships: Vec<Membership>,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(signup))
+        .routes(routes!(login))
+        .routes(routes!(me))
+}
+
+/// Normalizes and checks an email address; `None` when it is not one.
+pub fn normalize_email(email: &str) -> Option<String> {
+    let email = email.trim().to_lowercase();
+    (email.len() <= 254
+        && email_address::EmailAddress::parse_with_options(&email, Default::default()).is_ok()
+        && email.contains('.'))
+    .then_some(email)
+}
+
+/// Creates a user and an organization they own.
+#[utoipa::path(
+    post,
+    path = "/auth/signup",
+    tag = "auth",
+    request_body = SignupRequest,
+    responses(
+        (status = 201, description = "The user, their organization and a session token", body = SignupResponse),
+        ProblemResponses,
+    )
+)]
+async fn signup(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiJson(request): ApiJson<SignupRequest>,
+) -> ApiResult<(StatusCode, Json<SignupResponse>)> {
+    let mut fields = Fields::default();
+    let email = normalize_email(&request.email);
+    if email.is_none() {
+        fields.push("email", "must be a valid email address");
+    }
+    if let Some(weakness) = password::weakness(&request.password, &request.email) {
+        fields.push("password", weakness);
+    }
+    let name = fields.name("name", &request.name, 200);
+    let org_name = fields.name("organization", &request.organization, 200);
+    fields.finish()?;
+    let email = email.unwrap_or_default();
+
+    if user::Entity::find()
+        .filter(user::Column::Email.eq(&email))
+        .one(&state.db)
+        .await?
+        .is_some()
+    {
+        return Err(email_taken());
+    }
+    let password_hash = state
+        .passwords
+        .hash(request.password)
+        .await
+        .map_err(ApiError::internal)?;
+
+    let now = Utc::now();
+    let user_id = Uuid::now_v7();
+    let actor = actor.as_user(user_id);
+    let txn = state.db.begin().await?;
+    let user = sea_orm::ActiveModelTrait::insert(
+        user::ActiveModel {
+            id: sea_orm::Set(user_id),
+            email: sea_orm::Set(email),
+            name: sea_orm::Set(name),
+            password_hash: sea_orm::Set(password_hash),
+            is_operator: sea_orm::Set(false),
+            created_at: sea_orm::Set(now),
+            updated_at: sea_orm::Set(now),
+        },
+        &txn,
+    )
+    .await
+    .map_err(|e| match ApiError::from(e) {
+        conflict if conflict.status() == StatusCode::CONFLICT => email_taken(),
+        other => other,
+    })?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: None,
+            action: "user.signup",
+            target_type: "user",
+            target_id: Some(user_id.to_string()),
+            details: serde_json::json!({ "email": user.email }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    let organization = orgs::create_in(&txn, &actor, user_id, org_name).await?;
+    txn.commit().await?;
+
+    let access_token = state.sessions.issue(user_id).map_err(ApiError::internal)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(SignupResponse {
+            user: user.into(),
+            organization,
+            access_token,
+            token_type: "Bearer".into(),
+            expires_in: state.sessions.ttl_seconds(),
+        }),
+    ))
+}
+
+fn email_taken() -> ApiError {
+    ApiError::conflict("email_taken", "an account with this email already exists")
+}
+
+/// Exchanges an email and password for a session token.
+#[utoipa::path(
+    post,
+    path = "/auth/login",
+    tag = "auth",
+    request_body = LoginRequest,
+    responses(
+        (status = 200, description = "A session token", body = TokenResponse),
+        ProblemResponses,
+    )
+)]
+async fn login(
+    State(state): State<AppState>,
+    actor: Actor,
+    ApiJson(request): ApiJson<LoginRequest>,
+) -> ApiResult<Json<TokenResponse>> {
+    if request.password.chars().count() > password::MAX_LENGTH {
+        return Err(bad_credentials());
+    }
+    let account = match normalize_email(&request.email) {
+        Some(email) => {
+            user::Entity::find()
+                .filter(user::Column::Email.eq(email))
+                .one(&state.db)
+                .await?
+        }
+        None => None,
+    };
+    let verified = state
+        .passwords
+        .verify(
+            request.password,
+            account.as_ref().map(|u| u.password_hash.clone()),
+        )
+        .await
+        .map_err(ApiError::internal)?;
+    let account = account.filter(|_| verified).ok_or_else(bad_credentials)?;
+    audit::record(
+        &state.db,
+        Change {
+            org_id: None,
+            action: "user.login",
+            target_type: "user",
+            target_id: Some(account.id.to_string()),
+            details: serde_json::json!({}),
+            actor: &actor.as_user(account.id),
+        },
+    )
+    .await?;
+    Ok(Json(TokenResponse {
+        access_token: state
+            .sessions
+            .issue(account.id)
+            .map_err(ApiError::internal)?,
+        token_type: "Bearer".into(),
+        expires_in: state.sessions.ttl_seconds(),
+    }))
+}
+
+fn bad_credentials() -> ApiError {
+    ApiError::unauthenticated("invalid_credentials", "the email or password is wrong")
+}
+
+/// The caller and the organizations it may act in.
+#[utoipa::path(
+    get,
+    path = "/me",
+    tag = "auth",
+    responses(
+        (status = 200, description = "The caller", body = Me),
+        ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn me(
+    State(state): State<AppState>,
+    Authenticated(principal): Authenticated,
+) -> ApiResult<Json<Me>> {
+    match principal {
+        Principal::User { user_id } => {
+            let rows = membership::Entity::find()
+                .filter(membership::Column::UserId.eq(user_id))
+                .find_also_related(organization::Entity)
+                .order_by_asc(membership::Column::OrgId)
+                .all(&state.db)
+                .await?;
+            let user = user::Entity::find_by_id(user_id)
+                .one(&state.db)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::unauthenticated(
+                        "invalid_token",
+                        "the session token's user no longer exists",
+                    )
+                })?;
+            Ok(Json(Me {
+                user: Some(user.into()),
+                api_key: None,
+                memberships: rows
+                    .into_iter()
+                    .filter_map(|(m, org)| {
+                        org.map(|org| Membership {
+                            organization: org.into(),
+                            role: m.role,
+                        })
+                    })
+                    .collect(),
+            }))
+        }
+        Principal::ApiKey {
+            key_id,
+            org_id,
+            role,
+        } => {
+            let org = organization::Entity::find_by_id(org_id)
+                .one(&state.db)
+                .await?
+                .ok_or_else(|| {
+                    ApiError::unauthenticated("invalid_api_key", "the API key is not valid")
+                })?;
+            Ok(Json(Me {
+                user: None,
+                api_key: Some(CallingApiKey {
+                    id: key_id,
+                    org_id,
+                    role,
+                }),
+                memberships: vec![Membership {
+                    organization: org.into(),
+                    role,
+                }],
+            }))
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! Authentication: accounts, passwords, session tokens, API key secrets and
+//! the request principal.
+
+pub mod accounts;
+pub mod api_key_secret;
+pub mod password;
+pub mod principal;
+pub mod session;

@@ -1,0 +1,220 @@
+//! Configuration: defaults that work on a fresh machine, an optional TOML
+//! file, then environment variables, each overriding the one before.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+/// Environment variables and the configuration keys they set. `DATABASE_URL`
+/// is the conventional unprefixed name; every other variable carries the
+/// `GANTRY_` prefix.
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    ("GANTRY_LISTEN", "listen"),
+    ("DATABASE_URL", "database_url"),
+    ("GANTRY_DATA_DIR", "data_dir"),
+    ("GANTRY_JWT_SECRET", "jwt_secret"),
+    ("GANTRY_JWT_TTL_SECONDS", "jwt_ttl_seconds"),
+    ("GANTRY_CORS_ALLOWED_ORIGINS", "cors_allowed_origins"),
+    ("GANTRY_RATE_LIMIT_PER_SECOND", "rate_limit_per_second"),
+    ("GANTRY_RATE_LIMIT_BURST", "rate_limit_burst"),
+    ("GANTRY_BODY_LIMIT_BYTES", "body_limit_bytes"),
+    ("GANTRY_REQUEST_TIMEOUT_SECONDS", "request_timeout_seconds"),
+    (
+        "GANTRY_DATABASE_MAX_CONNECTIONS",
+        "database_max_connections",
+    ),
+];
+
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server listens on.
+    pub listen: SocketAddr,
+    /// `sqlite://…` or `postgres://…`; a SQLite file in `data_dir` when unset.
+    pub database_url: Option<String>,
+    /// Where the SQLite database and the generated JWT secret live.
+    pub data_dir: PathBuf,
+    /// Secret for signing session tokens. Generated into `data_dir` when unset;
+    /// set it explicitly when several replicas serve the API.
+    pub jwt_secret: Option<String>,
+    /// Lifetime of a session token.
+    pub jwt_ttl_seconds: u64,
+    /// Origins allowed by CORS; empty turns CORS off.
+    pub cors_allowed_origins: Vec<String>,
+    /// Sustained requests per second allowed per API key, user or, for
+    /// anonymous calls, source address.
+    pub rate_limit_per_second: u32,
+    /// Requests allowed in a burst above the sustained rate.
+    pub rate_limit_burst: u32,
+    /// Largest request body accepted.
+    pub body_limit_bytes: usize,
+    /// Longest a request may take before it is answered with 503.
+    pub request_timeout_seconds: u64,
+    /// Size of the database connection pool.
+    pub database_max_connections: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            database_url: None,
+            data_dir: PathBuf::from("./data"),
+            jwt_secret: None,
+            jwt_ttl_seconds: 900,
+            cors_allowed_origins: Vec::new(),
+            rate_limit_per_second: 50,
+            rate_limit_burst: 100,
+            body_limit_bytes: 256 * 1024,
+            request_timeout_seconds: 30,
+            database_max_connections: 16,
+        }
+    }
+}
+
+// The secret must never reach a log line.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("database", &redacted_url(&self.database_url()))
+            .field("data_dir", &self.data_dir)
+            .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "<set>"))
+            .field("jwt_ttl_seconds", &self.jwt_ttl_seconds)
+            .field("cors_allowed_origins", &self.cors_allowed_origins)
+            .field("rate_limit_per_second", &self.rate_limit_per_second)
+            .field("rate_limit_burst", &self.rate_limit_burst)
+            .field("body_limit_bytes", &self.body_limit_bytes)
+            .field("request_timeout_seconds", &self.request_timeout_seconds)
+            .field("database_max_connections", &self.database_max_connections)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Reads the optional TOML file, then the environment.
+    pub fn load(file: Option<&Path>) -> anyhow::Result<Self> {
+        let mut builder = config::Config::builder();
+        if let Some(file) = file {
+            builder = builder.add_source(config::File::from(file).required(true));
+        }
+        for (variable, key) in ENVIRONMENT {
+            let Ok(value) = std::env::var(variable) else {
+                continue;
+            };
+            builder = if *key == "cors_allowed_origins" {
+                let origins: Vec<String> = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|o| !o.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                builder.set_override(*key, origins)?
+            } else {
+                builder.set_override(*key, value)?
+            };
+        }
+        let config: Self = builder
+            .build()?
+            .try_deserialize()
+            .context("invalid configuration")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.jwt_ttl_seconds > 0, "jwt_ttl_seconds must be positive");
+        anyhow::ensure!(
+            self.rate_limit_per_second > 0 && self.rate_limit_burst > 0,
+            "rate_limit_per_second and rate_limit_burst must be positive"
+        );
+        anyhow::ensure!(
+            self.body_limit_bytes >= 1024,
+            "body_limit_bytes must be at least 1024"
+        );
+        anyhow::ensure!(
+            self.request_timeout_seconds > 0,
+            "request_timeout_seconds must be positive"
+        );
+        anyhow::ensure!(
+            self.database_max_connections > 0,
+            "database_max_connections must be positive"
+        );
+        if let Some(secret) = &self.jwt_secret {
+            anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");
+        }
+        Ok(())
+    }
+
+    /// The database to use: the configured URL, or a SQLite file in the data
+    /// directory that is created on first start.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("gantry.db").display()
+            ),
+        }
+    }
+}
+
+/// A database URL without its credentials and parameters, for logs.
+pub fn redacted_url(url: &str) -> String {
+    let without_query = url.split('?').next().unwrap_or_default();
+    match (without_query.find("://"), without_query.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!(
+                "{}://***{}",
+                &without_query[..scheme_end],
+                &without_query[at..]
+            )
+        }
+        _ => without_query.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_use_a_sqlite_file_in_the_data_dir() {
+        let config = Config::default();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.database_url(), "sqlite://./data/gantry.db?mode=rwc");
+        config.validate().expect("defaults are valid");
+    }
+
+    #[test]
+    fn debug_output_hides_the_secret() {
+        let config = Config {
+            jwt_secret: Some("a-very-secret-value-that-is-long-enough".into()),
+            database_url: Some("postgres://u:pw@db/gantry?sslmode=require".into()),
+            ..Config::default()
+        };
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("a-very-secret"));
+        assert!(!shown.contains("sslmode"));
+        assert!(!shown.contains("pw"));
+        assert!(shown.contains("postgres://***@db/gantry"));
+    }
+
+    #[test]
+    fn a_toml_file_is_read_and_unknown_keys_are_refused() {
+        let dir = std::env::temp_dir().join(format!("gantry-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let good = dir.join("good.toml");
+        std::fs::write(&good, "listen = \"0.0.0.0:9000\"\njwt_ttl_seconds = 60\n").expect("write");
+        let config = Config::load(Some(&good)).expect("valid file");
+        assert_eq!(config.listen.port(), 9000);
+        assert_eq!(config.jwt_ttl_seconds, 60);
+
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "lisen = \"0.0.0.0:9000\"\n").expect("write");
+        assert!(Config::load(Some(&bad)).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

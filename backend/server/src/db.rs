@@ -1,0 +1,79 @@
+//! Connecting to the database and keeping its schema current. The same code
+//! serves SQLite (the embedded default) and PostgreSQL.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use gantry_migrations::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
+
+/// Opens a pool. For SQLite the file and its directory are created when
+/// missing, and every pooled connection gets the pragmas it needs (they are
+/// per connection in SQLite, so they cannot be set once).
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
+    if let Some(path) = sqlite_path(url)
+        && let Some(dir) = std::path::Path::new(path).parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the database directory {}", dir.display()))?;
+    }
+    let mut options = ConnectOptions::new(url);
+    options
+        .max_connections(max_connections)
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(10))
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|opts| {
+            opts.foreign_keys(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+        });
+    Database::connect(options)
+        .await
+        .with_context(|| format!("connecting to {}", crate::config::redacted_url(url)))
+}
+
+fn sqlite_path(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+/// Applies every pending migration.
+pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
+    Migrator::up(db, None).await.context("applying migrations")
+}
+
+/// Whether the database answers and every migration is applied.
+pub async fn is_ready(db: &DatabaseConnection) -> anyhow::Result<()> {
+    db.execute_unprepared("SELECT 1").await?;
+    let pending = Migrator::get_pending_migrations(db).await?;
+    anyhow::ensure!(
+        pending.is_empty(),
+        "{} migrations are not applied",
+        pending.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_paths_are_found_in_urls() {
+        assert_eq!(
+            sqlite_path("sqlite://./data/gantry.db?mode=rwc"),
+            Some("./data/gantry.db")
+        );
+        assert_eq!(sqlite_path("sqlite:/tmp/x.db"), Some("/tmp/x.db"));
+        assert_eq!(sqlite_path("sqlite::memory:"), None);
+        assert_eq!(sqlite_path("postgres://localhost/gantry"), None);
+    }
+}

@@ -1,0 +1,8 @@
+//! HTTP plumbing shared by every route: extractors that speak our error
+//! shape, pagination, and the middleware stack.
+
+pub mod extract;
+pub mod idempotency;
+pub mod pagination;
+pub mod problem;
+pub mod rate_limit;

@@ -1,0 +1,54 @@
+//! The OpenAPI document. Routes register themselves through `routes!()`, so
+//! the document and the router are built from one list and cannot drift; the
+//! committed copy in `openapi/openapi.json` is checked against it by a test.
+
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::error::Problem;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Gantry API",
+        description = "The REST API of Gantry, a multi-tenant GPU cloud control plane. \
+Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-paginated \
+(`limit`, `cursor`, `next_cursor`); creating POSTs accept `Idempotency-Key`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    components(schemas(Problem)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "auth", description = "Sign-up, sign-in and the caller"),
+        (name = "organizations", description = "Tenants"),
+        (name = "members", description = "Who belongs to an organization, with which role"),
+        (name = "projects", description = "How an organization splits its work"),
+        (name = "api-keys", description = "Credentials for automation"),
+        (name = "audit", description = "Who changed what"),
+        (name = "admin", description = "The operator API"),
+        (name = "health", description = "Liveness and readiness"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let mut scheme = Http::new(HttpAuthScheme::Bearer);
+        scheme.description =
+            Some("A session token from `/auth/login` or an API key (`gk_…`).".into());
+        components.add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// The document, as served at `/api/v1/openapi.json` and committed.
+pub fn document() -> utoipa::openapi::OpenApi {
+    crate::app::routes().split_for_parts().1
+}
+
+/// The document as committed: pretty JSON with a trailing newline.
+pub fn to_committed_json() -> anyhow::Result<String> {
+    Ok(format!("{}\n", document().to_pretty_json()?))
+}

@@ -1,0 +1,142 @@
+//! Organization access, decided in one place.
+//!
+//! [`OrgAccess`] reads `{org_id}` from the path, finds the caller's role in
+//! that organization and checks it against the route's requirement. A caller
+//! with no role there gets 404 (the organization's existence does not leak);
+//! one with too small a role gets 403. Every query on tenant data then goes
+//! through [`OrgScope`], which adds the `org_id` filter itself.
+
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, RawPathParams};
+use axum::http::request::Parts;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Select};
+use uuid::Uuid;
+
+use super::roles::{OrgRole, Requirement};
+use crate::app::AppState;
+use crate::auth::principal::{Actor, Authenticated, Principal};
+use crate::entities::{api_key, audit_log, membership, project};
+use crate::error::{ApiError, Resource};
+use crate::http::extract::path_uuid;
+
+/// The organization a request acts in, and the caller's role there.
+#[derive(Debug, Clone)]
+pub struct OrgScope {
+    pub org_id: Uuid,
+    pub role: OrgRole,
+    pub principal: Principal,
+}
+
+/// A table whose rows belong to one organization.
+pub trait TenantOwned: EntityTrait {
+    const ORG_ID: Self::Column;
+}
+
+impl TenantOwned for project::Entity {
+    const ORG_ID: Self::Column = project::Column::OrgId;
+}
+impl TenantOwned for api_key::Entity {
+    const ORG_ID: Self::Column = api_key::Column::OrgId;
+}
+impl TenantOwned for membership::Entity {
+    const ORG_ID: Self::Column = membership::Column::OrgId;
+}
+
+impl OrgScope {
+    /// Every row of `E` that belongs to this organization.
+    pub fn select<E: TenantOwned>(&self) -> Select<E> {
+        E::find().filter(E::ORG_ID.eq(self.org_id))
+    }
+
+    /// This organization's audit rows. The audit log keeps rows of deleted
+    /// organizations, so it has no foreign key and is scoped here by hand.
+    pub fn audit_log(&self) -> Select<audit_log::Entity> {
+        audit_log::Entity::find().filter(audit_log::Column::OrgId.eq(self.org_id))
+    }
+}
+
+/// Marker types naming what a route requires.
+pub mod need {
+    use super::Requirement;
+
+    pub trait Need: Send + Sync + 'static {
+        const REQUIREMENT: Requirement;
+    }
+    /// Any role in the organization.
+    pub struct AnyRole;
+    /// `member` or above.
+    pub struct Member;
+    /// `admin` or above.
+    pub struct Admin;
+
+    impl Need for AnyRole {
+        const REQUIREMENT: Requirement = Requirement::AnyRole;
+    }
+    impl Need for Member {
+        const REQUIREMENT: Requirement = Requirement::Member;
+    }
+    impl Need for Admin {
+        const REQUIREMENT: Requirement = Requirement::Admin;
+    }
+}
+
+/// Authorization for a route under `/orgs/{org_id}`.
+pub struct OrgAccess<N: need::Need> {
+    pub scope: OrgScope,
+    pub actor: Actor,
+    _need: PhantomData<N>,
+}
+
+impl<N: need::Need> FromRequestParts<AppState> for OrgAccess<N> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let Authenticated(principal) = Authenticated::from_request_parts(parts, state).await?;
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(ApiError::internal)?;
+        let org_id = path_uuid(&params, "org_id", Resource::Organization)?;
+        let role = role_in(state, &principal, org_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(Resource::Organization, org_id))?;
+        if !role.satisfies(N::REQUIREMENT) {
+            return Err(ApiError::forbidden(format!(
+                "this action needs {}; the caller is {}",
+                N::REQUIREMENT.describe(),
+                role.as_str()
+            )));
+        }
+        let actor = Actor::from_request_parts(parts, state).await?;
+        Ok(Self {
+            scope: OrgScope {
+                org_id,
+                role,
+                principal,
+            },
+            actor,
+            _need: PhantomData,
+        })
+    }
+}
+
+async fn role_in(
+    state: &AppState,
+    principal: &Principal,
+    org_id: Uuid,
+) -> Result<Option<OrgRole>, ApiError> {
+    match principal {
+        Principal::ApiKey {
+            org_id: key_org,
+            role,
+            ..
+        } => Ok((*key_org == org_id).then_some(*role)),
+        Principal::User { user_id } => Ok(membership::Entity::find_by_id((org_id, *user_id))
+            .one(&state.db)
+            .await?
+            .map(|m| m.role)),
+    }
+}

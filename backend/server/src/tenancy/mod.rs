@@ -1,0 +1,9 @@
+//! Tenancy: organizations (the tenants), their members, projects and API
+//! keys, and the one place that decides who may act in which organization.
+
+pub mod access;
+pub mod api_keys;
+pub mod members;
+pub mod orgs;
+pub mod projects;
+pub mod roles;

@@ -1,0 +1,17 @@
+//! Gantry's schema, one migration per change, portable between SQLite and
+//! PostgreSQL. Constraints are declared when a table is created because
+//! SQLite cannot add a foreign key to an existing table.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261202_000001_tenancy;
+
+/// Every migration in the order it is applied.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261202_000001_tenancy::Migration)]
+    }
+}

@@ -1,0 +1,9 @@
+//! The API suite: every test runs against a real server over HTTP, once on
+//! SQLite and once on PostgreSQL.
+
+mod support;
+
+mod bad_input;
+mod flows;
+mod isolation;
+mod openapi;

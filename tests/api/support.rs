@@ -1,0 +1,378 @@
+//! A real Gantry server per test: its own database (a fresh SQLite file, or
+//! a fresh PostgreSQL database that is dropped afterwards), listening on a
+//! random local port, driven over real HTTP.
+
+use std::path::PathBuf;
+
+use gantry_server::app::{self, AppState};
+use gantry_server::config::Config;
+use reqwest::{Method, StatusCode};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+pub const PASSWORD: &str = "correct horse battery staple";
+pub const JWT_SECRET: &str = "test-secret-0123456789abcdef0123456789abcdef";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// Where the PostgreSQL half of the suite creates its databases.
+fn postgres_admin_url() -> String {
+    std::env::var("GANTRY_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// `GANTRY_TEST_POSTGRES=skip` skips the PostgreSQL half locally; CI refuses
+/// the switch so the half always runs there.
+pub fn postgres_skipped() -> bool {
+    let skip = std::env::var("GANTRY_TEST_POSTGRES").is_ok_and(|v| v == "skip");
+    if skip && std::env::var("CI").is_ok() {
+        panic!("GANTRY_TEST_POSTGRES=skip is not allowed in CI: the PostgreSQL half must run");
+    }
+    if skip {
+        eprintln!("skipping the PostgreSQL half (GANTRY_TEST_POSTGRES=skip)");
+    }
+    skip
+}
+
+pub struct TestServer {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub state: AppState,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    data_dir: PathBuf,
+    postgres_database: Option<String>,
+}
+
+impl TestServer {
+    pub async fn start(engine: Engine) -> Self {
+        Self::start_with(engine, |_| {}).await
+    }
+
+    pub async fn start_with(engine: Engine, adjust: impl FnOnce(&mut Config)) -> Self {
+        let data_dir =
+            std::env::temp_dir().join(format!("gantry-test-{}", Uuid::new_v4().simple()));
+        let (database_url, postgres_database) = match engine {
+            Engine::Sqlite => (
+                format!("sqlite://{}/gantry.db?mode=rwc", data_dir.display()),
+                None,
+            ),
+            Engine::Postgres => {
+                let name = format!("gantry_test_{}", Uuid::new_v4().simple());
+                let admin = postgres_admin_url();
+                let db = Database::connect(&admin).await.unwrap_or_else(|e| {
+                    panic!(
+                        "PostgreSQL at {admin} is not reachable ({e}). Start it, point GANTRY_TEST_POSTGRES_URL \
+                         at one, or set GANTRY_TEST_POSTGRES=skip to skip this half locally."
+                    )
+                });
+                db.execute_unprepared(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .expect("create test database");
+                db.close().await.ok();
+                let base = admin
+                    .rsplit_once('/')
+                    .map_or(admin.as_str(), |(base, _)| base);
+                (format!("{base}/{name}"), Some(name))
+            }
+        };
+        let mut config = Config {
+            listen: "127.0.0.1:0".parse().expect("address"),
+            database_url: Some(database_url),
+            data_dir: data_dir.clone(),
+            jwt_secret: Some(JWT_SECRET.into()),
+            rate_limit_per_second: 100_000,
+            rate_limit_burst: 100_000,
+            database_max_connections: 5,
+            ..Config::default()
+        };
+        adjust(&mut config);
+        let state = AppState::start(config).await.expect("server state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = state.clone();
+        tokio::spawn(async move {
+            app::serve(listener, serving, async {
+                stopped.await.ok();
+            })
+            .await
+            .expect("serve");
+        });
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            state,
+            shutdown: Some(shutdown),
+            data_dir,
+            postgres_database,
+        }
+    }
+
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.state.db
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request with an optional bearer token and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        Reply::from_response(request.send().await.expect("request")).await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::PATCH, path, Some(token), Some(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// Signs up a new user with their own organization.
+    pub async fn signup(&self, label: &str) -> Tenant {
+        let email = format!("{label}-{}@example.com", Uuid::new_v4().simple());
+        let reply = self
+            .call(
+                Method::POST,
+                "/api/v1/auth/signup",
+                None,
+                Some(json!({ "email": email, "password": PASSWORD, "name": label, "organization": format!("{label} org") })),
+            )
+            .await;
+        reply.expect(StatusCode::CREATED);
+        Tenant {
+            email,
+            user_id: reply.id("/user/id"),
+            org_id: reply.id("/organization/id"),
+            token: reply.str("/access_token"),
+        }
+    }
+
+    /// A new user whom `org`'s owner adds with `role`; the returned tenant
+    /// acts in `org`.
+    pub async fn member_of(&self, org: &Tenant, label: &str, role: &str) -> Tenant {
+        let user = self.signup(label).await;
+        self.post(
+            &format!("/api/v1/orgs/{}/members", org.org_id),
+            &org.token,
+            json!({ "email": user.email, "role": role }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+        Tenant {
+            org_id: org.org_id,
+            ..user
+        }
+    }
+
+    /// Creates an API key with `role` in the tenant's organization.
+    pub async fn api_key(&self, tenant: &Tenant, role: &str) -> (Uuid, String) {
+        let reply = self
+            .post(
+                &format!("/api/v1/orgs/{}/api-keys", tenant.org_id),
+                &tenant.token,
+                json!({ "name": format!("{role} key"), "role": role }),
+            )
+            .await;
+        reply.expect(StatusCode::CREATED);
+        (reply.id("/id"), reply.str("/secret"))
+    }
+
+    /// Row counts of every table, to prove a refused request changed nothing.
+    pub async fn table_counts(&self) -> Vec<(String, i64)> {
+        let mut counts = Vec::new();
+        for table in [
+            "users",
+            "organizations",
+            "memberships",
+            "projects",
+            "api_keys",
+            "audit_log",
+            "idempotency_keys",
+        ] {
+            let row = self
+                .db()
+                .query_one_raw(Statement::from_string(
+                    self.db().get_database_backend(),
+                    format!("SELECT COUNT(*) AS n FROM {table}"),
+                ))
+                .await
+                .expect("count")
+                .expect("row");
+            counts.push((
+                table.to_owned(),
+                row.try_get::<i64>("", "n").expect("count value"),
+            ));
+        }
+        counts
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            shutdown.send(()).ok();
+        }
+        std::fs::remove_dir_all(&self.data_dir).ok();
+        if let Some(name) = self.postgres_database.take() {
+            // Drop runs outside async; a short-lived runtime on its own thread
+            // drops the database even when the test panicked.
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(async {
+                    if let Ok(db) = Database::connect(&postgres_admin_url()).await {
+                        db.execute_unprepared(&format!(
+                            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                        ))
+                        .await
+                        .ok();
+                        db.close().await.ok();
+                    }
+                });
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub email: String,
+    pub user_id: Uuid,
+    pub org_id: Uuid,
+    pub token: String,
+}
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub async fn from_response(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body");
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("a JSON body, got {status}: {text}"))
+        };
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    #[track_caller]
+    pub fn expect(&self, status: StatusCode) -> &Self {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        self
+    }
+
+    /// Asserts an RFC 9457 problem with this status and code.
+    #[track_caller]
+    pub fn expect_problem(&self, status: StatusCode, code: &str) -> &Self {
+        self.expect(status);
+        assert_eq!(
+            self.headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
+            Some("application/problem+json"),
+            "problem content type; body: {}",
+            self.body
+        );
+        assert_eq!(self.body["code"], code, "problem code; body: {}", self.body);
+        assert_eq!(self.body["status"], status.as_u16());
+        assert_eq!(self.body["type"], format!("urn:gantry:problem:{code}"));
+        assert!(self.body["detail"].as_str().is_some_and(|d| !d.is_empty()));
+        self
+    }
+
+    #[track_caller]
+    pub fn str(&self, pointer: &str) -> String {
+        self.body
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no string at {pointer} in {}", self.body))
+            .to_owned()
+    }
+
+    #[track_caller]
+    pub fn id(&self, pointer: &str) -> Uuid {
+        Uuid::parse_str(&self.str(pointer)).expect("uuid")
+    }
+
+    pub fn items(&self) -> &Vec<Value> {
+        self.body["items"].as_array().expect("a page of items")
+    }
+}
+
+/// Runs each named `async fn(Engine)` once on SQLite and once on PostgreSQL,
+/// as `<module>::sqlite::<name>` and `<module>::postgres::<name>`.
+#[macro_export]
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::support::Engine::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if $crate::support::postgres_skipped() {
+                        return;
+                    }
+                    super::$name($crate::support::Engine::Postgres).await;
+                }
+            )*
+        }
+    };
+}
