@@ -6,4 +6,5 @@ mod support;
 mod bad_input;
 mod flows;
 mod isolation;
+mod migrations;
 mod openapi;

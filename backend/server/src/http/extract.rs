@@ -1,6 +1,7 @@
 //! Extractors that turn bad input into problem+json instead of axum's plain
 //! text rejections.
 
+use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -9,8 +10,9 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// A JSON request body. Syntax errors are 400, type and shape errors 422,
-/// a missing `Content-Type: application/json` 415, an oversize body 413.
+/// A JSON object as the request body. Syntax errors are 400; a body that is
+/// not an object, or has wrong types, missing or unknown fields, is 422; a
+/// missing `Content-Type: application/json` is 415; an oversize body 413.
 pub struct ApiJson<T>(pub T);
 
 impl<T, S> FromRequest<S> for ApiJson<T>
@@ -21,27 +23,60 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
+        if !has_json_content_type(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "the request body must be JSON, sent with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                payload_too_large()
+            } else {
+                ApiError::bad_request("unreadable_body", rejection.body_text())
+            }
+        })?;
+        // serde would also read a struct from a JSON array of its fields;
+        // the API takes objects only.
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first.is_some_and(|b| *b != b'{') {
+            if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+                return Err(ApiError::bad_request(
+                    "malformed_json",
+                    "the request body is not valid JSON",
+                ));
+            }
+            return Err(ApiError::unprocessable(
+                "invalid_body",
+                "the request body must be a JSON object",
+            ));
+        }
+        match axum::Json::<T>::from_bytes(&bytes) {
             Ok(axum::Json(value)) => Ok(Self(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+            Err(JsonRejection::JsonDataError(e)) => {
+                Err(ApiError::unprocessable("invalid_body", e.body_text()))
+            }
+            Err(other) => Err(ApiError::bad_request("malformed_json", other.body_text())),
         }
     }
 }
 
-fn json_rejection(rejection: JsonRejection) -> ApiError {
-    match rejection {
-        JsonRejection::JsonDataError(e) => ApiError::unprocessable("invalid_body", e.body_text()),
-        JsonRejection::JsonSyntaxError(e) => ApiError::bad_request("malformed_json", e.body_text()),
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "the request body must be JSON, sent with `Content-Type: application/json`",
-        ),
-        JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            payload_too_large()
-        }
-        other => ApiError::bad_request("unreadable_body", other.body_text()),
-    }
+fn has_json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 pub fn payload_too_large() -> ApiError {

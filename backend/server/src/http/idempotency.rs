@@ -56,7 +56,9 @@ async fn run(
     let key = key
         .to_str()
         .ok()
-        .filter(|k| !k.is_empty() && k.len() <= MAX_KEY_LENGTH)
+        .filter(|k| {
+            !k.is_empty() && k.len() <= MAX_KEY_LENGTH && k.bytes().all(|b| b.is_ascii_graphic())
+        })
         .ok_or_else(|| {
             ApiError::bad_request(
                 "invalid_idempotency_key",

@@ -20,7 +20,8 @@ pub struct PageQuery {
     /// Items per page, 1 to 200; 50 when absent.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u64>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page; empty means the first page.
+    #[param(pattern = "^([A-Za-z0-9_-]{22})?$")]
     pub cursor: Option<String>,
 }
 
@@ -40,8 +41,8 @@ impl PageQuery {
                 format!("limit must be between 1 and {MAX_LIMIT}"),
             ));
         }
-        let after = match &self.cursor {
-            None => None,
+        let after = match self.cursor.as_deref() {
+            None | Some("") => None,
             Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| {
                 ApiError::bad_request("invalid_cursor", "cursor is not one this server issued")
             })?),

@@ -72,7 +72,11 @@ pub struct CreatedApiKey {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKey {
-    #[schema(min_length = 1, max_length = 100)]
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: String,
     /// Any role but `owner`.
     pub role: OrgRole,
@@ -120,7 +124,7 @@ async fn list_api_keys(
     tag = "api-keys",
     params(
         ("org_id" = Uuid, Path, description = "Organization id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response", max_length = 255, pattern = "^[\\x21-\\x7e]{1,255}$"),
     ),
     request_body = CreateApiKey,
     responses((status = 201, description = "The new key and its secret", body = CreatedApiKey), ProblemResponses),

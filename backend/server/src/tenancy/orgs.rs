@@ -49,14 +49,22 @@ impl From<organization::Model> for Organization {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateOrganization {
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateOrganization {
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: Option<String>,
 }
 
@@ -108,7 +116,7 @@ pub async fn lock(db: &impl ConnectionTrait, org_id: Uuid) -> Result<(), ApiErro
     let touched = organization::Entity::update_many()
         .col_expr(
             organization::Column::UpdatedAt,
-            sea_orm::sea_query::Expr::col(organization::Column::UpdatedAt).into(),
+            sea_orm::sea_query::Expr::col(organization::Column::UpdatedAt),
         )
         .filter(organization::Column::Id.eq(org_id))
         .exec(db)
@@ -172,7 +180,7 @@ async fn list_orgs(
     path = "/orgs",
     tag = "organizations",
     request_body = CreateOrganization,
-    params(("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response")),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response", max_length = 255, pattern = "^[\\x21-\\x7e]{1,255}$")),
     responses((status = 201, description = "The new organization", body = Organization), ProblemResponses),
     security(("bearer" = []))
 )]

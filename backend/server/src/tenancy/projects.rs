@@ -53,19 +53,33 @@ impl From<project::Model> for Project {
 #[serde(deny_unknown_fields)]
 pub struct CreateProject {
     /// Unique within the organization.
-    #[schema(min_length = 1, max_length = 100)]
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: String,
     #[serde(default)]
-    #[schema(max_length = 1000)]
+    #[schema(
+        max_length = 1000,
+        pattern = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub description: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateProject {
-    #[schema(min_length = 1, max_length = 100)]
+    #[schema(
+        min_length = 1,
+        max_length = 100,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: Option<String>,
-    #[schema(max_length = 1000)]
+    #[schema(
+        max_length = 1000,
+        pattern = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub description: Option<String>,
 }
 
@@ -149,7 +163,7 @@ async fn list_projects(
     tag = "projects",
     params(
         ("org_id" = Uuid, Path, description = "Organization id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response", max_length = 255, pattern = "^[\\x21-\\x7e]{1,255}$"),
     ),
     request_body = CreateProject,
     responses((status = 201, description = "The new project", body = Project), ProblemResponses),
