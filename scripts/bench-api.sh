@@ -49,7 +49,7 @@ for engine in $ENGINES; do
   server_pid=$!
   for _ in $(seq 1 100); do curl -fsS "$base/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 
-  password="benchmark correct horse"
+  password="load test passphrase 42"
   signup=$(curl -fsS -X POST "$base/api/v1/auth/signup" -H 'content-type: application/json' \
     -d "{\"email\":\"bench@example.com\",\"password\":\"${password}\",\"name\":\"Bench\",\"organization\":\"Bench\"}")
   token=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["access_token"])' "$signup")

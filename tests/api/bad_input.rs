@@ -41,6 +41,43 @@ async fn raw(
     crate::support::Reply::from_response(request.send().await.expect("send")).await
 }
 
+/// Posts a 300 KiB JSON body over a raw connection. The server answers 413
+/// from the headers alone and closes the connection while the body is still
+/// being written; an HTTP client library reports that as a broken pipe, so
+/// this writes what it can and then reads the answer.
+async fn oversize(server: &TestServer, path: &str, token: Option<&str>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let body = format!("{{\"name\": \"{}\"}}", "x".repeat(300 * 1024));
+    let authorization = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write head");
+    stream.write_all(body.as_bytes()).await.ok();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok();
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(
+        response
+            .to_ascii_lowercase()
+            .contains("content-type: application/problem+json"),
+        "{response}"
+    );
+    assert!(
+        response.contains("\"code\":\"payload_too_large\""),
+        "{response}"
+    );
+}
+
 async fn malformed_bodies(engine: Engine) {
     let server = TestServer::start(engine).await;
     let alice = server.signup("alice").await;
@@ -76,10 +113,7 @@ async fn malformed_bodies(engine: Engine) {
         )
         .await
         .expect_problem(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
-        let huge = format!("{{\"name\": \"{}\"}}", "x".repeat(300 * 1024)).into_bytes();
-        raw(&server, path, token, json_type, huge)
-            .await
-            .expect_problem(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+        oversize(&server, path, token).await;
     }
 
     let signup = |body: serde_json::Value| {

@@ -18,6 +18,7 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
+use crate::auth::identity::IdentityCache;
 use crate::auth::password::PasswordHasher;
 use crate::auth::session::{self, SessionKeys};
 use crate::config::Config;
@@ -35,6 +36,7 @@ pub struct Shared {
     pub db: DatabaseConnection,
     pub sessions: SessionKeys,
     pub passwords: PasswordHasher,
+    pub identities: IdentityCache,
     pub rate_limits: RateLimits,
     pub config: Config,
 }
@@ -60,6 +62,7 @@ impl AppState {
             db,
             sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
             passwords: PasswordHasher::new()?,
+            identities: IdentityCache::new(config.auth_cache_seconds),
             rate_limits: RateLimits::new(config.rate_limit_per_second, config.rate_limit_burst),
             config,
         })))

@@ -25,6 +25,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "GANTRY_DATABASE_MAX_CONNECTIONS",
         "database_max_connections",
     ),
+    ("GANTRY_AUTH_CACHE_SECONDS", "auth_cache_seconds"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -54,6 +55,10 @@ pub struct Config {
     pub request_timeout_seconds: u64,
     /// Size of the database connection pool.
     pub database_max_connections: u32,
+    /// How long a replica keeps a caller's identity and memberships in
+    /// memory; a change made through another replica is seen within this
+    /// bound. Zero reads them from the database on every request.
+    pub auth_cache_seconds: u64,
 }
 
 impl Default for Config {
@@ -70,6 +75,7 @@ impl Default for Config {
             body_limit_bytes: 256 * 1024,
             request_timeout_seconds: 30,
             database_max_connections: 16,
+            auth_cache_seconds: 5,
         }
     }
 }
@@ -89,6 +95,7 @@ impl std::fmt::Debug for Config {
             .field("body_limit_bytes", &self.body_limit_bytes)
             .field("request_timeout_seconds", &self.request_timeout_seconds)
             .field("database_max_connections", &self.database_max_connections)
+            .field("auth_cache_seconds", &self.auth_cache_seconds)
             .finish()
     }
 }

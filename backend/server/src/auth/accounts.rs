@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -15,7 +15,7 @@ use super::password;
 use super::principal::{Actor, Authenticated, Principal};
 use crate::app::AppState;
 use crate::audit::{self, Change};
-use crate::entities::{membership, organization, user};
+use crate::entities::user;
 use crate::error::{ApiError, ApiResult, ProblemResponses};
 use crate::http::extract::ApiJson;
 use crate::tenancy::orgs::{self, Organization};
@@ -315,14 +315,9 @@ async fn me(
 ) -> ApiResult<Json<Me>> {
     match principal {
         Principal::User { user_id } => {
-            let rows = membership::Entity::find()
-                .filter(membership::Column::UserId.eq(user_id))
-                .find_also_related(organization::Entity)
-                .order_by_asc(membership::Column::OrgId)
-                .all(&state.db)
-                .await?;
-            let user = user::Entity::find_by_id(user_id)
-                .one(&state.db)
+            let identity = state
+                .identities
+                .user(&state.db, user_id)
                 .await?
                 .ok_or_else(|| {
                     ApiError::unauthenticated(
@@ -331,15 +326,14 @@ async fn me(
                     )
                 })?;
             Ok(Json(Me {
-                user: Some(user.into()),
+                user: Some(identity.user.clone().into()),
                 api_key: None,
-                memberships: rows
-                    .into_iter()
-                    .filter_map(|(m, org)| {
-                        org.map(|org| Membership {
-                            organization: org.into(),
-                            role: m.role,
-                        })
+                memberships: identity
+                    .memberships
+                    .iter()
+                    .map(|(org, role)| Membership {
+                        organization: org.clone().into(),
+                        role: *role,
                     })
                     .collect(),
             }))
@@ -349,8 +343,9 @@ async fn me(
             org_id,
             role,
         } => {
-            let org = organization::Entity::find_by_id(org_id)
-                .one(&state.db)
+            let identity = state
+                .identities
+                .api_key(&state.db, key_id)
                 .await?
                 .ok_or_else(|| {
                     ApiError::unauthenticated("invalid_api_key", "the API key is not valid")
@@ -363,7 +358,7 @@ async fn me(
                     role,
                 }),
                 memberships: vec![Membership {
-                    organization: org.into(),
+                    organization: identity.organization.clone().into(),
                     role,
                 }],
             }))

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod api_key_secret;
+pub mod identity;
 pub mod password;
 pub mod principal;
 pub mod session;

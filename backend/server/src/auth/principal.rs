@@ -2,6 +2,7 @@
 //! then read by the extractors that decide what the caller may do.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -13,6 +14,7 @@ use sea_orm::{ActiveModelTrait, EntityTrait, Set};
 use uuid::Uuid;
 
 use super::api_key_secret;
+use super::identity::KeyIdentity;
 use super::session::TokenError;
 use crate::app::AppState;
 use crate::entities::{api_key, user};
@@ -109,11 +111,13 @@ async fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Option<Princip
 async fn resolve_api_key(state: &AppState, token: &str) -> Result<Principal, ApiError> {
     let invalid = || ApiError::unauthenticated("invalid_api_key", "the API key is not valid");
     let (key_id, presented_hash) = api_key_secret::parse(token).ok_or_else(invalid)?;
-    let key = api_key::Entity::find_by_id(key_id)
-        .one(&state.db)
+    let identity = state
+        .identities
+        .api_key(&state.db, key_id)
         .await?
-        .filter(|key| api_key_secret::hashes_match(&key.secret_hash, &presented_hash))
+        .filter(|identity| api_key_secret::hashes_match(&identity.key.secret_hash, &presented_hash))
         .ok_or_else(invalid)?;
+    let key = &identity.key;
     let now = Utc::now();
     if key.revoked_at.is_some() {
         return Err(ApiError::unauthenticated(
@@ -131,6 +135,14 @@ async fn resolve_api_key(state: &AppState, token: &str) -> Result<Principal, Api
         .last_used_at
         .is_none_or(|used| now - used > Duration::seconds(LAST_USED_RESOLUTION_SECONDS));
     if stale {
+        // The cache learns of the use first, so the requests that follow
+        // do not each write it again.
+        let mut touched = key.clone();
+        touched.last_used_at = Some(now);
+        state.identities.remember_key(Arc::new(KeyIdentity {
+            key: touched,
+            organization: identity.organization.clone(),
+        }));
         let db = state.db.clone();
         tokio::spawn(async move {
             let touch = api_key::ActiveModel {

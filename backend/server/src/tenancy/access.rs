@@ -134,9 +134,10 @@ async fn role_in(
             role,
             ..
         } => Ok((*key_org == org_id).then_some(*role)),
-        Principal::User { user_id } => Ok(membership::Entity::find_by_id((org_id, *user_id))
-            .one(&state.db)
+        Principal::User { user_id } => Ok(state
+            .identities
+            .user(&state.db, *user_id)
             .await?
-            .map(|m| m.role)),
+            .and_then(|identity| identity.role_in(org_id))),
     }
 }

@@ -234,5 +234,6 @@ async fn revoke_api_key(
         .await?;
     }
     txn.commit().await?;
+    state.identities.forget_key(key_id);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -221,6 +221,7 @@ async fn add_member(
     )
     .await?;
     txn.commit().await?;
+    state.identities.forget_user(account.id);
     Ok((StatusCode::CREATED, Json(Member::new(row, account))))
 }
 
@@ -278,6 +279,7 @@ async fn change_role(
         .await?
         .ok_or_else(|| ApiError::not_found(Resource::Member, user_id))?;
     txn.commit().await?;
+    state.identities.forget_user(user_id);
     Ok(Json(Member::new(updated, account)))
 }
 
@@ -320,6 +322,7 @@ async fn remove_member(
         .await?;
     record_removal(&txn, scope, &access.actor, &current).await?;
     txn.commit().await?;
+    state.identities.forget_user(user_id);
     Ok(StatusCode::NO_CONTENT)
 }
 

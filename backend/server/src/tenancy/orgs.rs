@@ -196,6 +196,7 @@ async fn create_org(
     let txn = state.db.begin().await?;
     let org = create_in(&txn, &actor, session.user_id, name).await?;
     txn.commit().await?;
+    state.identities.forget_user(session.user_id);
     Ok((StatusCode::CREATED, Json(org)))
 }
 
@@ -264,6 +265,7 @@ async fn update_org(
     )
     .await?;
     txn.commit().await?;
+    state.identities.forget_all_users();
     Ok(Json(updated.into()))
 }
 
