@@ -6,10 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Select, Set,
-};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, Select, Set};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -95,13 +92,10 @@ async fn page(
     select: Select<audit_log::Entity>,
     request: PageRequest,
 ) -> ApiResult<Page<AuditEntry>> {
-    let mut select = select
-        .order_by_desc(audit_log::Column::Id)
-        .limit(request.fetch());
-    if let Some(after) = request.after {
-        select = select.filter(audit_log::Column::Id.lt(after));
-    }
-    let rows = select.all(db).await?;
+    let rows = request
+        .descending(select, audit_log::Column::Id)
+        .all(db)
+        .await?;
     Ok(Page::from_rows(
         rows,
         request,

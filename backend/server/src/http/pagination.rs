@@ -5,6 +5,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -54,8 +55,26 @@ impl PageQuery {
 impl PageRequest {
     /// How many rows to fetch: one more than the page, to learn whether
     /// another page follows.
-    pub fn fetch(&self) -> u64 {
+    fn fetch(&self) -> u64 {
         self.limit + 1
+    }
+
+    /// The rows after the cursor in ascending order of `key`.
+    pub fn ascending<E: EntityTrait>(&self, select: Select<E>, key: E::Column) -> Select<E> {
+        let select = match self.after {
+            Some(after) => select.filter(key.gt(after)),
+            None => select,
+        };
+        select.order_by_asc(key).limit(self.fetch())
+    }
+
+    /// The rows after the cursor in descending order of `key`.
+    pub fn descending<E: EntityTrait>(&self, select: Select<E>, key: E::Column) -> Select<E> {
+        let select = match self.after {
+            Some(after) => select.filter(key.lt(after)),
+            None => select,
+        };
+        select.order_by_desc(key).limit(self.fetch())
     }
 }
 

@@ -6,9 +6,7 @@ use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, TransactionTrait};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -105,13 +103,11 @@ async fn list_api_keys(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<ApiKey>>> {
     let request = query.validate()?;
-    let mut select = access.scope.select::<api_key::Entity>();
-    if let Some(after) = request.after {
-        select = select.filter(api_key::Column::Id.gt(after));
-    }
-    let rows = select
-        .order_by_asc(api_key::Column::Id)
-        .limit(request.fetch())
+    let rows = request
+        .ascending(
+            access.scope.select::<api_key::Entity>(),
+            api_key::Column::Id,
+        )
         .all(&state.db)
         .await?;
     Ok(Json(Page::from_rows(rows, request, |k| k.id, ApiKey::from)))

@@ -5,8 +5,8 @@ use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set,
+    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -131,14 +131,12 @@ async fn list_members(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<Member>>> {
     let request = query.validate()?;
-    let mut select = access.scope.select::<membership::Entity>();
-    if let Some(after) = request.after {
-        select = select.filter(membership::Column::UserId.gt(after));
-    }
-    let rows = select
+    let rows = request
+        .ascending(
+            access.scope.select::<membership::Entity>(),
+            membership::Column::UserId,
+        )
         .find_also_related(user::Entity)
-        .order_by_asc(membership::Column::UserId)
-        .limit(request.fetch())
         .all(&state.db)
         .await?;
     let rows: Vec<(membership::Model, user::Model)> = rows

@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, JoinType, QueryFilter, QueryOrder,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, JoinType, QueryFilter,
     QuerySelect, RelationTrait, Set, TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
@@ -129,15 +129,11 @@ pub async fn lock(db: &impl ConnectionTrait, org_id: Uuid) -> Result<(), ApiErro
 
 async fn page_of(
     db: &impl ConnectionTrait,
-    mut select: sea_orm::Select<organization::Entity>,
+    select: sea_orm::Select<organization::Entity>,
     request: PageRequest,
 ) -> ApiResult<Page<Organization>> {
-    if let Some(after) = request.after {
-        select = select.filter(organization::Column::Id.gt(after));
-    }
-    let rows = select
-        .order_by_asc(organization::Column::Id)
-        .limit(request.fetch())
+    let rows = request
+        .ascending(select, organization::Column::Id)
         .all(db)
         .await?;
     Ok(Page::from_rows(rows, request, |o| o.id, Organization::from))

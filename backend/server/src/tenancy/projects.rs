@@ -5,8 +5,7 @@ use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -139,13 +138,11 @@ async fn list_projects(
     ApiQuery(query): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<Page<Project>>> {
     let request = query.validate()?;
-    let mut select = access.scope.select::<project::Entity>();
-    if let Some(after) = request.after {
-        select = select.filter(project::Column::Id.gt(after));
-    }
-    let rows = select
-        .order_by_asc(project::Column::Id)
-        .limit(request.fetch())
+    let rows = request
+        .ascending(
+            access.scope.select::<project::Entity>(),
+            project::Column::Id,
+        )
         .all(&state.db)
         .await?;
     Ok(Json(Page::from_rows(
