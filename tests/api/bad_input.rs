@@ -252,9 +252,21 @@ async fn invalid_account_data(engine: Engine) {
 }
 
 async fn bad_credentials_and_tokens(engine: Engine) {
-    let server = TestServer::start(engine).await;
+    // Without the identity cache, so every check reads the database.
+    let server = TestServer::start_with(engine, |c| c.auth_cache_seconds = 0).await;
     let alice = server.signup("alice").await;
     let (key_id, key) = server.api_key(&alice, "member").await;
+    let (expiring_id, expiring) = server.api_key(&alice, "viewer").await;
+    sea_orm::ActiveModelTrait::update(
+        gantry_server::entities::api_key::ActiveModel {
+            id: sea_orm::Set(expiring_id),
+            expires_at: sea_orm::Set(Some(chrono::Utc::now() - chrono::Duration::seconds(1))),
+            ..Default::default()
+        },
+        server.db(),
+    )
+    .await
+    .expect("expire the key");
     server
         .delete(
             &format!("/api/v1/orgs/{}/api-keys/{key_id}", alice.org_id),
@@ -332,6 +344,9 @@ async fn bad_credentials_and_tokens(engine: Engine) {
     me(key)
         .await
         .expect_problem(StatusCode::UNAUTHORIZED, "api_key_revoked");
+    me(expiring)
+        .await
+        .expect_problem(StatusCode::UNAUTHORIZED, "api_key_expired");
     me(format!(
         "gk_{}_{}",
         uuid::Uuid::new_v4().simple(),
