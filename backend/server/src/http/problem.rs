@@ -8,12 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::error::{ApiError, PROBLEM_CONTENT_TYPE};
 
-pub async fn ensure_problem_body<B>(response: Response<B>) -> Response
-where
-    B: axum::body::HttpBody<Data = axum::body::Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
-{
-    let response = response.map(axum::body::Body::new);
+pub async fn ensure_problem_body(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) || is_problem(&response) {
         return response;

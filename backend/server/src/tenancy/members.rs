@@ -20,7 +20,7 @@ use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::accounts::normalize_email;
-use crate::auth::principal::{Actor, Principal};
+use crate::auth::principal::Principal;
 use crate::entities::{membership, user};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
@@ -318,29 +318,19 @@ async fn remove_member(
     membership::Entity::delete_by_id((scope.org_id, user_id))
         .exec(&txn)
         .await?;
-    record_removal(&txn, scope, &access.actor, &current).await?;
-    txn.commit().await?;
-    state.identities.forget_user(user_id);
-    Ok(StatusCode::NO_CONTENT)
-}
-
-async fn record_removal(
-    db: &impl ConnectionTrait,
-    scope: &OrgScope,
-    actor: &Actor,
-    removed: &membership::Model,
-) -> Result<(), ApiError> {
     audit::record(
-        db,
+        &txn,
         Change {
             org_id: Some(scope.org_id),
             action: "member.remove",
             target_type: "user",
-            target_id: Some(removed.user_id.to_string()),
-            details: serde_json::json!({ "role": removed.role }),
-            actor,
+            target_id: Some(user_id.to_string()),
+            details: serde_json::json!({ "role": current.role }),
+            actor: &access.actor,
         },
     )
     .await?;
-    Ok(())
+    txn.commit().await?;
+    state.identities.forget_user(user_id);
+    Ok(StatusCode::NO_CONTENT)
 }
