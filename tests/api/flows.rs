@@ -15,6 +15,7 @@ crate::on_both_engines!(
     operators_and_the_admin_api,
     health_request_ids_and_cors_off,
     rate_limits_per_caller,
+    replicas_see_changes_within_the_cache_bound,
 );
 
 async fn signup_login_me_and_api_key(engine: Engine) {
@@ -601,4 +602,45 @@ async fn rate_limits_per_caller(engine: Engine) {
     let limited = &statuses[3];
     limited.expect_problem(StatusCode::TOO_MANY_REQUESTS, "rate_limited");
     assert!(limited.headers.contains_key("retry-after"));
+}
+
+async fn replicas_see_changes_within_the_cache_bound(engine: Engine) {
+    let ttl = |c: &mut gantry_server::config::Config| c.auth_cache_seconds = 1;
+    let a = TestServer::start_with(engine, ttl).await;
+    let b = a.replica(ttl).await;
+    let owner = a.signup("owner").await;
+    let admin = a.member_of(&owner, "admin", "admin").await;
+    let (key_id, key) = a.api_key(&owner, "admin").await;
+    let keys = format!("/api/v1/orgs/{}/api-keys", owner.org_id);
+
+    // Replica B learns both callers and keeps them in its cache.
+    b.get(&keys, &admin.token).await.expect(StatusCode::OK);
+    b.get(&keys, &key).await.expect(StatusCode::OK);
+
+    // Demoted and revoked through replica A: A refuses at once.
+    a.patch(
+        &format!("/api/v1/orgs/{}/members/{}", owner.org_id, admin.user_id),
+        &owner.token,
+        json!({ "role": "viewer" }),
+    )
+    .await
+    .expect(StatusCode::OK);
+    a.delete(&format!("{keys}/{key_id}"), &owner.token)
+        .await
+        .expect(StatusCode::NO_CONTENT);
+    a.get(&keys, &admin.token)
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    a.get(&keys, &key)
+        .await
+        .expect_problem(StatusCode::UNAUTHORIZED, "api_key_revoked");
+
+    // B refuses once its cache entries are older than the bound.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    b.get(&keys, &admin.token)
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    b.get(&keys, &key)
+        .await
+        .expect_problem(StatusCode::UNAUTHORIZED, "api_key_revoked");
 }

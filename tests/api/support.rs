@@ -91,6 +91,21 @@ impl TestServer {
             ..Config::default()
         };
         adjust(&mut config);
+        Self::serve(config, data_dir, postgres_database).await
+    }
+
+    /// A second server on the same database, as another replica behind a
+    /// load balancer would be. The first server owns the database.
+    pub async fn replica(&self, adjust: impl FnOnce(&mut Config)) -> Self {
+        let mut config = self.state.config.clone();
+        config.data_dir =
+            std::env::temp_dir().join(format!("gantry-test-{}", Uuid::new_v4().simple()));
+        adjust(&mut config);
+        let data_dir = config.data_dir.clone();
+        Self::serve(config, data_dir, None).await
+    }
+
+    async fn serve(config: Config, data_dir: PathBuf, postgres_database: Option<String>) -> Self {
         let state = AppState::start(config).await.expect("server state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
