@@ -463,6 +463,32 @@ async fn idempotent_creation(engine: Engine) {
     );
     assert_eq!(replayed["id"], created["id"]);
     assert_eq!(replayed["secret"], serde_json::Value::Null);
+
+    // Session tokens are never stored for replay either: sign-in ignores the key.
+    let login = || {
+        server
+            .http
+            .post(server.url("/api/v1/auth/login"))
+            .bearer_auth(&alice.token)
+            .header("Idempotency-Key", "login-1")
+            .json(&json!({ "email": alice.email, "password": PASSWORD }))
+    };
+    let first = login().send().await.expect("send");
+    assert_eq!(first.status(), StatusCode::OK);
+    let again = login().send().await.expect("send");
+    assert!(!again.headers().contains_key("idempotent-replayed"));
+    let stored: i64 = server
+        .db()
+        .query_one_raw(Statement::from_string(
+            server.db().get_database_backend(),
+            "SELECT COUNT(*) AS n FROM idempotency_keys WHERE key = 'login-1'".to_owned(),
+        ))
+        .await
+        .expect("query")
+        .expect("row")
+        .try_get("", "n")
+        .expect("count");
+    assert_eq!(stored, 0);
 }
 
 async fn operators_and_the_admin_api(engine: Engine) {

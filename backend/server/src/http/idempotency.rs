@@ -31,7 +31,15 @@ const MAX_STORED_RESPONSE: usize = 1024 * 1024;
 pub struct RedactOnReplay(pub &'static [&'static str]);
 
 pub async fn idempotency(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
+    // Sign-up and sign-in answer with session tokens, which must never be
+    // stored; they are safe to retry anyway (a repeated sign-up is refused
+    // as a duplicate email, a repeated sign-in mints another token).
+    let is_auth = request
+        .uri()
+        .path()
+        .strip_prefix(crate::app::API_PREFIX)
+        .is_some_and(|rest| rest.starts_with("/auth/"));
+    if request.method() != Method::POST || is_auth {
         return next.run(request).await;
     }
     let (Some(key), Some(principal)) = (
