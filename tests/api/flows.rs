@@ -16,6 +16,7 @@ crate::on_both_engines!(
     health_request_ids_and_cors_off,
     rate_limits_per_caller,
     replicas_see_changes_within_the_cache_bound,
+    concurrent_retries_and_owner_changes_stay_consistent,
 );
 
 async fn signup_login_me_and_api_key(engine: Engine) {
@@ -669,4 +670,96 @@ async fn replicas_see_changes_within_the_cache_bound(engine: Engine) {
     b.get(&keys, &key)
         .await
         .expect_problem(StatusCode::UNAUTHORIZED, "api_key_revoked");
+}
+
+async fn concurrent_retries_and_owner_changes_stay_consistent(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let owner = server.signup("owner").await;
+    let projects = format!("/api/v1/orgs/{}/projects", owner.org_id);
+
+    // Eight simultaneous retries of one creation act once.
+    let attempts = (0..8).map(|_| {
+        server
+            .http
+            .post(server.url(&projects))
+            .bearer_auth(&owner.token)
+            .header("Idempotency-Key", "burst-1")
+            .json(&json!({ "name": "burst" }))
+    });
+    let statuses = send_at_once(attempts.collect()).await;
+    assert!(
+        statuses
+            .iter()
+            .all(|s| [StatusCode::CREATED, StatusCode::CONFLICT].contains(s)),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&StatusCode::CREATED));
+    assert_eq!(server.get(&projects, &owner.token).await.items().len(), 1);
+
+    // Two owners demote each other at the same moment: the organization
+    // keeps exactly one owner whatever the interleaving. Several rounds, as
+    // a race shows itself only sometimes.
+    let second = server.member_of(&owner, "second", "owner").await;
+    let members = format!("/api/v1/orgs/{}/members", owner.org_id);
+    for round in 0..6 {
+        let demote = |by: &str, whom: uuid::Uuid| {
+            server
+                .http
+                .patch(server.url(&format!("{members}/{whom}")))
+                .bearer_auth(by)
+                .json(&json!({ "role": "admin" }))
+        };
+        let outcomes = send_at_once(vec![
+            demote(&owner.token, second.user_id),
+            demote(&second.token, owner.user_id),
+        ])
+        .await;
+        assert!(
+            outcomes.contains(&StatusCode::OK),
+            "round {round}: {outcomes:?}"
+        );
+        assert!(
+            outcomes
+                .iter()
+                .all(|s| [StatusCode::OK, StatusCode::CONFLICT].contains(s)),
+            "round {round}: the loser is told the last owner stays, nothing else: {outcomes:?}"
+        );
+        let listed = server.get(&members, &owner.token).await;
+        let remaining: Vec<&serde_json::Value> = listed
+            .items()
+            .iter()
+            .filter(|m| m["role"] == "owner")
+            .collect();
+        assert_eq!(
+            remaining.len(),
+            1,
+            "round {round}: exactly one owner is left: {outcomes:?}"
+        );
+        let (stayed, demoted) = if remaining[0]["user_id"] == owner.user_id.to_string() {
+            (&owner, &second)
+        } else {
+            (&second, &owner)
+        };
+        server
+            .patch(
+                &format!("{members}/{}", demoted.user_id),
+                &stayed.token,
+                json!({ "role": "owner" }),
+            )
+            .await
+            .expect(StatusCode::OK);
+    }
+}
+
+/// Sends all requests at once and collects their statuses.
+async fn send_at_once(requests: Vec<reqwest::RequestBuilder>) -> Vec<StatusCode> {
+    let handles: Vec<_> = requests
+        .into_iter()
+        .map(|r| tokio::spawn(r.send()))
+        .collect();
+    let mut statuses = Vec::new();
+    for handle in handles {
+        statuses.push(handle.await.expect("join").expect("send").status());
+    }
+    statuses
 }
