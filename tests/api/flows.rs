@@ -82,7 +82,7 @@ async fn signup_login_me_and_api_key(engine: Engine) {
         .await
         .expect(StatusCode::OK);
     let mut last_used = serde_json::Value::Null;
-    for _ in 0..50 {
+    for _ in 0..250 {
         let keys = server
             .get(
                 &format!("/api/v1/orgs/{}/api-keys", alice.org_id),
@@ -622,11 +622,16 @@ async fn rate_limits_per_caller(engine: Engine) {
     signup.expect(StatusCode::CREATED);
     let token = signup.str("/access_token");
     let mut statuses = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..6 {
         statuses.push(server.get("/api/v1/me", &token).await);
     }
     assert!(statuses[..3].iter().all(|r| r.status == StatusCode::OK));
-    let limited = &statuses[3];
+    // The bucket refills one request a second, so a slow machine may let one
+    // more through; six in a row cannot all pass.
+    let limited = statuses[3..]
+        .iter()
+        .find(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
+        .expect("a request over the burst is limited");
     limited.expect_problem(StatusCode::TOO_MANY_REQUESTS, "rate_limited");
     assert!(limited.headers.contains_key("retry-after"));
 }
@@ -718,11 +723,13 @@ async fn concurrent_retries_and_owner_changes_stay_consistent(engine: Engine) {
             outcomes.contains(&StatusCode::OK),
             "round {round}: {outcomes:?}"
         );
+        // The loser hears that the last owner stays (409), or, when the
+        // winner committed before the loser's role was read, that it is no
+        // longer an owner (403); never anything else.
+        let allowed = [StatusCode::OK, StatusCode::CONFLICT, StatusCode::FORBIDDEN];
         assert!(
-            outcomes
-                .iter()
-                .all(|s| [StatusCode::OK, StatusCode::CONFLICT].contains(s)),
-            "round {round}: the loser is told the last owner stays, nothing else: {outcomes:?}"
+            outcomes.iter().all(|s| allowed.contains(s)),
+            "round {round}: {outcomes:?}"
         );
         let listed = server.get(&members, &owner.token).await;
         let remaining: Vec<&serde_json::Value> = listed
