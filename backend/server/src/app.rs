@@ -84,14 +84,17 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The full HTTP application over `state`.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState) -> anyhow::Result<Router> {
     let (router, document) = routes().split_for_parts();
-    let document = Arc::new(document);
+    // Serialized once: the document never changes while the server runs.
+    let document = axum::body::Bytes::from(
+        serde_json::to_vec(&document).context("serializing the OpenAPI document")?,
+    );
     let router = router.route(
         &format!("{API_PREFIX}/openapi.json"),
         axum::routing::get(move || {
-            let document = Arc::clone(&document);
-            async move { axum::Json(document.as_ref().clone()) }
+            let document = document.clone();
+            async move { ([(header::CONTENT_TYPE, "application/json")], document) }
         }),
     );
 
@@ -123,7 +126,7 @@ pub fn router(state: AppState) -> Router {
     if let Some(cors) = cors(&config.cors_allowed_origins) {
         router = router.layer(cors);
     }
-    router
+    Ok(router
         .layer(axum::middleware::map_response(crate::http::problem::ensure_problem_body))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
@@ -135,7 +138,7 @@ pub fn router(state: AppState) -> Router {
             tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .with_state(state)
+        .with_state(state))
 }
 
 /// CORS is off unless origins are configured.
@@ -186,7 +189,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     spawn_housekeeping(state.clone());
-    let app = router(state);
+    let app = router(state)?;
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
