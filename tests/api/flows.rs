@@ -17,6 +17,7 @@ crate::on_both_engines!(
     rate_limits_per_caller,
     replicas_see_changes_within_the_cache_bound,
     concurrent_retries_and_owner_changes_stay_consistent,
+    failed_sign_ins_lock_the_account_for_a_while,
 );
 
 async fn signup_login_me_and_api_key(engine: Engine) {
@@ -769,4 +770,45 @@ async fn send_at_once(requests: Vec<reqwest::RequestBuilder>) -> Vec<StatusCode>
         statuses.push(handle.await.expect("join").expect("send").status());
     }
     statuses
+}
+
+async fn failed_sign_ins_lock_the_account_for_a_while(engine: Engine) {
+    let server = TestServer::start_with(engine, |c| c.login_max_failures = 3).await;
+    let alice = server.signup("alice").await;
+    let bob = server.signup("bob").await;
+    let login = |email: String, password: &'static str| {
+        server.call(
+            Method::POST,
+            "/api/v1/auth/login",
+            None,
+            Some(json!({ "email": email, "password": password })),
+        )
+    };
+
+    for target in [alice.email.clone(), "nobody@example.com".to_owned()] {
+        for _ in 0..3 {
+            login(target.clone(), "wrong horse battery staple")
+                .await
+                .expect_problem(StatusCode::UNAUTHORIZED, "invalid_credentials");
+        }
+        // Locked now, whatever the password, and alike for unknown accounts.
+        let locked = login(target.to_uppercase(), PASSWORD).await;
+        locked.expect_problem(StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts");
+        assert!(locked.headers.contains_key("retry-after"));
+    }
+    // Other accounts are not affected, and a success clears the count.
+    login(bob.email.clone(), "wrong horse battery staple")
+        .await
+        .expect_problem(StatusCode::UNAUTHORIZED, "invalid_credentials");
+    login(bob.email.clone(), PASSWORD)
+        .await
+        .expect(StatusCode::OK);
+    for _ in 0..2 {
+        login(bob.email.clone(), "wrong horse battery staple")
+            .await
+            .expect_problem(StatusCode::UNAUTHORIZED, "invalid_credentials");
+    }
+    login(bob.email.clone(), PASSWORD)
+        .await
+        .expect(StatusCode::OK);
 }

@@ -19,6 +19,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::auth::identity::IdentityCache;
+use crate::auth::login_throttle::LoginThrottle;
 use crate::auth::password::PasswordHasher;
 use crate::auth::session::{self, SessionKeys};
 use crate::config::Config;
@@ -37,6 +38,7 @@ pub struct Shared {
     pub sessions: SessionKeys,
     pub passwords: PasswordHasher,
     pub identities: IdentityCache,
+    pub login_throttle: LoginThrottle,
     pub rate_limits: RateLimits,
     pub config: Config,
 }
@@ -63,6 +65,7 @@ impl AppState {
             sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
             passwords: PasswordHasher::new()?,
             identities: IdentityCache::new(config.auth_cache_seconds),
+            login_throttle: LoginThrottle::new(config.login_max_failures),
             rate_limits: RateLimits::new(config.rate_limit_per_second, config.rate_limit_burst),
             config,
         })))

@@ -26,6 +26,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "database_max_connections",
     ),
     ("GANTRY_AUTH_CACHE_SECONDS", "auth_cache_seconds"),
+    ("GANTRY_LOGIN_MAX_FAILURES", "login_max_failures"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -59,6 +60,9 @@ pub struct Config {
     /// memory; a change made through another replica is seen within this
     /// bound. Zero reads them from the database on every request.
     pub auth_cache_seconds: u64,
+    /// Failed sign-ins to one account within 15 minutes before sign-in to
+    /// it is refused for the rest of that window.
+    pub login_max_failures: u32,
 }
 
 impl Default for Config {
@@ -76,6 +80,7 @@ impl Default for Config {
             request_timeout_seconds: 30,
             database_max_connections: 16,
             auth_cache_seconds: 5,
+            login_max_failures: 10,
         }
     }
 }
@@ -96,6 +101,7 @@ impl std::fmt::Debug for Config {
             .field("request_timeout_seconds", &self.request_timeout_seconds)
             .field("database_max_connections", &self.database_max_connections)
             .field("auth_cache_seconds", &self.auth_cache_seconds)
+            .field("login_max_failures", &self.login_max_failures)
             .finish()
     }
 }
@@ -144,6 +150,10 @@ impl Config {
         anyhow::ensure!(
             self.request_timeout_seconds > 0,
             "request_timeout_seconds must be positive"
+        );
+        anyhow::ensure!(
+            self.login_max_failures > 0,
+            "login_max_failures must be positive"
         );
         anyhow::ensure!(
             self.database_max_connections > 0,

@@ -110,13 +110,19 @@ impl ApiError {
     }
 
     pub fn too_many_requests(retry_after_seconds: u64) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many requests; retry after {retry_after_seconds} s"),
+        )
+        .with_retry_after(retry_after_seconds)
+    }
+
+    /// Adds a `Retry-After` header to the answer.
+    pub fn with_retry_after(self, seconds: u64) -> Self {
         Self {
-            retry_after_seconds: Some(retry_after_seconds),
-            ..Self::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!("too many requests; retry after {retry_after_seconds} s"),
-            )
+            retry_after_seconds: Some(seconds),
+            ..self
         }
     }
 

@@ -11,8 +11,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::password;
 use super::principal::{Actor, Authenticated, Principal};
+use super::{login_throttle, password};
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::entities::user;
@@ -251,8 +251,21 @@ async fn login(
     actor: Actor,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> ApiResult<Json<TokenResponse>> {
-    if request.password.chars().count() > password::MAX_LENGTH {
+    let throttle_key = request.email.trim().to_lowercase();
+    if throttle_key.len() > 254 || request.password.chars().count() > password::MAX_LENGTH {
         return Err(bad_credentials());
+    }
+    if state.login_throttle.is_locked(&throttle_key) {
+        let window = login_throttle::WINDOW.as_secs();
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_login_attempts",
+            format!(
+                "too many failed sign-ins to this account; try again within {} minutes",
+                window / 60
+            ),
+        )
+        .with_retry_after(window));
     }
     let account = match normalize_email(&request.email) {
         Some(email) => {
@@ -271,7 +284,11 @@ async fn login(
         )
         .await
         .map_err(ApiError::internal)?;
-    let account = account.filter(|_| verified).ok_or_else(bad_credentials)?;
+    let Some(account) = account.filter(|_| verified) else {
+        state.login_throttle.record_failure(&throttle_key);
+        return Err(bad_credentials());
+    };
+    state.login_throttle.record_success(&throttle_key);
     audit::record(
         &state.db,
         Change {
