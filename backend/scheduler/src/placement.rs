@@ -56,6 +56,17 @@ impl<'a> Capacity<'a> {
         Self { nodes }
     }
 
+    /// Free GPUs on `node`, counted per model.
+    pub(crate) fn free_gpus_by_model(&self, node: &str) -> BTreeMap<&'a str, u32> {
+        let mut counts = BTreeMap::new();
+        if let Some(free) = self.nodes.iter().find(|f| f.node.name == node) {
+            for gpu in &free.gpus {
+                *counts.entry(gpu.model.as_str()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// Places `workload` and takes the capacity, or explains why it cannot.
     pub(crate) fn place(&mut self, workload: &Workload) -> Result<Vec<Placement>, PendingReason> {
         for model in &workload.gpu_models {

@@ -1,0 +1,143 @@
+//! The capacity report: per GPU model, what exists, what is held, what is
+//! free, and how much of the free capacity can actually host each job shape,
+//! so operators see fragmentation.
+
+use std::collections::BTreeMap;
+
+use crate::cluster::Cluster;
+use crate::placement::Capacity;
+use crate::workload::Allocation;
+
+/// Single-node shapes the report counts slots for.
+pub const SHAPES: [u32; 4] = [1, 2, 4, 8];
+
+/// How many workloads of one shape could start now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeSlots {
+    /// GPUs on one node.
+    pub gpus_per_node: u32,
+    /// Workloads of that shape that fit side by side in the free capacity.
+    pub slots: u32,
+}
+
+/// Capacity of one GPU model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelCapacity {
+    /// The GPU model.
+    pub model: String,
+    /// Every GPU of the model.
+    pub total: u32,
+    /// GPUs not marked unhealthy.
+    pub healthy: u32,
+    /// GPUs held by running work.
+    pub allocated: u32,
+    /// Healthy, unheld GPUs on schedulable nodes.
+    pub free: u32,
+    /// Slots per single-node shape.
+    pub shapes: Vec<ShapeSlots>,
+    /// Schedulable nodes with every GPU free: how many nodes an N-node gang
+    /// of whole nodes could have now.
+    pub whole_free_nodes: u32,
+    /// Share of free GPUs, in thousandths, that cannot serve a request for a
+    /// whole node of the model's largest size: 0 when free capacity is in
+    /// whole nodes, 1000 when none of it is.
+    pub fragmentation_permille: u32,
+}
+
+/// The capacity of the cluster, one entry per GPU model, by model name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CapacityReport {
+    /// Per model, ordered by name.
+    pub models: Vec<ModelCapacity>,
+}
+
+/// Reports the capacity `running` work leaves free in `cluster`.
+pub fn capacity_report(cluster: &Cluster, running: &[Allocation]) -> CapacityReport {
+    let capacity = Capacity::new(cluster, running);
+    let mut models: BTreeMap<&str, ModelCapacity> = BTreeMap::new();
+    let mut largest: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut free_per_node: BTreeMap<&str, Vec<(u32, u32)>> = BTreeMap::new();
+
+    for node in &cluster.nodes {
+        let mut sizes: BTreeMap<&str, u32> = BTreeMap::new();
+        for gpu in &node.gpus {
+            let entry = models
+                .entry(gpu.model.as_str())
+                .or_insert_with(|| empty(&gpu.model));
+            entry.total += 1;
+            entry.healthy += u32::from(gpu.healthy);
+            *sizes.entry(gpu.model.as_str()).or_default() += 1;
+        }
+        let free = if node.schedulable {
+            capacity.free_gpus_by_model(&node.name)
+        } else {
+            BTreeMap::new()
+        };
+        for (model, size) in sizes {
+            let biggest = largest.entry(model).or_default();
+            *biggest = (*biggest).max(size);
+            if node.schedulable {
+                let free = free.get(model).copied().unwrap_or(0);
+                free_per_node.entry(model).or_default().push((size, free));
+            }
+        }
+    }
+    for allocation in running {
+        let Some(node) = cluster.nodes.iter().find(|n| n.name == allocation.node) else {
+            continue;
+        };
+        for gpu in node
+            .gpus
+            .iter()
+            .filter(|g| allocation.gpus.contains(&g.index))
+        {
+            if let Some(entry) = models.get_mut(gpu.model.as_str()) {
+                entry.allocated += 1;
+            }
+        }
+    }
+    for (model, entry) in &mut models {
+        let nodes = free_per_node
+            .get(model)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        entry.free = nodes.iter().map(|(_, free)| free).sum();
+        entry.shapes = SHAPES
+            .iter()
+            .map(|shape| ShapeSlots {
+                gpus_per_node: *shape,
+                slots: nodes.iter().map(|(_, free)| free / shape).sum(),
+            })
+            .collect();
+        entry.whole_free_nodes = u32::try_from(
+            nodes
+                .iter()
+                .filter(|(size, free)| free == size && *size > 0)
+                .count(),
+        )
+        .unwrap_or(u32::MAX);
+        let whole = largest.get(model).copied().unwrap_or(1).max(1);
+        let usable: u32 = nodes.iter().map(|(_, free)| free / whole * whole).sum();
+        entry.fragmentation_permille = if entry.free == 0 {
+            0
+        } else {
+            1000 - usable * 1000 / entry.free
+        };
+    }
+    CapacityReport {
+        models: models.into_values().collect(),
+    }
+}
+
+fn empty(model: &str) -> ModelCapacity {
+    ModelCapacity {
+        model: model.to_owned(),
+        total: 0,
+        healthy: 0,
+        allocated: 0,
+        free: 0,
+        shapes: Vec::new(),
+        whole_free_nodes: 0,
+        fragmentation_permille: 0,
+    }
+}

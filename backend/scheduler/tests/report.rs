@@ -1,0 +1,123 @@
+//! The capacity report: totals, free versus schedulable slots per shape, and
+//! the fragmentation index.
+
+use std::collections::BTreeSet;
+
+use gantry_scheduler::{Allocation, Cluster, Gpu, Node, ShapeSlots, capacity_report};
+
+fn node(name: &str, model: &str, gpus: u32) -> Node {
+    Node {
+        name: name.into(),
+        region: "eu-west-1".into(),
+        rack: "r1".into(),
+        labels: BTreeSet::new(),
+        cpu_milli: 128_000,
+        memory_mib: 1_024 * 1_024,
+        schedulable: true,
+        gpus: (0..gpus)
+            .map(|index| Gpu {
+                index,
+                model: model.into(),
+                nvlink_domain: index / 4,
+                healthy: true,
+            })
+            .collect(),
+    }
+}
+
+fn held(node: &str, gpus: &[u32]) -> Allocation {
+    Allocation {
+        workload: format!("w-{node}"),
+        node: node.into(),
+        gpus: gpus.to_vec(),
+        cpu_milli: 1_000,
+        memory_mib: 1_024,
+    }
+}
+
+#[test]
+fn free_is_not_schedulable_when_fragmented() {
+    let mut sick = node("h3", "H100", 8);
+    sick.gpus[7].healthy = false;
+    let mut cordoned = node("h4", "H100", 8);
+    cordoned.schedulable = false;
+    let cluster = Cluster {
+        nodes: vec![
+            node("h1", "H100", 8),
+            node("h2", "H100", 8),
+            sick,
+            cordoned,
+            node("l1", "L40S", 4),
+        ],
+    };
+    let running = [held("h1", &[0, 1]), held("h3", &[0, 1, 2, 3])];
+    let report = capacity_report(&cluster, &running);
+
+    let h100 = &report.models[0];
+    assert_eq!(h100.model, "H100");
+    assert_eq!((h100.total, h100.healthy, h100.allocated), (32, 31, 6));
+    // h1: 6 free, h2: 8 free, h3: 3 free (one unhealthy), h4 cordoned.
+    assert_eq!(h100.free, 17);
+    let slots = |shape: u32| {
+        h100.shapes
+            .iter()
+            .find(|s| s.gpus_per_node == shape)
+            .map(|s| s.slots)
+    };
+    assert_eq!(slots(1), Some(17));
+    assert_eq!(slots(2), Some(3 + 4 + 1));
+    assert_eq!(slots(4), Some(1 + 2));
+    assert_eq!(slots(8), Some(1));
+    assert_eq!(h100.whole_free_nodes, 1);
+    // 17 free, of which only h2's 8 can serve a whole-node request.
+    assert_eq!(h100.fragmentation_permille, 1000 - 8 * 1000 / 17);
+
+    let l40s = &report.models[1];
+    assert_eq!(
+        (
+            l40s.model.as_str(),
+            l40s.free,
+            l40s.whole_free_nodes,
+            l40s.fragmentation_permille
+        ),
+        ("L40S", 4, 1, 0)
+    );
+    assert_eq!(
+        l40s.shapes[3],
+        ShapeSlots {
+            gpus_per_node: 8,
+            slots: 0
+        }
+    );
+}
+
+#[test]
+fn an_idle_cluster_is_not_fragmented_and_a_full_one_has_nothing_free() {
+    let cluster = Cluster {
+        nodes: vec![node("a", "H200", 8), node("b", "H200", 8)],
+    };
+    let idle = capacity_report(&cluster, &[]);
+    assert_eq!(
+        (
+            idle.models[0].free,
+            idle.models[0].fragmentation_permille,
+            idle.models[0].whole_free_nodes
+        ),
+        (16, 0, 2)
+    );
+    let full = capacity_report(
+        &cluster,
+        &[
+            held("a", &[0, 1, 2, 3, 4, 5, 6, 7]),
+            held("b", &[0, 1, 2, 3, 4, 5, 6, 7]),
+        ],
+    );
+    assert_eq!(
+        (
+            full.models[0].allocated,
+            full.models[0].free,
+            full.models[0].fragmentation_permille
+        ),
+        (16, 0, 0)
+    );
+}
