@@ -118,11 +118,9 @@ pub fn capacity_report(cluster: &Cluster, running: &[Allocation]) -> CapacityRep
         .unwrap_or(u32::MAX);
         let whole = largest.get(model).copied().unwrap_or(1).max(1);
         let usable: u32 = nodes.iter().map(|(_, free)| free / whole * whole).sum();
-        entry.fragmentation_permille = if entry.free == 0 {
-            0
-        } else {
-            1000 - usable * 1000 / entry.free
-        };
+        entry.fragmentation_permille = (usable * 1000)
+            .checked_div(entry.free)
+            .map_or(0, |whole_share| 1000 - whole_share);
     }
     CapacityReport {
         models: models.into_values().collect(),
