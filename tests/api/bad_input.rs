@@ -192,11 +192,12 @@ async fn malformed_bodies(engine: Engine) {
         .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
 
     let too_long_key = server
-        .http
-        .post(server.url(&projects))
-        .bearer_auth(&alice.token)
-        .header("Idempotency-Key", "k".repeat(300))
-        .json(&json!({ "name": "never" }))
+        .keyed_post(
+            &projects,
+            &alice.token,
+            &"k".repeat(300),
+            &json!({ "name": "never" }),
+        )
         .send()
         .await
         .expect("send");

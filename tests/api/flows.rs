@@ -24,14 +24,7 @@ async fn signup_login_me_and_api_key(engine: Engine) {
     let server = TestServer::start(engine).await;
     let alice = server.signup("alice").await;
 
-    let login = server
-        .call(
-            Method::POST,
-            "/api/v1/auth/login",
-            None,
-            Some(json!({ "email": alice.email.to_uppercase(), "password": PASSWORD })),
-        )
-        .await;
+    let login = server.login(&alice.email.to_uppercase(), PASSWORD).await;
     login.expect(StatusCode::OK);
     assert_eq!(login.body["token_type"], "Bearer");
     assert_eq!(login.body["expires_in"], 900);
@@ -373,12 +366,7 @@ async fn idempotent_creation(engine: Engine) {
     let alice = server.signup("alice").await;
     let projects = format!("/api/v1/orgs/{}/projects", alice.org_id);
     let send = |key: &'static str, body: serde_json::Value| {
-        server
-            .http
-            .post(server.url(&projects))
-            .bearer_auth(&alice.token)
-            .header("Idempotency-Key", key)
-            .json(&body)
+        server.keyed_post(&projects, &alice.token, key, &body)
     };
 
     let first = send("k-1", json!({ "name": "once" }))
@@ -411,11 +399,7 @@ async fn idempotent_creation(engine: Engine) {
     // The same key from another caller is another key.
     let bob = server.member_of(&alice, "bob", "admin").await;
     let other = server
-        .http
-        .post(server.url(&projects))
-        .bearer_auth(&bob.token)
-        .header("Idempotency-Key", "k-1")
-        .json(&json!({ "name": "bob's" }))
+        .keyed_post(&projects, &bob.token, "k-1", &json!({ "name": "bob's" }))
         .send()
         .await
         .expect("send");
@@ -437,12 +421,12 @@ async fn idempotent_creation(engine: Engine) {
     // A key's secret is never stored for replay.
     let keys = format!("/api/v1/orgs/{}/api-keys", alice.org_id);
     let create_key = || {
-        server
-            .http
-            .post(server.url(&keys))
-            .bearer_auth(&alice.token)
-            .header("Idempotency-Key", "key-1")
-            .json(&json!({ "name": "ci", "role": "member" }))
+        server.keyed_post(
+            &keys,
+            &alice.token,
+            "key-1",
+            &json!({ "name": "ci", "role": "member" }),
+        )
     };
     let created: serde_json::Value = create_key()
         .send()
@@ -468,12 +452,12 @@ async fn idempotent_creation(engine: Engine) {
 
     // Session tokens are never stored for replay either: sign-in ignores the key.
     let login = || {
-        server
-            .http
-            .post(server.url("/api/v1/auth/login"))
-            .bearer_auth(&alice.token)
-            .header("Idempotency-Key", "login-1")
-            .json(&json!({ "email": alice.email, "password": PASSWORD }))
+        server.keyed_post(
+            "/api/v1/auth/login",
+            &alice.token,
+            "login-1",
+            &json!({ "email": alice.email, "password": PASSWORD }),
+        )
     };
     let first = login().send().await.expect("send");
     assert_eq!(first.status(), StatusCode::OK);
@@ -534,12 +518,7 @@ async fn operators_and_the_admin_api(engine: Engine) {
         gantry_server::operators::Outcome::Created(_)
     ));
     let login = server
-        .call(
-            Method::POST,
-            "/api/v1/auth/login",
-            None,
-            Some(json!({ "email": "ops@example.com", "password": "a strong operator passphrase" })),
-        )
+        .login("ops@example.com", "a strong operator passphrase")
         .await;
     login.expect(StatusCode::OK);
     let me = server.get("/api/v1/me", &login.str("/access_token")).await;
@@ -685,12 +664,12 @@ async fn concurrent_retries_and_owner_changes_stay_consistent(engine: Engine) {
 
     // Eight simultaneous retries of one creation act once.
     let attempts = (0..8).map(|_| {
-        server
-            .http
-            .post(server.url(&projects))
-            .bearer_auth(&owner.token)
-            .header("Idempotency-Key", "burst-1")
-            .json(&json!({ "name": "burst" }))
+        server.keyed_post(
+            &projects,
+            &owner.token,
+            "burst-1",
+            &json!({ "name": "burst" }),
+        )
     });
     let statuses = send_at_once(attempts.collect()).await;
     assert!(

@@ -173,6 +173,32 @@ impl TestServer {
         self.call(Method::DELETE, path, Some(token), None).await
     }
 
+    /// A POST with an `Idempotency-Key`, left unsent so a test can send it
+    /// as often and as concurrently as it likes.
+    pub fn keyed_post(
+        &self,
+        path: &str,
+        token: &str,
+        key: &str,
+        body: &Value,
+    ) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url(path))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(body)
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> Reply {
+        self.call(
+            Method::POST,
+            "/api/v1/auth/login",
+            None,
+            Some(json!({ "email": email, "password": password })),
+        )
+        .await
+    }
+
     /// Signs up a new user with their own organization.
     pub async fn signup(&self, label: &str) -> Tenant {
         let email = format!("{label}-{}@example.com", Uuid::new_v4().simple());

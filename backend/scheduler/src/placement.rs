@@ -47,7 +47,8 @@ impl<'a> Capacity<'a> {
             .collect();
         nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
         for allocation in running {
-            if let Some(free) = nodes.iter_mut().find(|f| f.node.name == allocation.node) {
+            let found = nodes.binary_search_by(|f| f.node.name.as_str().cmp(&allocation.node));
+            if let Some(free) = found.ok().and_then(|index| nodes.get_mut(index)) {
                 free.gpus.retain(|g| !allocation.gpus.contains(&g.index));
                 free.cpu_milli = free.cpu_milli.saturating_sub(allocation.cpu_milli);
                 free.memory_mib = free.memory_mib.saturating_sub(allocation.memory_mib);
@@ -56,15 +57,17 @@ impl<'a> Capacity<'a> {
         Self { nodes }
     }
 
-    /// Free GPUs on `node`, counted per model.
-    pub(crate) fn free_gpus_by_model(&self, node: &str) -> BTreeMap<&'a str, u32> {
-        let mut counts = BTreeMap::new();
-        if let Some(free) = self.nodes.iter().find(|f| f.node.name == node) {
+    /// Every node with its free GPUs counted per model, in name order.
+    pub(crate) fn free_by_model(
+        &self,
+    ) -> impl Iterator<Item = (&'a Node, BTreeMap<&'a str, u32>)> + '_ {
+        self.nodes.iter().map(|free| {
+            let mut counts = BTreeMap::new();
             for gpu in &free.gpus {
                 *counts.entry(gpu.model.as_str()).or_default() += 1;
             }
-        }
-        counts
+            (free.node, counts)
+        })
     }
 
     /// Places `workload` and takes the capacity, or explains why it cannot.

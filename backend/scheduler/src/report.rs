@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Node};
 use crate::placement::Capacity;
 use crate::workload::Allocation;
 
@@ -58,7 +58,7 @@ pub fn capacity_report(cluster: &Cluster, running: &[Allocation]) -> CapacityRep
     let mut largest: BTreeMap<&str, u32> = BTreeMap::new();
     let mut free_per_node: BTreeMap<&str, Vec<(u32, u32)>> = BTreeMap::new();
 
-    for node in &cluster.nodes {
+    for (node, free) in capacity.free_by_model() {
         let mut sizes: BTreeMap<&str, u32> = BTreeMap::new();
         for gpu in &node.gpus {
             let entry = models
@@ -68,11 +68,6 @@ pub fn capacity_report(cluster: &Cluster, running: &[Allocation]) -> CapacityRep
             entry.healthy += u32::from(gpu.healthy);
             *sizes.entry(gpu.model.as_str()).or_default() += 1;
         }
-        let free = if node.schedulable {
-            capacity.free_gpus_by_model(&node.name)
-        } else {
-            BTreeMap::new()
-        };
         for (model, size) in sizes {
             let biggest = largest.entry(model).or_default();
             *biggest = (*biggest).max(size);
@@ -82,8 +77,10 @@ pub fn capacity_report(cluster: &Cluster, running: &[Allocation]) -> CapacityRep
             }
         }
     }
+    let by_name: BTreeMap<&str, &Node> =
+        cluster.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     for allocation in running {
-        let Some(node) = cluster.nodes.iter().find(|n| n.name == allocation.node) else {
+        let Some(node) = by_name.get(allocation.node.as_str()) else {
             continue;
         };
         for gpu in node

@@ -3,33 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use gantry_scheduler::{
-    Allocation, Cluster, Gpu, Node, PendingReason, Placement, Workload, schedule,
-};
+mod common;
+
+use common::{held, node};
+use gantry_scheduler::{Cluster, PendingReason, Placement, Workload, schedule};
 
 const H100: &str = "H100-SXM-80GB";
 const L40S: &str = "L40S-48GB";
-
-/// A node with `gpus` GPUs of `model`, four to an NVLink domain.
-fn node(name: &str, rack: &str, model: &str, gpus: u32) -> Node {
-    Node {
-        name: name.into(),
-        region: "eu-west-1".into(),
-        rack: rack.into(),
-        labels: BTreeSet::new(),
-        cpu_milli: 128_000,
-        memory_mib: 1_024 * 1_024,
-        schedulable: true,
-        gpus: (0..gpus)
-            .map(|index| Gpu {
-                index,
-                model: model.into(),
-                nvlink_domain: index / 4,
-                healthy: true,
-            })
-            .collect(),
-    }
-}
 
 fn job(id: &str, gpus_per_node: u32, node_count: u32) -> Workload {
     Workload {
@@ -44,16 +24,6 @@ fn job(id: &str, gpus_per_node: u32, node_count: u32) -> Workload {
         submitted_at: 0,
         regions: Vec::new(),
         required_labels: BTreeSet::new(),
-    }
-}
-
-fn held(workload: &str, node: &str, gpus: &[u32]) -> Allocation {
-    Allocation {
-        workload: workload.into(),
-        node: node.into(),
-        gpus: gpus.to_vec(),
-        cpu_milli: 8_000,
-        memory_mib: 64 * 1_024,
     }
 }
 

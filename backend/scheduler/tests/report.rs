@@ -1,56 +1,27 @@
 //! The capacity report: totals, free versus schedulable slots per shape, and
 //! the fragmentation index.
 
-use std::collections::BTreeSet;
+mod common;
 
-use gantry_scheduler::{Allocation, Cluster, Gpu, Node, ShapeSlots, capacity_report};
-
-fn node(name: &str, model: &str, gpus: u32) -> Node {
-    Node {
-        name: name.into(),
-        region: "eu-west-1".into(),
-        rack: "r1".into(),
-        labels: BTreeSet::new(),
-        cpu_milli: 128_000,
-        memory_mib: 1_024 * 1_024,
-        schedulable: true,
-        gpus: (0..gpus)
-            .map(|index| Gpu {
-                index,
-                model: model.into(),
-                nvlink_domain: index / 4,
-                healthy: true,
-            })
-            .collect(),
-    }
-}
-
-fn held(node: &str, gpus: &[u32]) -> Allocation {
-    Allocation {
-        workload: format!("w-{node}"),
-        node: node.into(),
-        gpus: gpus.to_vec(),
-        cpu_milli: 1_000,
-        memory_mib: 1_024,
-    }
-}
+use common::{held, node};
+use gantry_scheduler::{Cluster, ShapeSlots, capacity_report};
 
 #[test]
 fn free_is_not_schedulable_when_fragmented() {
-    let mut sick = node("h3", "H100", 8);
+    let mut sick = node("h3", "r1", "H100", 8);
     sick.gpus[7].healthy = false;
-    let mut cordoned = node("h4", "H100", 8);
+    let mut cordoned = node("h4", "r1", "H100", 8);
     cordoned.schedulable = false;
     let cluster = Cluster {
         nodes: vec![
-            node("h1", "H100", 8),
-            node("h2", "H100", 8),
+            node("h1", "r1", "H100", 8),
+            node("h2", "r1", "H100", 8),
             sick,
             cordoned,
-            node("l1", "L40S", 4),
+            node("l1", "r1", "L40S", 4),
         ],
     };
-    let running = [held("h1", &[0, 1]), held("h3", &[0, 1, 2, 3])];
+    let running = [held("w", "h1", &[0, 1]), held("w", "h3", &[0, 1, 2, 3])];
     let report = capacity_report(&cluster, &running);
 
     let h100 = &report.models[0];
@@ -94,7 +65,7 @@ fn free_is_not_schedulable_when_fragmented() {
 #[test]
 fn an_idle_cluster_is_not_fragmented_and_a_full_one_has_nothing_free() {
     let cluster = Cluster {
-        nodes: vec![node("a", "H200", 8), node("b", "H200", 8)],
+        nodes: vec![node("a", "r1", "H200", 8), node("b", "r1", "H200", 8)],
     };
     let idle = capacity_report(&cluster, &[]);
     assert_eq!(
@@ -108,8 +79,8 @@ fn an_idle_cluster_is_not_fragmented_and_a_full_one_has_nothing_free() {
     let full = capacity_report(
         &cluster,
         &[
-            held("a", &[0, 1, 2, 3, 4, 5, 6, 7]),
-            held("b", &[0, 1, 2, 3, 4, 5, 6, 7]),
+            held("w", "a", &[0, 1, 2, 3, 4, 5, 6, 7]),
+            held("w", "b", &[0, 1, 2, 3, 4, 5, 6, 7]),
         ],
     );
     assert_eq!(
