@@ -1,24 +1,87 @@
-//! One full scheduling cycle over a large cluster and queue.
+//! One full scheduling cycle over large clusters and queues, and the
+//! incremental path of one arrival into a steady cluster.
 //!
 //! `cargo bench -p gantry-scheduler` prints the time of one `schedule` call
-//! for each size. The cluster is half busy (every other node holds work on
-//! half its GPUs) and the queue mixes shapes, models, priorities and gangs.
+//! per size. Every other node holds running work on half its GPUs, and the
+//! queue mixes shapes (1, 2, 4, 8 GPUs, fractions, 4×8 gangs), GPU models,
+//! regions, 17 tenants with guaranteed quotas, priority classes and
+//! duration estimates, so that every policy (quotas, fair share,
+//! preemption, backfill planning, reasons) does its work.
 
-use std::collections::BTreeSet;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use gantry_scheduler::{Allocation, Cluster, Gpu, Node, Workload, schedule};
+use gantry_scheduler::{
+    Cluster, Gpu, GpuRequest, Node, Placement, Policy, PriorityClass, Queue, Quota, Running,
+    Snapshot, UsageLedger, Workload, schedule,
+};
 
 const MODELS: [&str; 2] = ["H100-SXM-80GB", "H200-141GB"];
+const REGIONS: [&str; 2] = ["eu-west-1", "us-east-1"];
+const TENANTS: usize = 17;
+const NOW: i64 = 1_796_212_800;
+const CLASSES: [PriorityClass; 4] = [
+    PriorityClass::Preemptible,
+    PriorityClass::Batch,
+    PriorityClass::Standard,
+    PriorityClass::Production,
+];
 
-fn cluster(nodes: usize) -> (Cluster, Vec<Allocation>) {
+struct Scenario {
+    cluster: Cluster,
+    queues: Vec<Queue>,
+    running: Vec<Running>,
+    pending: Vec<Workload>,
+    usage: UsageLedger,
+}
+
+impl Scenario {
+    fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            cluster: &self.cluster,
+            queues: &self.queues,
+            running: &self.running,
+            pending: &self.pending,
+            reservations: &[],
+            usage: &self.usage,
+            now: NOW,
+        }
+    }
+}
+
+fn workload(i: usize, prefix: &str) -> Workload {
+    let gpus = match i % 20 {
+        0 => GpuRequest::Milli(500),
+        n => GpuRequest::Whole([1, 1, 2, 4, 8][n % 5]),
+    };
+    Workload {
+        id: format!("{prefix}-{i:06}"),
+        queue: format!("tenant-{}", i % TENANTS),
+        gpu_models: vec![MODELS[i % 2].into()],
+        gpus,
+        node_count: if i % 50 == 1 { 4 } else { 1 },
+        cpu_milli_per_node: 8_000,
+        memory_mib_per_node: 64 * 1_024,
+        priority: CLASSES[(i / 3) % 4],
+        submitted_at: NOW - 3_600 + i64::try_from(i % 3_600).unwrap_or_default(),
+        duration_estimate: (!i.is_multiple_of(5))
+            .then_some(600 + 60 * i64::try_from(i % 60).unwrap_or_default()),
+        regions: if i.is_multiple_of(7) {
+            vec![REGIONS[i % 2].into()]
+        } else {
+            Vec::new()
+        },
+        ..Workload::default()
+    }
+}
+
+fn scenario(nodes: usize, pending: usize) -> Scenario {
     let nodes: Vec<Node> = (0..nodes)
         .map(|i| Node {
             name: format!("node-{i:05}"),
-            region: if i % 4 == 0 { "us-east-1" } else { "eu-west-1" }.into(),
+            region: REGIONS[usize::from(i % 4 == 0)].into(),
             rack: format!("rack-{}", i / 32),
-            labels: BTreeSet::new(),
+            labels: Default::default(),
             cpu_milli: 192_000,
             memory_mib: 2_048 * 1_024,
             schedulable: true,
@@ -28,58 +91,111 @@ fn cluster(nodes: usize) -> (Cluster, Vec<Allocation>) {
                     model: MODELS[i % 2].into(),
                     nvlink_domain: index / 4,
                     healthy: true,
+                    mig_slices: None,
                 })
                 .collect(),
         })
         .collect();
     let running = nodes
         .iter()
+        .enumerate()
         .step_by(2)
-        .map(|n| Allocation {
-            workload: format!("running-{}", n.name),
-            node: n.name.clone(),
-            gpus: vec![0, 1, 2, 3],
-            cpu_milli: 32_000,
-            memory_mib: 256 * 1_024,
+        .map(|(i, n)| {
+            let mut w = workload(i, "running");
+            w.gpu_models = vec![n.gpus[0].model.clone()];
+            w.gpus = GpuRequest::Whole(4);
+            w.node_count = 1;
+            Running {
+                workload: w,
+                placements: vec![Placement {
+                    node: n.name.clone(),
+                    gpus: vec![0, 1, 2, 3],
+                }],
+                started_at: NOW - 1_800,
+                last_checkpoint_at: Some(NOW - 600),
+                stopping_at: None,
+            }
         })
         .collect();
-    (Cluster { nodes }, running)
-}
-
-fn pending(count: usize) -> Vec<Workload> {
-    (0..count)
-        .map(|i| Workload {
-            id: format!("w-{i:06}"),
-            tenant: format!("tenant-{}", i % 17),
-            gpu_models: vec![MODELS[i % 2].into()],
-            gpus_per_node: [1, 1, 2, 4, 8][i % 5],
-            node_count: if i % 50 == 0 { 4 } else { 1 },
-            cpu_milli_per_node: 8_000,
-            memory_mib_per_node: 64 * 1_024,
-            priority: i32::try_from(i % 3).unwrap_or_default(),
-            submitted_at: i64::try_from(i).unwrap_or_default(),
-            regions: Vec::new(),
-            required_labels: BTreeSet::new(),
+    let per_tenant = u32::try_from(nodes.len() * 8 / 2 / TENANTS).unwrap_or(u32::MAX);
+    let queues = (0..TENANTS)
+        .map(|t| {
+            let mut q = Queue::new(&format!("tenant-{t}"));
+            q.weight = 1 + u32::try_from(t % 3).unwrap_or(0);
+            for model in MODELS {
+                q.quotas.insert(
+                    model.into(),
+                    Quota {
+                        guaranteed: per_tenant / 2,
+                        borrow_limit: None,
+                        max: None,
+                    },
+                );
+            }
+            q
         })
-        .collect()
+        .collect();
+    let mut usage = UsageLedger::new(86_400);
+    for t in 0..TENANTS {
+        usage.record(
+            &format!("tenant-{t}"),
+            MODELS[t % 2],
+            3_600.0 * (t as f64),
+            NOW - 600,
+        );
+    }
+    Scenario {
+        cluster: Cluster {
+            nodes,
+            regions: Vec::new(),
+        },
+        queues,
+        running,
+        pending: (0..pending).map(|i| workload(i, "w")).collect(),
+        usage,
+    }
 }
 
 fn cycle(c: &mut Criterion) {
+    let policy = Policy::default();
     let mut group = c.benchmark_group("schedule");
     group.sample_size(10);
-    for (nodes, queued) in [(100, 1_000), (1_000, 1_000), (1_000, 10_000)] {
-        let (cluster, running) = cluster(nodes);
-        let work = pending(queued);
+    let sizes: Vec<(usize, usize)> = std::env::var("GANTRY_BENCH_SIZES")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|pair| {
+                    let (n, p) = pair.split_once('x')?;
+                    Some((n.parse().ok()?, p.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| {
+            [100, 1_000, 10_000]
+                .into_iter()
+                .flat_map(|n| [1_000, 10_000, 100_000].map(|p| (n, p)))
+                .collect()
+        });
+    for (nodes, queued) in sizes {
+        let world = scenario(nodes, queued);
         group.bench_with_input(
             BenchmarkId::from_parameter(format!("{nodes}x8-gpus_{queued}-pending")),
-            &(cluster, running, work),
-            |b, (cluster, running, work)| {
-                b.iter(|| schedule(black_box(cluster), black_box(running), black_box(work)))
-            },
+            &world,
+            |b, world| b.iter(|| schedule(black_box(&world.snapshot()), &policy)),
         );
     }
     group.finish();
 }
 
-criterion_group!(benches, cycle);
+/// One arrival into a steady cluster of 1,000 nodes: nothing else waits.
+fn arrival(c: &mut Criterion) {
+    let policy = Policy::default();
+    let mut world = scenario(1_000, 0);
+    world.pending = vec![workload(3, "arrival")];
+    c.bench_function("schedule/one-arrival_1000x8-gpus", |b| {
+        b.iter(|| schedule(black_box(&world.snapshot()), &policy))
+    });
+}
+
+criterion_group!(benches, cycle, arrival);
 criterion_main!(benches);

@@ -5,21 +5,38 @@
 //! server's scheduling loop and the trace simulator drive exactly the same
 //! code.
 //!
-//! This first step places pending workloads in priority order onto exact
-//! GPUs: GPU-model, region and label constraints, CPU and memory fit, gangs
-//! placed all-or-nothing, and topology preference (one node, one NVLink
-//! domain, one rack) with best-fit packing. Every workload left waiting gets
-//! its reasons, with numbers. A capacity report shows, per GPU model, free
-//! versus schedulable slots per shape and a fragmentation index. Preemption,
-//! quotas, fair share, backfill and reservations build on this model.
+//! [`schedule`] takes a [`Snapshot`] (cluster, queues, running and pending
+//! work, advance reservations, decayed usage, the time) and a [`Policy`], and
+//! returns [`Decisions`]: starts on exact GPUs, preemptions with a grace
+//! period, reservations for blocked work, rejections, and for every waiting
+//! workload its reasons with numbers and an estimated start.
+//! [`capacity_report`] shows free versus schedulable capacity per shape.
 
 mod cluster;
+mod decision;
 mod placement;
+mod plan;
+mod policy;
+mod preempt;
+mod queue;
 mod report;
+mod reservation;
 mod schedule;
+mod state;
+mod usage;
 mod workload;
 
-pub use cluster::{Cluster, Gpu, Node};
+pub use cluster::{Cluster, Gpu, MAX_GPUS_PER_NODE, Node, OffPeak, Region};
+pub use decision::{
+    Decisions, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason, RejectReason,
+    Rejection, Reservation, Start, Waiting,
+};
+pub use policy::{PlacementStrategy, Policy};
+pub use queue::{Queue, Quota};
 pub use report::{CapacityReport, ModelCapacity, SHAPES, ShapeSlots, capacity_report};
-pub use schedule::{Decisions, PendingReason, Placement, Start, WaitingWorkload, schedule};
-pub use workload::{Allocation, Workload};
+pub use reservation::{ReservationRequest, plan_advance_reservation};
+pub use schedule::{Snapshot, schedule};
+pub use usage::UsageLedger;
+pub use workload::{
+    AdvanceReservation, GpuRequest, Placement, PriorityClass, Running, Workload, WorkloadClass,
+};

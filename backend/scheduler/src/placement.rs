@@ -1,246 +1,326 @@
-//! Free capacity per node and the choice of exact GPUs for one workload.
+//! The choice of exact nodes and GPUs for one workload, under the chosen
+//! strategy.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::cluster::{Cluster, Gpu, Node};
-use crate::schedule::{PendingReason, Placement};
-use crate::workload::{Allocation, Workload};
+use crate::policy::PlacementStrategy;
+use crate::state::{Mask, NodeState, Room, State, View, WHOLE, bits};
+use crate::workload::{GpuRequest, Workload};
 
-/// What is still free on one node.
-struct FreeNode<'a> {
-    node: &'a Node,
-    /// Healthy, unallocated GPUs, by index.
-    gpus: Vec<&'a Gpu>,
-    cpu_milli: u64,
-    memory_mib: u64,
+/// Fitting nodes scored per bucket of free GPUs: enough to find a tight,
+/// low-fragmentation node without scoring the whole cluster.
+const SCORED_PER_BUCKET: usize = 8;
+
+/// One shape of waiting work and how common it is, for the fragmentation
+/// score.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) gpus: GpuRequest,
+    pub(crate) cpu: u64,
+    pub(crate) mem: u64,
+    pub(crate) weight: f64,
 }
 
-/// One node's best offer for a workload: the GPUs it would use and how good
-/// a fit that is (lower is better).
-struct Offer {
-    node: usize,
-    gpus: Vec<u32>,
-    /// 0 when the GPUs share one NVLink domain, 1 when they span several.
-    spans_domains: u8,
-    /// Free GPUs the node keeps afterwards: fewer is tighter packing, which
-    /// keeps whole nodes free for large work.
-    left_over: usize,
+/// The shapes of waiting work per GPU model.
+pub(crate) type Shapes = HashMap<u32, Vec<Shape>>;
+
+/// What one workload needs, resolved against the cycle's names.
+pub(crate) struct Demand<'w> {
+    pub(crate) workload: &'w Workload,
+    pub(crate) model: u32,
+    pub(crate) regions: Vec<u32>,
+    pub(crate) view: View,
 }
 
-/// The free capacity of the whole cluster while one cycle places work.
-pub(crate) struct Capacity<'a> {
-    /// Ordered by node name so every cycle visits nodes in the same order.
-    nodes: Vec<FreeNode<'a>>,
+/// What one node would give a workload.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Offer {
+    pub(crate) node: u32,
+    pub(crate) mask: Mask,
+    pub(crate) units: u16,
+    spans_domains: bool,
+    left_over: u32,
+    fragmentation: f64,
 }
 
-impl<'a> Capacity<'a> {
-    pub(crate) fn new(cluster: &'a Cluster, running: &[Allocation]) -> Self {
-        let mut nodes: Vec<FreeNode<'a>> = cluster
-            .nodes
-            .iter()
-            .map(|node| FreeNode {
-                node,
-                gpus: node.gpus.iter().filter(|g| g.healthy).collect(),
-                cpu_milli: node.cpu_milli,
-                memory_mib: node.memory_mib,
-            })
-            .collect();
-        nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
-        for allocation in running {
-            let found = nodes.binary_search_by(|f| f.node.name.as_str().cmp(&allocation.node));
-            if let Some(free) = found.ok().and_then(|index| nodes.get_mut(index)) {
-                free.gpus.retain(|g| !allocation.gpus.contains(&g.index));
-                free.cpu_milli = free.cpu_milli.saturating_sub(allocation.cpu_milli);
-                free.memory_mib = free.memory_mib.saturating_sub(allocation.memory_mib);
-            }
-        }
-        Self { nodes }
-    }
+/// Whether `node` may host `workload` at all: schedulable, carrying its
+/// labels. Regions are filtered by the index.
+pub(crate) fn eligible(node: &NodeState<'_>, workload: &Workload) -> bool {
+    node.node.schedulable && workload.required_labels.is_subset(&node.node.labels)
+}
 
-    /// Every node with its free GPUs counted per model, in name order.
-    pub(crate) fn free_by_model(
-        &self,
-    ) -> impl Iterator<Item = (&'a Node, BTreeMap<&'a str, u32>)> + '_ {
-        self.nodes.iter().map(|free| {
-            let mut counts = BTreeMap::new();
-            for gpu in &free.gpus {
-                *counts.entry(gpu.model.as_str()).or_default() += 1;
-            }
-            (free.node, counts)
+/// Fragmentation of one node's free capacity for `shapes`: the expected
+/// free thousandths of a GPU that a request drawn from them could not use.
+fn fragmentation(free: u32, partials: &[u16], cpu: u64, mem: u64, shapes: &[Shape]) -> f64 {
+    let partial: u64 = partials.iter().map(|p| u64::from(*p)).sum();
+    let total = u64::from(free) * u64::from(WHOLE) + partial;
+    shapes
+        .iter()
+        .map(|shape| {
+            let unusable = if cpu < shape.cpu || mem < shape.mem {
+                total
+            } else {
+                match shape.gpus {
+                    GpuRequest::Whole(0) | GpuRequest::Mig(_) => 0,
+                    GpuRequest::Whole(k) => u64::from(free % k) * u64::from(WHOLE) + partial,
+                    GpuRequest::Milli(x) => partials
+                        .iter()
+                        .filter(|p| u32::from(**p) < x)
+                        .map(|p| u64::from(*p))
+                        .sum(),
+                }
+            };
+            shape.weight * unusable as f64
         })
-    }
+        .sum()
+}
 
-    /// Places `workload` and takes the capacity, or explains why it cannot.
-    pub(crate) fn place(&mut self, workload: &Workload) -> Result<Vec<Placement>, PendingReason> {
-        for model in &workload.gpu_models {
-            if let Some(offers) = self.gang_offers(workload, model) {
-                return Ok(offers
-                    .into_iter()
-                    .map(|offer| self.take(workload, offer))
-                    .collect());
-            }
+fn offer(
+    state: &State<'_>,
+    id: u32,
+    demand: &Demand<'_>,
+    shapes: Option<&[Shape]>,
+) -> Option<Offer> {
+    let node = state.node(id);
+    let workload = demand.workload;
+    if !eligible(node, workload) {
+        return None;
+    }
+    let room = node.room(demand.model, demand.view, state.now);
+    if room.cpu < workload.cpu_milli_per_node || room.mem < workload.memory_mib_per_node {
+        return None;
+    }
+    let (mask, units, spans_domains, partial_taken) = match workload.gpus {
+        GpuRequest::Whole(k) => {
+            let (mask, spans) = node.choose(room.mask, k)?;
+            (mask, WHOLE, spans, None)
         }
-        Err(self.why_not(workload))
-    }
+        GpuRequest::Milli(x) => {
+            let (mask, partial) = shared_gpu(node, demand.model, &room, x)?;
+            (mask, u16::try_from(x).ok()?, false, partial)
+        }
+        GpuRequest::Mig(slices) => (
+            mig_gpu(node, demand.model, &room, slices)?,
+            u16::from(slices),
+            false,
+            None,
+        ),
+    };
+    let free = bits(room.mask);
+    let left_over = free - bits(mask & room.mask);
+    let fragmentation = shapes.map_or(0.0, |shapes| {
+        let mut partials: Vec<u16> = node.partial_free(demand.model).collect();
+        let before = fragmentation(free, &partials, room.cpu, room.mem, shapes);
+        match (workload.gpus, partial_taken) {
+            (GpuRequest::Milli(x), Some(position)) => {
+                if let Some(p) = partials.get_mut(position) {
+                    *p = p.saturating_sub(u16::try_from(x).unwrap_or(WHOLE));
+                }
+            }
+            (GpuRequest::Milli(x), None) => {
+                partials.push(WHOLE.saturating_sub(u16::try_from(x).unwrap_or(WHOLE)));
+            }
+            _ => {}
+        }
+        partials.retain(|p| *p > 0);
+        let after = fragmentation(
+            left_over,
+            &partials,
+            room.cpu - workload.cpu_milli_per_node,
+            room.mem - workload.memory_mib_per_node,
+            shapes,
+        );
+        after - before
+    });
+    Some(Offer {
+        node: id,
+        mask,
+        units,
+        spans_domains,
+        left_over,
+        fragmentation,
+    })
+}
 
-    /// Nodes that may host `workload` at all: schedulable, in one of its
-    /// regions, carrying its labels.
-    fn eligible(node: &Node, workload: &Workload) -> bool {
-        node.schedulable
-            && (workload.regions.is_empty() || workload.regions.contains(&node.region))
-            && workload.required_labels.is_subset(&node.labels)
-    }
-
-    fn offer(&self, index: usize, workload: &Workload, model: &str) -> Option<Offer> {
-        let free = &self.nodes[index];
-        if !Self::eligible(free.node, workload)
-            || free.cpu_milli < workload.cpu_milli_per_node
-            || free.memory_mib < workload.memory_mib_per_node
+/// The GPU for a fraction: the tightest partly used GPU it fits on, else a
+/// free one from the tightest NVLink domain. Returns the GPU's bit and, for a
+/// partly used GPU, its position among the node's partly used GPUs.
+fn shared_gpu(
+    node: &NodeState<'_>,
+    model: u32,
+    room: &Room,
+    milli: u32,
+) -> Option<(Mask, Option<usize>)> {
+    let mut best: Option<(u16, Mask, usize)> = None;
+    let mut partial_position = 0;
+    for (position, gpu) in node.gpus.iter().enumerate() {
+        let bit: Mask = 1 << position;
+        let partly_used = gpu.model == model
+            && gpu.healthy
+            && gpu.mig_slices.is_none()
+            && gpu.used > 0
+            && gpu.used < WHOLE;
+        if !partly_used {
+            continue;
+        }
+        let free = WHOLE - gpu.used;
+        if room.held & bit == 0 && u32::from(free) >= milli && best.is_none_or(|(f, _, _)| free < f)
         {
-            return None;
+            best = Some((free, bit, partial_position));
         }
-        let wanted = usize::try_from(workload.gpus_per_node).ok()?;
-        let mut domains: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for gpu in free.gpus.iter().filter(|g| g.model == model) {
-            domains
-                .entry(gpu.nvlink_domain)
-                .or_default()
-                .push(gpu.index);
-        }
-        let available: usize = domains.values().map(Vec::len).sum();
-        if available < wanted {
-            return None;
-        }
-        // The tightest single domain that holds the request, else the
-        // fullest domains first so the request spans as few as it can.
-        let single = domains
-            .values()
-            .filter(|indices| indices.len() >= wanted)
-            .min_by_key(|indices| indices.len());
-        let (gpus, spans_domains) = match single {
-            Some(indices) => (indices[..wanted].to_vec(), 0),
-            None => {
-                let mut by_size: Vec<&Vec<u32>> = domains.values().collect();
-                by_size.sort_by_key(|indices| std::cmp::Reverse(indices.len()));
-                let mut gpus: Vec<u32> = by_size
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .take(wanted)
-                    .collect();
-                gpus.sort_unstable();
-                (gpus, 1)
-            }
-        };
-        Some(Offer {
-            node: index,
-            gpus,
-            spans_domains,
-            left_over: free.gpus.len() - wanted,
+        partial_position += 1;
+    }
+    if let Some((_, bit, position)) = best {
+        return Some((bit, Some(position)));
+    }
+    node.choose(room.mask, 1).map(|(mask, _)| (mask, None))
+}
+
+/// The tightest MIG GPU of `model` with `slices` free.
+fn mig_gpu(node: &NodeState<'_>, model: u32, room: &Room, slices: u8) -> Option<Mask> {
+    node.gpus
+        .iter()
+        .enumerate()
+        .filter(|(position, gpu)| {
+            gpu.model == model
+                && gpu.healthy
+                && room.held & (1 << position) == 0
+                && gpu
+                    .mig_slices
+                    .is_some_and(|total| u16::from(total) >= gpu.used + u16::from(slices))
         })
-    }
+        .min_by_key(|(position, gpu)| (gpu.capacity() - gpu.used, *position))
+        .map(|(position, _)| 1 << position)
+}
 
-    /// The nodes a workload would use with GPUs of `model`: one node for a
-    /// single-node request, else `node_count` nodes, from one rack when a
-    /// rack can hold the whole gang.
-    fn gang_offers(&self, workload: &Workload, model: &str) -> Option<Vec<Offer>> {
-        let count = usize::try_from(workload.node_count).ok()?;
-        let mut offers: Vec<Offer> = (0..self.nodes.len())
-            .filter_map(|index| self.offer(index, workload, model))
-            .collect();
-        if count == 0 || offers.len() < count {
-            return None;
-        }
-        offers.sort_by(|a, b| {
-            (a.spans_domains, a.left_over, &self.nodes[a.node].node.name).cmp(&(
-                b.spans_domains,
-                b.left_over,
-                &self.nodes[b.node].node.name,
-            ))
-        });
-        let mut racks: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (position, offer) in offers.iter().enumerate() {
-            racks
-                .entry(&self.nodes[offer.node].node.rack)
-                .or_default()
-                .push(position);
-        }
-        // The rack whose best `count` offers pack tightest, else the best
-        // offers anywhere.
-        let chosen: Vec<usize> = racks
-            .values()
-            .filter(|positions| positions.len() >= count)
-            .map(|positions| positions[..count].to_vec())
-            .min_by_key(|positions| {
-                positions
-                    .iter()
-                    .map(|p| offers[*p].left_over)
-                    .sum::<usize>()
-            })
-            .unwrap_or_else(|| (0..count).collect());
-        let mut taken: Vec<Option<Offer>> = offers.into_iter().map(Some).collect();
-        Some(chosen.into_iter().filter_map(|p| taken[p].take()).collect())
+/// A repeatable pseudo-random draw per workload and node.
+fn draw(seed: u64, workload: &str, node: u32) -> u64 {
+    let mut hash = seed ^ 0xcbf2_9ce4_8422_2325;
+    for byte in workload.bytes().chain(node.to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^ (hash >> 33)
+}
 
-    fn take(&mut self, workload: &Workload, offer: Offer) -> Placement {
-        let free = &mut self.nodes[offer.node];
-        free.gpus.retain(|g| !offer.gpus.contains(&g.index));
-        free.cpu_milli -= workload.cpu_milli_per_node;
-        free.memory_mib -= workload.memory_mib_per_node;
-        Placement {
-            node: free.node.name.clone(),
-            gpus: offer.gpus,
+fn compare(strategy: PlacementStrategy, workload: &str, a: &Offer, b: &Offer) -> Ordering {
+    match strategy {
+        PlacementStrategy::FirstFit => a.node.cmp(&b.node),
+        PlacementStrategy::Random { seed } => draw(seed, workload, a.node)
+            .cmp(&draw(seed, workload, b.node))
+            .then(a.node.cmp(&b.node)),
+        PlacementStrategy::BestFit => {
+            (a.spans_domains, a.left_over, a.node).cmp(&(b.spans_domains, b.left_over, b.node))
         }
+        PlacementStrategy::Spread => (a.spans_domains, std::cmp::Reverse(a.left_over), a.node)
+            .cmp(&(b.spans_domains, std::cmp::Reverse(b.left_over), b.node)),
+        PlacementStrategy::FragmentationAware => a
+            .spans_domains
+            .cmp(&b.spans_domains)
+            .then(a.fragmentation.total_cmp(&b.fragmentation))
+            .then((a.left_over, a.node).cmp(&(b.left_over, b.node))),
     }
+}
 
-    /// The reason, with numbers, that `workload` cannot start now.
-    fn why_not(&self, workload: &Workload) -> PendingReason {
-        let models = &workload.gpu_models;
-        let wanted = workload.gpus_per_node;
-        let needed_nodes = workload.node_count;
-        let eligible: Vec<&FreeNode<'_>> = self
-            .nodes
-            .iter()
-            .filter(|f| Self::eligible(f.node, workload))
-            .collect();
-        let could_ever = eligible.iter().filter(|f| {
-            let healthy = f
-                .node
-                .gpus
-                .iter()
-                .filter(|g| g.healthy && models.contains(&g.model))
-                .count();
-            u32::try_from(healthy).unwrap_or(u32::MAX) >= wanted
-                && f.node.cpu_milli >= workload.cpu_milli_per_node
-                && f.node.memory_mib >= workload.memory_mib_per_node
-        });
-        if u32::try_from(could_ever.count()).unwrap_or(u32::MAX) < needed_nodes {
-            return PendingReason::NoSuitableNode {
-                nodes_needed: needed_nodes,
-            };
+/// Candidate nodes in the order the strategy looks at them, bucket by
+/// bucket; `limited` buckets are only sampled.
+fn candidates(
+    state: &State<'_>,
+    demand: &Demand<'_>,
+    strategy: PlacementStrategy,
+) -> (Vec<Vec<u32>>, bool) {
+    let regions = &demand.regions;
+    match demand.workload.gpus {
+        GpuRequest::Whole(0) => (vec![state.nodes_in(regions)], false),
+        GpuRequest::Whole(k) => {
+            let descending = strategy == PlacementStrategy::Spread;
+            let sampled = matches!(
+                strategy,
+                PlacementStrategy::FragmentationAware
+                    | PlacementStrategy::BestFit
+                    | PlacementStrategy::Spread
+            );
+            (state.buckets(demand.model, regions, k, descending), sampled)
         }
-        let free_on = |f: &FreeNode<'_>| {
-            u32::try_from(f.gpus.iter().filter(|g| models.contains(&g.model)).count())
-                .unwrap_or(u32::MAX)
-        };
-        let free_gpus: u32 = eligible.iter().map(|f| free_on(f)).sum();
-        let needed = wanted.saturating_mul(needed_nodes);
-        if free_gpus < needed {
-            return PendingReason::InsufficientGpus { free_gpus, needed };
+        GpuRequest::Milli(_) => {
+            let mut buckets = vec![state.sharing(demand.model, regions, false)];
+            buckets.extend(state.buckets(demand.model, regions, 1, false));
+            (buckets, false)
         }
-        let with_gpus: Vec<&&FreeNode<'_>> =
-            eligible.iter().filter(|f| free_on(f) >= wanted).collect();
-        if u32::try_from(with_gpus.len()).unwrap_or(u32::MAX) >= needed_nodes {
-            return PendingReason::CpuOrMemory {
-                nodes_with_free_gpus: u32::try_from(with_gpus.len()).unwrap_or(u32::MAX),
-            };
+        GpuRequest::Mig(_) => (vec![state.sharing(demand.model, regions, true)], false),
+    }
+}
+
+/// The nodes and GPUs `demand` would get now, all of them or none.
+pub(crate) fn find(
+    state: &State<'_>,
+    demand: &Demand<'_>,
+    strategy: PlacementStrategy,
+    shapes: &Shapes,
+) -> Option<Vec<Offer>> {
+    let workload = demand.workload;
+    let count = usize::try_from(workload.node_count).ok()?;
+    if count == 0 {
+        return None;
+    }
+    let scored = (strategy == PlacementStrategy::FragmentationAware)
+        .then(|| shapes.get(&demand.model).map(Vec::as_slice))
+        .flatten();
+    let (buckets, sampled) = candidates(state, demand, strategy);
+    let order = |a: &Offer, b: &Offer| compare(strategy, &workload.id, a, b);
+    let mut offers: Vec<Offer> = Vec::new();
+    let mut per_rack: BTreeMap<u32, usize> = BTreeMap::new();
+    for bucket in buckets {
+        let mut found = 0;
+        for id in bucket {
+            if sampled && count == 1 && found >= SCORED_PER_BUCKET {
+                break;
+            }
+            if let Some(offer) = offer(state, id, demand, scored) {
+                found += 1;
+                offers.push(offer);
+                *per_rack.entry(state.node(id).rack).or_default() += 1;
+            }
         }
-        PendingReason::Fragmentation {
-            free_gpus,
-            gpus_per_node: wanted,
-            nodes_needed: needed_nodes,
-            nodes_with_room: u32::try_from(with_gpus.len()).unwrap_or(u32::MAX),
-            largest_free_on_one_node: eligible.iter().map(|f| free_on(f)).max().unwrap_or(0),
+        let gang_ready = count > 1 && per_rack.values().any(|n| *n >= count);
+        let single_done = count == 1
+            && sampled
+            && strategy != PlacementStrategy::FragmentationAware
+            && offers.iter().any(|o| !o.spans_domains);
+        if gang_ready || single_done {
+            break;
         }
     }
+    if offers.len() < count {
+        return None;
+    }
+    offers.sort_by(order);
+    if count == 1 {
+        offers.truncate(1);
+        return Some(offers);
+    }
+    // The rack whose best offers pack tightest; else the best offers
+    // anywhere.
+    let mut racks: BTreeMap<u32, Vec<Offer>> = BTreeMap::new();
+    for offer in &offers {
+        racks
+            .entry(state.node(offer.node).rack)
+            .or_default()
+            .push(*offer);
+    }
+    let in_one_rack = racks
+        .into_values()
+        .filter(|rack| rack.len() >= count)
+        .map(|mut rack| {
+            rack.truncate(count);
+            rack
+        })
+        .min_by_key(|rack| rack.iter().map(|o| o.left_over).sum::<u32>());
+    Some(in_one_rack.unwrap_or_else(|| {
+        offers.truncate(count);
+        offers
+    }))
 }

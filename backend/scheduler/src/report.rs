@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::cluster::{Cluster, Node};
-use crate::placement::Capacity;
-use crate::workload::Allocation;
+use crate::policy::Policy;
+use crate::schedule::{Snapshot, prepared};
+use crate::state::bits;
 
 /// Single-node shapes the report counts slots for.
 pub const SHAPES: [u32; 4] = [1, 2, 4, 8];
@@ -29,7 +29,7 @@ pub struct ModelCapacity {
     pub total: u32,
     /// GPUs not marked unhealthy.
     pub healthy: u32,
-    /// GPUs held by running work.
+    /// GPUs held, whole or in part, by running work.
     pub allocated: u32,
     /// Healthy, unheld GPUs on schedulable nodes.
     pub free: u32,
@@ -51,45 +51,31 @@ pub struct CapacityReport {
     pub models: Vec<ModelCapacity>,
 }
 
-/// Reports the capacity `running` work leaves free in `cluster`.
-pub fn capacity_report(cluster: &Cluster, running: &[Allocation]) -> CapacityReport {
-    let capacity = Capacity::new(cluster, running);
+/// Reports the capacity running work leaves free in the snapshot's cluster.
+pub fn capacity_report(snapshot: &Snapshot<'_>) -> CapacityReport {
+    let policy = Policy::default();
+    let cycle = prepared(snapshot, &policy);
+    let state = cycle.state();
     let mut models: BTreeMap<&str, ModelCapacity> = BTreeMap::new();
     let mut largest: BTreeMap<&str, u32> = BTreeMap::new();
     let mut free_per_node: BTreeMap<&str, Vec<(u32, u32)>> = BTreeMap::new();
-
-    for (node, free) in capacity.free_by_model() {
-        let mut sizes: BTreeMap<&str, u32> = BTreeMap::new();
+    for node in &state.nodes {
+        let mut sizes: BTreeMap<u32, u32> = BTreeMap::new();
         for gpu in &node.gpus {
-            let entry = models
-                .entry(gpu.model.as_str())
-                .or_insert_with(|| empty(&gpu.model));
+            let name = state.models.name(gpu.model);
+            let entry = models.entry(name).or_insert_with(|| empty(name));
             entry.total += 1;
             entry.healthy += u32::from(gpu.healthy);
-            *sizes.entry(gpu.model.as_str()).or_default() += 1;
+            entry.allocated += u32::from(gpu.used > 0);
+            *sizes.entry(gpu.model).or_default() += 1;
         }
         for (model, size) in sizes {
-            let biggest = largest.entry(model).or_default();
+            let name = state.models.name(model);
+            let biggest = largest.entry(name).or_default();
             *biggest = (*biggest).max(size);
-            if node.schedulable {
-                let free = free.get(model).copied().unwrap_or(0);
-                free_per_node.entry(model).or_default().push((size, free));
-            }
-        }
-    }
-    let by_name: BTreeMap<&str, &Node> =
-        cluster.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    for allocation in running {
-        let Some(node) = by_name.get(allocation.node.as_str()) else {
-            continue;
-        };
-        for gpu in node
-            .gpus
-            .iter()
-            .filter(|g| allocation.gpus.contains(&g.index))
-        {
-            if let Some(entry) = models.get_mut(gpu.model.as_str()) {
-                entry.allocated += 1;
+            if node.node.schedulable {
+                let free = bits(node.free_whole & node.model_mask(model));
+                free_per_node.entry(name).or_default().push((size, free));
             }
         }
     }

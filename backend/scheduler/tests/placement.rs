@@ -1,112 +1,91 @@
-//! Scenario tests of the first placement policies: GPU-model and constraint
-//! matching, gangs, topology and best-fit packing, and pending reasons.
-
-use std::collections::BTreeSet;
+//! Placement: GPU-model and constraint matching, gangs, topology, CPU and
+//! memory fit, GPU sharing, and the selectable placement strategies.
 
 mod common;
 
-use common::{held, node};
-use gantry_scheduler::{Cluster, PendingReason, Placement, Workload, schedule};
+use common::{H100, L40S, World, job, node, nodes, running};
+use gantry_scheduler::{
+    GpuRequest, Placement, PlacementStrategy, Policy, Reason, RejectReason, Workload,
+};
 
-const H100: &str = "H100-SXM-80GB";
-const L40S: &str = "L40S-48GB";
-
-fn job(id: &str, gpus_per_node: u32, node_count: u32) -> Workload {
-    Workload {
-        id: id.into(),
-        tenant: "acme".into(),
-        gpu_models: vec![H100.into()],
-        gpus_per_node,
-        node_count,
-        cpu_milli_per_node: 8_000,
-        memory_mib_per_node: 64 * 1_024,
-        priority: 0,
-        submitted_at: 0,
-        regions: Vec::new(),
-        required_labels: BTreeSet::new(),
-    }
+fn nodes_of(decisions: &gantry_scheduler::Decisions, id: &str) -> Vec<String> {
+    decisions
+        .start(id)
+        .map(|s| s.placements.iter().map(|p| p.node.clone()).collect())
+        .unwrap_or_default()
 }
 
 #[test]
 fn a_four_gpu_job_waits_on_fragmentation_while_two_gpu_jobs_start() {
-    let cluster = Cluster {
-        nodes: vec![node("n1", "r1", H100, 4), node("n2", "r1", H100, 4)],
-    };
-    let running = [held("old-1", "n1", &[0, 1]), held("old-2", "n2", &[0, 1])];
-    let mut big = job("big", 4, 1);
-    big.priority = 10;
-    let pending = [big, job("small-1", 2, 1), job("small-2", 2, 1)];
+    let mut world = World::new(vec![node("n1", "r1", H100, 4), node("n2", "r1", H100, 4)]);
+    world.running = vec![
+        running(job("old-1", "a", 2, 1), &[("n1", &[0, 1])], common::NOON),
+        running(job("old-2", "a", 2, 1), &[("n2", &[0, 1])], common::NOON),
+    ];
+    let mut big = job("big", "a", 4, 1);
+    big.priority = gantry_scheduler::PriorityClass::Production;
+    world.pending = vec![big, job("small-1", "a", 2, 1), job("small-2", "a", 2, 1)];
 
-    let decisions = schedule(&cluster, &running, &pending);
+    let decisions = world.decide(&Policy {
+        preemption: false,
+        ..Policy::default()
+    });
 
-    assert_eq!(decisions.waiting.len(), 1);
-    assert_eq!(decisions.waiting[0].workload, "big");
-    assert_eq!(
-        decisions.waiting[0].reason,
-        PendingReason::Fragmentation {
-            free_gpus: 4,
-            gpus_per_node: 4,
-            nodes_needed: 1,
-            nodes_with_room: 0,
-            largest_free_on_one_node: 2,
-        }
-    );
+    let waiting = decisions.waiting("big").expect("big waits");
+    assert!(waiting.reasons.contains(&Reason::Fragmentation {
+        model: H100.into(),
+        free_gpus: 4,
+        gpus_per_node: 4,
+        nodes_needed: 1,
+        nodes_with_room: 0,
+        largest_free_on_one_node: 2,
+        next_release: None,
+    }));
     assert!(
-        decisions.waiting[0]
-            .reason
+        waiting.reasons[0]
             .to_string()
-            .starts_with("fragmentation: 4 matching GPUs free")
+            .starts_with("fragmentation: 4 H100-SXM-80GB free")
     );
-    let started: Vec<&str> = decisions
-        .starts
-        .iter()
-        .map(|s| s.workload.as_str())
-        .collect();
-    assert_eq!(started, ["small-1", "small-2"]);
     assert_eq!(
-        decisions.starts[0].placements,
-        [Placement {
+        decisions.start("small-1").map(|s| s.placements.clone()),
+        Some(vec![Placement {
             node: "n1".into(),
             gpus: vec![2, 3]
-        }]
+        }])
     );
-    assert_eq!(
-        decisions.starts[1].placements,
-        [Placement {
-            node: "n2".into(),
-            gpus: vec![2, 3]
-        }]
-    );
+    assert_eq!(nodes_of(&decisions, "small-2"), ["n2"]);
 }
 
 #[test]
 fn a_gang_is_placed_whole_or_not_at_all() {
-    let cluster = Cluster {
-        nodes: vec![
-            node("n1", "r1", H100, 8),
-            node("n2", "r1", H100, 8),
-            node("n3", "r2", H100, 8),
-        ],
-    };
-    // Two nodes are busy: an 8-GPU gang of three nodes cannot start, and
-    // nothing of it is held.
-    let running = [held("a", "n1", &[0]), held("b", "n2", &[7])];
-    let decisions = schedule(&cluster, &running, &[job("gang", 8, 3), job("one", 1, 1)]);
-    assert_eq!(decisions.waiting[0].workload, "gang");
-    assert_eq!(
-        decisions.waiting[0].reason,
-        PendingReason::InsufficientGpus {
-            free_gpus: 22,
-            needed: 24
+    let mut world = World::new(vec![
+        node("n1", "r1", H100, 8),
+        node("n2", "r1", H100, 8),
+        node("n3", "r2", H100, 8),
+    ]);
+    world.running = vec![
+        running(job("a", "q", 1, 1), &[("n1", &[0])], common::NOON),
+        running(job("b", "q", 1, 1), &[("n2", &[7])], common::NOON),
+    ];
+    world.pending = vec![job("gang", "q", 8, 3), job("one", "q", 1, 1)];
+    let decisions = world.decide(&Policy::default());
+    let waiting = decisions.waiting("gang").expect("the gang waits");
+    assert!(waiting.reasons.iter().any(|r| matches!(
+        r,
+        Reason::Capacity {
+            free_milli: 22_000,
+            needed_milli: 24_000,
+            ..
         }
-    );
-    // The 1-GPU job packs onto a busy node and leaves n3 whole.
+    )));
+    // The 1-GPU job packs onto a busy node and leaves n3 whole; nothing of
+    // the gang is held now.
     assert_eq!(decisions.starts.len(), 1);
-    assert_eq!(decisions.starts[0].placements[0].node, "n1");
+    assert_ne!(nodes_of(&decisions, "one"), ["n3"]);
 
-    // On an idle cluster the gang gets every node, 8 GPUs each.
-    let decisions = schedule(&cluster, &[], &[job("gang", 8, 3)]);
-    let placements = &decisions.starts[0].placements;
+    world.running.clear();
+    let decisions = world.decide(&Policy::default());
+    let placements = &decisions.start("gang").expect("gang starts").placements;
     assert_eq!(placements.len(), 3);
     assert!(
         placements
@@ -117,43 +96,42 @@ fn a_gang_is_placed_whole_or_not_at_all() {
 
 #[test]
 fn a_gang_stays_in_one_rack_when_one_can_hold_it() {
-    let cluster = Cluster {
-        nodes: vec![
-            node("a1", "rack-a", H100, 8),
-            node("b1", "rack-b", H100, 8),
-            node("b2", "rack-b", H100, 8),
-        ],
-    };
-    let decisions = schedule(&cluster, &[], &[job("pair", 8, 2)]);
-    let nodes: Vec<&str> = decisions.starts[0]
-        .placements
-        .iter()
-        .map(|p| p.node.as_str())
-        .collect();
-    assert_eq!(nodes, ["b1", "b2"]);
+    let mut world = World::new(vec![
+        node("a1", "rack-a", H100, 8),
+        node("b1", "rack-b", H100, 8),
+        node("b2", "rack-b", H100, 8),
+    ]);
+    world.pending = vec![job("pair", "q", 8, 2)];
+    assert_eq!(
+        nodes_of(&world.decide(&Policy::default()), "pair"),
+        ["b1", "b2"]
+    );
 }
 
 #[test]
-fn multi_gpu_work_prefers_one_nvlink_domain_and_the_tightest_fit() {
-    let cluster = Cluster {
-        nodes: vec![node("n1", "r1", H100, 8), node("n2", "r1", H100, 8)],
-    };
+fn multi_gpu_work_prefers_one_nvlink_domain_and_never_splits_a_node_request() {
+    let mut world = World::new(vec![node("n1", "r1", H100, 8), node("n2", "r1", H100, 8)]);
     // n1: domain 0 has GPUs 2 and 3 free, domain 1 is free; n2 is idle.
-    let running = [held("x", "n1", &[0, 1])];
-    let decisions = schedule(&cluster, &running, &[job("pair", 2, 1), job("quad", 4, 1)]);
+    world.running = vec![running(
+        job("x", "q", 2, 1),
+        &[("n1", &[0, 1])],
+        common::NOON,
+    )];
+    world.pending = vec![job("pair", "q", 2, 1), job("quad", "q", 4, 1)];
+    let decisions = world.decide(&Policy::default());
     assert_eq!(
-        decisions.starts[0].placements,
-        [Placement {
+        decisions.start("pair").map(|s| s.placements.clone()),
+        Some(vec![Placement {
             node: "n1".into(),
             gpus: vec![2, 3]
-        }]
+        }])
     );
     assert_eq!(
-        decisions.starts[1].placements,
-        [Placement {
+        decisions.start("quad").map(|s| s.placements.clone()),
+        Some(vec![Placement {
             node: "n1".into(),
             gpus: vec![4, 5, 6, 7]
-        }]
+        }])
     );
 }
 
@@ -169,38 +147,44 @@ fn models_regions_labels_health_and_cordons_are_respected() {
     }
     let mut cordoned = node("eu-3", "r1", H100, 8);
     cordoned.schedulable = false;
-    let cluster = Cluster {
-        nodes: vec![gdpr, us, sick, cordoned, node("eu-4", "r1", L40S, 8)],
-    };
+    let mut world = World::new(vec![gdpr, us, sick, cordoned, node("eu-4", "r1", L40S, 8)]);
 
-    let mut resident = job("resident", 8, 1);
+    let mut resident = job("resident", "q", 8, 1);
     resident.required_labels.insert("eu-gdpr".into());
-    let mut american = job("american", 4, 1);
+    let mut american = job("american", "q", 4, 1);
     american.regions = vec!["us-east-1".into()];
-    let mut l40s = job("inference", 2, 1);
+    let mut l40s = job("inference", "q", 2, 1);
     l40s.gpu_models = vec![L40S.into()];
-    let decisions = schedule(
-        &cluster,
-        &[],
-        &[resident, american, l40s, job("too-big", 4, 3)],
-    );
+    let mut nowhere = job("nowhere", "q", 1, 1);
+    nowhere.regions = vec!["ap-south-1".into()];
+    world.pending = vec![resident, american, l40s, job("too-big", "q", 4, 5), nowhere];
+    let decisions = world.decide(&Policy::default());
 
-    let node_of = |id: &str| {
+    assert_eq!(nodes_of(&decisions, "resident"), ["eu-1"]);
+    assert_eq!(nodes_of(&decisions, "american"), ["us-1"]);
+    assert_eq!(nodes_of(&decisions, "inference"), ["eu-4"]);
+    // Four H100 nodes could ever host 4 GPUs (the cordoned one may come
+    // back): a 5-node gang never fits and is rejected at admission.
+    let rejected = |id: &str| {
         decisions
-            .starts
+            .rejections
             .iter()
-            .find(|s| s.workload == id)
-            .map(|s| s.placements[0].node.clone())
+            .find(|r| r.workload == id)
+            .map(|r| r.reason.clone())
     };
-    assert_eq!(node_of("resident").as_deref(), Some("eu-1"));
-    assert_eq!(node_of("american").as_deref(), Some("us-1"));
-    assert_eq!(node_of("inference").as_deref(), Some("eu-4"));
-    // Three 4-GPU H100 nodes: eu-1 and us-1 are taken, eu-2 has 2 healthy
-    // GPUs, eu-3 is cordoned.
-    assert_eq!(decisions.waiting[0].workload, "too-big");
     assert_eq!(
-        decisions.waiting[0].reason,
-        PendingReason::NoSuitableNode { nodes_needed: 3 }
+        rejected("too-big"),
+        Some(RejectReason::NeverFits {
+            nodes_needed: 5,
+            nodes_that_could: 4
+        })
+    );
+    assert_eq!(
+        rejected("nowhere"),
+        Some(RejectReason::NeverFits {
+            nodes_needed: 1,
+            nodes_that_could: 0
+        })
     );
 }
 
@@ -208,62 +192,173 @@ fn models_regions_labels_health_and_cordons_are_respected() {
 fn cpu_and_memory_must_fit_beside_the_gpus() {
     let mut small = node("n1", "r1", H100, 8);
     small.cpu_milli = 16_000;
-    let cluster = Cluster { nodes: vec![small] };
-    let mut hungry = job("hungry", 1, 1);
+    let mut world = World::new(vec![small]);
+    let mut hungry = job("hungry", "q", 1, 1);
     hungry.cpu_milli_per_node = 12_000;
-    let decisions = schedule(
-        &cluster,
-        &[],
-        &[hungry.clone(), {
-            let mut h = hungry;
-            h.id = "second".into();
-            h
-        }],
-    );
+    let mut second = hungry.clone();
+    second.id = "second".into();
+    world.pending = vec![hungry, second];
+    let decisions = world.decide(&Policy::default());
     assert_eq!(decisions.starts.len(), 1);
+    assert!(
+        decisions
+            .waiting("second")
+            .is_some_and(|w| w.reasons.contains(&Reason::CpuOrMemory {
+                nodes_with_free_gpus: 1
+            }))
+    );
+}
+
+fn fraction(id: &str, milli: u32) -> Workload {
+    let mut w = job(id, "q", 0, 1);
+    w.gpus = GpuRequest::Milli(milli);
+    w.cpu_milli_per_node = 1_000;
+    w
+}
+
+#[test]
+fn fractions_share_a_gpu_without_exceeding_it_and_whole_work_never_lands_there() {
+    let mut world = World::new(vec![node("n1", "r1", H100, 2)]);
+    world.pending = vec![
+        fraction("f1", 500),
+        fraction("f2", 300),
+        fraction("f3", 400),
+        job("whole", "q", 1, 1),
+        job("second-whole", "q", 1, 1),
+    ];
+    let decisions = world.decide(&Policy::default());
+    let gpu_of = |id: &str| decisions.start(id).map(|s| s.placements[0].gpus.clone());
+    // 500 + 300 share one GPU; 400 does not fit beside them and takes the
+    // other; whole GPUs are then gone.
+    assert_eq!(gpu_of("f1"), gpu_of("f2"));
+    assert_ne!(gpu_of("f1"), gpu_of("f3"));
+    assert!(decisions.start("whole").is_none() && decisions.start("second-whole").is_none());
+
+    // With one whole GPU taken first, every fraction packs onto the other.
+    world.pending.retain(|w| w.id != "second-whole");
+    world.pending[3].submitted_at -= 10;
+    let decisions = world.decide(&Policy::default());
+    let whole = decisions
+        .start("whole")
+        .map(|s| s.placements[0].gpus.clone());
+    let shared = decisions.start("f1").map(|s| s.placements[0].gpus.clone());
+    assert!(whole.is_some() && shared.is_some() && whole != shared);
     assert_eq!(
-        decisions.waiting[0].reason,
-        PendingReason::CpuOrMemory {
-            nodes_with_free_gpus: 1
-        }
+        decisions.start("f2").map(|s| s.placements[0].gpus.clone()),
+        shared
+    );
+    assert!(
+        decisions.start("f3").is_none(),
+        "500 + 300 + 400 exceeds one GPU"
     );
 }
 
 #[test]
-fn decisions_depend_on_the_input_only() {
-    let mut cluster = Cluster {
-        nodes: (0..6)
-            .map(|i| node(&format!("n{i}"), &format!("r{}", i % 2), H100, 8))
-            .collect(),
+fn mig_slices_go_only_to_mig_gpus() {
+    let mut mig = node("n1", "r1", H100, 2);
+    mig.gpus[1].mig_slices = Some(7);
+    let mut world = World::new(vec![mig]);
+    let slices = |id: &str, n: u8| {
+        let mut w = job(id, "q", 0, 1);
+        w.gpus = GpuRequest::Mig(n);
+        w
     };
-    let pending: Vec<Workload> = (0..20)
-        .map(|i| {
-            let mut w = job(
-                &format!("w{i:02}"),
-                [1, 2, 4, 8][i % 4],
-                1 + u32::from(i % 5 == 0),
-            );
-            w.priority = i32::try_from(i % 3).unwrap_or_default();
-            w
-        })
-        .collect();
-    let first = schedule(&cluster, &[], &pending);
-    let mut reversed = pending.clone();
-    reversed.reverse();
-    cluster.nodes.reverse();
-    assert_eq!(schedule(&cluster, &[], &reversed), first);
-
-    // No GPU is handed out twice.
-    let mut seen = BTreeSet::new();
-    for start in &first.starts {
-        for placement in &start.placements {
-            for gpu in &placement.gpus {
-                assert!(
-                    seen.insert((placement.node.clone(), *gpu)),
-                    "{}:{gpu} allocated twice",
-                    placement.node
-                );
-            }
-        }
+    world.pending = vec![
+        slices("m1", 3),
+        slices("m2", 4),
+        slices("m3", 1),
+        job("whole", "q", 2, 1),
+    ];
+    let decisions = world.decide(&Policy::default());
+    for id in ["m1", "m2"] {
+        assert_eq!(
+            decisions.start(id).map(|s| s.placements[0].gpus.clone()),
+            Some(vec![1])
+        );
     }
+    assert!(
+        decisions.start("m3").is_none(),
+        "all seven slices are taken"
+    );
+    // The MIG GPU never counts as a whole one: two whole GPUs never fit.
+    assert!(decisions.start("whole").is_none());
+    assert!(decisions.rejections.iter().any(|r| r.workload == "whole"));
+}
+
+#[test]
+fn placement_strategies_are_selectable() {
+    // n0 has 1 free, n1 3 free, n2 8 free; a 1-GPU job.
+    let mut world = World::new(nodes(3));
+    world.running = vec![
+        running(
+            job("x", "q", 7, 1),
+            &[("n0", &[0, 1, 2, 3, 4, 5, 6])],
+            common::NOON,
+        ),
+        running(
+            job("y", "q", 5, 1),
+            &[("n1", &[0, 1, 2, 3, 4])],
+            common::NOON,
+        ),
+    ];
+    world.pending = vec![job("one", "q", 1, 1)];
+    let on = |placement| {
+        nodes_of(
+            &world.decide(&Policy {
+                placement,
+                ..Policy::default()
+            }),
+            "one",
+        )
+    };
+    assert_eq!(on(PlacementStrategy::BestFit), ["n0"]);
+    assert_eq!(on(PlacementStrategy::FirstFit), ["n0"]);
+    assert_eq!(on(PlacementStrategy::Spread), ["n2"]);
+    assert_eq!(on(PlacementStrategy::FragmentationAware), ["n0"]);
+    let random: Vec<Vec<String>> = (0..16)
+        .map(|seed| on(PlacementStrategy::Random { seed }))
+        .collect();
+    assert!(
+        random.iter().any(|n| n != &random[0]),
+        "seeds draw different nodes"
+    );
+    assert_eq!(
+        on(PlacementStrategy::Random { seed: 3 }),
+        on(PlacementStrategy::Random { seed: 3 })
+    );
+}
+
+#[test]
+fn fragmentation_aware_placement_keeps_room_for_the_shapes_that_wait() {
+    // n0 has 3 free GPUs, n1 has 2. Waiting work is mostly 2-GPU jobs: a
+    // 1-GPU job on n0 leaves 2 + 2 (two 2-GPU slots), where best-fit on n1
+    // leaves 3 + 1 (one slot).
+    let mut world = World::new(nodes(2));
+    world.running = vec![
+        running(
+            job("x", "q", 5, 1),
+            &[("n0", &[0, 1, 2, 3, 4])],
+            common::NOON,
+        ),
+        running(
+            job("y", "q", 6, 1),
+            &[("n1", &[0, 1, 2, 3, 4, 5])],
+            common::NOON,
+        ),
+    ];
+    let mut pending = vec![job("one", "q", 1, 1)];
+    for i in 0..6 {
+        let mut pair = job(&format!("pair-{i}"), "q", 2, 1);
+        pair.submitted_at += 10;
+        pair.earliest_start = Some(common::NOON + 3_600);
+        pending.push(pair);
+    }
+    world.pending = pending;
+    let fgd = world.decide(&Policy::default());
+    assert_eq!(nodes_of(&fgd, "one"), ["n0"]);
+    let best_fit = world.decide(&Policy {
+        placement: PlacementStrategy::BestFit,
+        ..Policy::default()
+    });
+    assert_eq!(nodes_of(&best_fit, "one"), ["n1"]);
 }

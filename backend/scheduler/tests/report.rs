@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{held, node};
-use gantry_scheduler::{Cluster, ShapeSlots, capacity_report};
+use common::{World, job, node, running};
+use gantry_scheduler::{ShapeSlots, capacity_report};
 
 #[test]
 fn free_is_not_schedulable_when_fragmented() {
@@ -12,17 +12,18 @@ fn free_is_not_schedulable_when_fragmented() {
     sick.gpus[7].healthy = false;
     let mut cordoned = node("h4", "r1", "H100", 8);
     cordoned.schedulable = false;
-    let cluster = Cluster {
-        nodes: vec![
-            node("h1", "r1", "H100", 8),
-            node("h2", "r1", "H100", 8),
-            sick,
-            cordoned,
-            node("l1", "r1", "L40S", 4),
-        ],
-    };
-    let running = [held("w", "h1", &[0, 1]), held("w", "h3", &[0, 1, 2, 3])];
-    let report = capacity_report(&cluster, &running);
+    let mut world = World::new(vec![
+        node("h1", "r1", "H100", 8),
+        node("h2", "r1", "H100", 8),
+        sick,
+        cordoned,
+        node("l1", "r1", "L40S", 4),
+    ]);
+    world.running = vec![
+        running(job("a", "q", 2, 1), &[("h1", &[0, 1])], common::NOON),
+        running(job("b", "q", 4, 1), &[("h3", &[0, 1, 2, 3])], common::NOON),
+    ];
+    let report = capacity_report(&world.snapshot());
 
     let h100 = &report.models[0];
     assert_eq!(h100.model, "H100");
@@ -64,10 +65,8 @@ fn free_is_not_schedulable_when_fragmented() {
 
 #[test]
 fn an_idle_cluster_is_not_fragmented_and_a_full_one_has_nothing_free() {
-    let cluster = Cluster {
-        nodes: vec![node("a", "r1", "H200", 8), node("b", "r1", "H200", 8)],
-    };
-    let idle = capacity_report(&cluster, &[]);
+    let mut world = World::new(vec![node("a", "r1", "H200", 8), node("b", "r1", "H200", 8)]);
+    let idle = capacity_report(&world.snapshot());
     assert_eq!(
         (
             idle.models[0].free,
@@ -76,13 +75,13 @@ fn an_idle_cluster_is_not_fragmented_and_a_full_one_has_nothing_free() {
         ),
         (16, 0, 2)
     );
-    let full = capacity_report(
-        &cluster,
-        &[
-            held("w", "a", &[0, 1, 2, 3, 4, 5, 6, 7]),
-            held("w", "b", &[0, 1, 2, 3, 4, 5, 6, 7]),
-        ],
-    );
+    let all: &[u32] = &[0, 1, 2, 3, 4, 5, 6, 7];
+    world.running = vec![running(
+        job("w", "q", 8, 2),
+        &[("a", all), ("b", all)],
+        common::NOON,
+    )];
+    let full = capacity_report(&world.snapshot());
     assert_eq!(
         (
             full.models[0].allocated,

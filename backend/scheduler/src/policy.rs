@@ -1,0 +1,87 @@
+//! The switches and knobs of the engine's policies.
+
+/// How the engine picks among nodes that could host a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementStrategy {
+    /// Minimise the fragmentation the placement adds, weighted by the shapes
+    /// of work that is waiting (the idea of the FGD paper), after topology.
+    FragmentationAware,
+    /// The node left with the fewest free GPUs (packing).
+    BestFit,
+    /// The first node, by name, that fits.
+    FirstFit,
+    /// The node left with the most free GPUs.
+    Spread,
+    /// A node drawn by a hash of the seed, the workload and the node, so it
+    /// is random yet repeatable.
+    Random {
+        /// The seed.
+        seed: u64,
+    },
+}
+
+/// Every policy, each switchable. [`Policy::default`] turns all on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// How nodes are chosen.
+    pub placement: PlacementStrategy,
+    /// Higher classes preempt lower ones.
+    pub preemption: bool,
+    /// Work within its guaranteed quota preempts borrowers.
+    pub reclaim: bool,
+    /// Seconds between telling a victim it is preempted and stopping it.
+    pub grace_seconds: i64,
+    /// Quotas and admission limits apply.
+    pub quotas: bool,
+    /// Queues that used less recently go first within a class.
+    pub fair_share: bool,
+    /// Waiting shorter than this earns no aging: in a steady backlog every
+    /// job waits a while, and aging those waits would undo fair share (the
+    /// queue served less would gain rank for being served less).
+    pub aging_after: i64,
+    /// Rank points a workload gains per hour it waits beyond `aging_after`;
+    /// 1,000 points are one priority class.
+    pub aging_per_hour: f64,
+    /// The most points aging may add.
+    pub aging_cap: f64,
+    /// Deadline work escalates once its slack falls under this many seconds.
+    pub deadline_window: i64,
+    /// Points added at zero slack, in proportion before.
+    pub deadline_boost: f64,
+    /// The highest-ranked blocked workloads get reservations, and later work
+    /// starts now only if it does not delay them.
+    pub backfill: bool,
+    /// How many blocked workloads hold reservations (1 is EASY backfill).
+    pub reservation_depth: usize,
+    /// How many blocked workloads get a planned start; the rest are told how
+    /// many wait ahead of them.
+    pub planning_depth: usize,
+    /// Deferrable work prefers the cheapest region now and may wait for an
+    /// off-peak window while its deadline holds.
+    pub follow_the_sun: bool,
+    /// The longest deferral for an off-peak window, in seconds.
+    pub max_deferral: i64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            placement: PlacementStrategy::FragmentationAware,
+            preemption: true,
+            reclaim: true,
+            grace_seconds: 30,
+            quotas: true,
+            fair_share: true,
+            aging_after: 2 * 3_600,
+            aging_per_hour: 50.0,
+            aging_cap: 1_000.0,
+            deadline_window: 6 * 3_600,
+            deadline_boost: 1_500.0,
+            backfill: true,
+            reservation_depth: 1,
+            planning_depth: 100,
+            follow_the_sun: true,
+            max_deferral: 12 * 3_600,
+        }
+    }
+}
