@@ -79,7 +79,7 @@ fn scenario(nodes: usize, pending: usize) -> Scenario {
     let nodes: Vec<Node> = (0..nodes)
         .map(|i| Node {
             name: format!("node-{i:05}"),
-            region: REGIONS[usize::from(i % 4 == 0)].into(),
+            region: REGIONS[usize::from(i % 4 < 2)].into(),
             rack: format!("rack-{}", i / 32),
             labels: Default::default(),
             cpu_milli: 192_000,

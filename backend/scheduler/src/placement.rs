@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::policy::PlacementStrategy;
-use crate::state::{Mask, NodeState, Room, State, View, WHOLE, bits};
+use crate::state::{Bucket, Mask, NodeState, Room, State, View, WHOLE, bits};
 use crate::workload::{GpuRequest, Workload};
 
 /// Fitting nodes scored per bucket of free GPUs: enough to find a tight,
@@ -226,31 +226,39 @@ fn compare(strategy: PlacementStrategy, workload: &str, a: &Offer, b: &Offer) ->
 }
 
 /// Candidate nodes in the order the strategy looks at them, bucket by
-/// bucket; `limited` buckets are only sampled.
-fn candidates(
-    state: &State<'_>,
+/// bucket, and the first bucket from which on buckets are only sampled
+/// (nodes in one bucket look alike to the index, so a few of each tell the
+/// best). First-fit and random look at every node.
+fn candidates<'s>(
+    state: &'s State<'_>,
     demand: &Demand<'_>,
     strategy: PlacementStrategy,
-) -> (Vec<Vec<u32>>, bool) {
+) -> (Vec<Bucket<'s>>, usize) {
     let regions = &demand.regions;
+    let samples = matches!(
+        strategy,
+        PlacementStrategy::FragmentationAware
+            | PlacementStrategy::BestFit
+            | PlacementStrategy::Spread
+    );
+    let from = |first: usize| if samples { first } else { usize::MAX };
     match demand.workload.gpus {
-        GpuRequest::Whole(0) => (vec![state.nodes_in(regions)], false),
+        GpuRequest::Whole(0) => (vec![Bucket::Ids(state.nodes_in(regions))], usize::MAX),
         GpuRequest::Whole(k) => {
             let descending = strategy == PlacementStrategy::Spread;
-            let sampled = matches!(
-                strategy,
-                PlacementStrategy::FragmentationAware
-                    | PlacementStrategy::BestFit
-                    | PlacementStrategy::Spread
-            );
-            (state.buckets(demand.model, regions, k, descending), sampled)
+            (state.buckets(demand.model, regions, k, descending), from(0))
         }
         GpuRequest::Milli(_) => {
-            let mut buckets = vec![state.sharing(demand.model, regions, false)];
+            // Every partly used GPU is looked at: packing fractions there
+            // keeps whole GPUs whole.
+            let mut buckets = vec![Bucket::Ids(state.sharing(demand.model, regions, false))];
             buckets.extend(state.buckets(demand.model, regions, 1, false));
-            (buckets, false)
+            (buckets, from(1))
         }
-        GpuRequest::Mig(_) => (vec![state.sharing(demand.model, regions, true)], false),
+        GpuRequest::Mig(_) => (
+            vec![Bucket::Ids(state.sharing(demand.model, regions, true))],
+            usize::MAX,
+        ),
     }
 }
 
@@ -269,20 +277,25 @@ pub(crate) fn find(
     let scored = (strategy == PlacementStrategy::FragmentationAware)
         .then(|| shapes.get(&demand.model).map(Vec::as_slice))
         .flatten();
-    let (buckets, sampled) = candidates(state, demand, strategy);
+    let (buckets, sampled_from) = candidates(state, demand, strategy);
     let order = |a: &Offer, b: &Offer| compare(strategy, &workload.id, a, b);
     let mut offers: Vec<Offer> = Vec::new();
     let mut per_rack: BTreeMap<u32, usize> = BTreeMap::new();
-    for bucket in buckets {
+    for (position, bucket) in buckets.iter().enumerate() {
+        let sampled = position >= sampled_from;
         let mut found = 0;
-        for id in bucket {
+        for id in bucket.ids() {
             if sampled && count == 1 && found >= SCORED_PER_BUCKET {
                 break;
             }
             if let Some(offer) = offer(state, id, demand, scored) {
                 found += 1;
                 offers.push(offer);
-                *per_rack.entry(state.node(id).rack).or_default() += 1;
+                let in_rack = per_rack.entry(state.node(id).rack).or_default();
+                *in_rack += 1;
+                if count > 1 && *in_rack >= count {
+                    break;
+                }
             }
         }
         let gang_ready = count > 1 && per_rack.values().any(|n| *n >= count);

@@ -106,55 +106,64 @@ fn gang_at(
 /// The earliest start at or after `not_before` at which `demand` fits, with
 /// the GPUs it would get; `None` when it depends on work whose end nobody
 /// knows.
+///
+/// A node's capacity only grows when one of its allocations or holds ends,
+/// so after the nodes that fit at `not_before`, only those moments are
+/// tried, in time order, each on its own node.
 pub(crate) fn earliest(state: &State<'_>, demand: &Demand<'_>, not_before: i64) -> Option<Plan> {
     let gpus = whole_gpus(demand)?;
-    let nodes = could_host(state, demand, gpus);
     let count = demand.workload.node_count as usize;
-    if nodes.len() < count || count == 0 {
+    if count == 0 {
         return None;
     }
-    // Each node's earliest fit: capacity only changes when an allocation
-    // ends or a hold ends, so those are the moments worth trying.
-    let mut firsts: Vec<(i64, bool, u32, Mask)> = Vec::new();
-    for id in &nodes {
-        let node = state.node(*id);
-        let mut times: Vec<i64> = node
-            .allocs
+    let hosts = |id: u32| {
+        let node = state.node(id);
+        (demand.regions.is_empty() || demand.regions.contains(&node.region))
+            && eligible(node, demand.workload)
+            && bits(node.model_mask(demand.model)) >= gpus
+            && node.node.cpu_milli >= demand.workload.cpu_milli_per_node
+            && node.node.memory_mib >= demand.workload.memory_mib_per_node
+    };
+    let initial: Vec<u32> = if not_before > state.now {
+        could_host(state, demand, gpus)
+    } else {
+        state
+            .buckets(demand.model, &demand.regions, gpus, false)
             .iter()
-            .filter_map(|a| a.release_at)
-            .chain(node.holds.iter().filter_map(|h| h.until))
-            .filter(|t| *t > not_before)
-            .collect();
-        times.push(not_before);
-        times.sort_unstable();
-        times.dedup();
-        if let Some((at, (mask, spans))) = times
-            .into_iter()
-            .find_map(|t| fit_on(state, *id, demand, gpus, t).map(|fit| (t, fit)))
-        {
-            firsts.push((at, spans, *id, mask));
+            .flat_map(|bucket| bucket.ids().collect::<Vec<u32>>())
+            .collect()
+    };
+    let mut fitting: Vec<u32> = Vec::new();
+    let consider = |id: u32, at: i64, fitting: &mut Vec<u32>| -> Option<Plan> {
+        if fitting.contains(&id) || !hosts(id) {
+            return None;
+        }
+        let (mask, _) = fit_on(state, id, demand, gpus, at)?;
+        if count == 1 {
+            return Some(Plan {
+                at,
+                nodes: vec![(id, mask)],
+            });
+        }
+        fitting.push(id);
+        if fitting.len() < count {
+            return None;
+        }
+        let nodes = gang_at(state, demand, gpus, at, fitting)?;
+        Some(Plan { at, nodes })
+    };
+    for id in initial {
+        if let Some(plan) = consider(id, not_before, &mut fitting) {
+            return Some(plan);
         }
     }
-    firsts.sort_by_key(|(at, spans, id, _)| (*at, *spans, *id));
-    if count == 1 {
-        return firsts.first().map(|(at, _, id, mask)| Plan {
-            at: *at,
-            nodes: vec![(*id, *mask)],
-        });
-    }
-    let mut moments: Vec<i64> = firsts.iter().map(|(at, ..)| *at).collect();
-    moments.dedup();
-    for at in moments {
-        let candidates: Vec<u32> = firsts
-            .iter()
-            .filter(|(first, ..)| *first <= at)
-            .map(|(_, _, id, _)| *id)
-            .collect();
-        if candidates.len() < count {
-            continue;
-        }
-        if let Some(nodes) = gang_at(state, demand, gpus, at, &candidates) {
-            return Some(Plan { at, nodes });
+    let after = (not_before.saturating_add(1), 0);
+    for (at, id) in state.events.range(after..) {
+        // A node that fitted earlier may not fit now (a hold begins), so
+        // a gang is checked again at each moment.
+        fitting.retain(|f| *f != *id);
+        if let Some(plan) = consider(*id, *at, &mut fitting) {
+            return Some(plan);
         }
     }
     None

@@ -29,6 +29,10 @@ pub struct Policy {
     pub preemption: bool,
     /// Work within its guaranteed quota preempts borrowers.
     pub reclaim: bool,
+    /// Victim searches per cycle: each looks at every node that could host
+    /// the workload, so a cycle with many blocked workloads that may preempt
+    /// leaves the rest to the next cycle.
+    pub preemption_searches: usize,
     /// Seconds between telling a victim it is preempted and stopping it.
     pub grace_seconds: i64,
     /// Quotas and admission limits apply.
@@ -69,6 +73,7 @@ impl Default for Policy {
             placement: PlacementStrategy::FragmentationAware,
             preemption: true,
             reclaim: true,
+            preemption_searches: 64,
             grace_seconds: 30,
             quotas: true,
             fair_share: true,

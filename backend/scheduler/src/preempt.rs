@@ -60,13 +60,14 @@ pub(crate) fn evict(
     let workload = demand.workload;
     let count = workload.node_count as usize;
     let mut choices: Vec<NodeChoice> = Vec::new();
+    let mut victims: Vec<(Candidate, u32, Mask, u64, u64)> = Vec::new();
     for id in could_host(state, demand, gpus) {
         let node = state.node(id);
         let model_mask = node.model_mask(demand.model);
         let room = node.room(demand.model, demand.view, state.now);
         let (mut mask, mut cpu, mut mem) = (room.mask, room.cpu, room.mem);
         let mut ready_at: Option<i64> = None;
-        let mut victims: Vec<(Candidate, u32, Mask, u64, u64)> = Vec::new();
+        victims.clear();
         for alloc in &node.allocs {
             let Holder::Running(running) = alloc.holder else {
                 continue;
@@ -101,7 +102,7 @@ pub(crate) fn evict(
         };
         let mut chosen = Vec::new();
         let mut loss = (0.0, 0.0);
-        for (found, running, freed, alloc_cpu, alloc_mem) in victims {
+        for (found, running, freed, alloc_cpu, alloc_mem) in victims.iter().copied() {
             if fits(mask, cpu, mem) {
                 break;
             }

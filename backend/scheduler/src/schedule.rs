@@ -75,6 +75,9 @@ type ShapeCount = ((GpuRequest, u64, u64), f64);
 /// What a cycle resolves about a pending workload once.
 struct Prepared {
     shape: u32,
+    /// The shape without duration or reservation: what decides whether it
+    /// could ever fit.
+    size: u32,
     models: Vec<u32>,
     regions: Vec<u32>,
     groups: Vec<Vec<u32>>,
@@ -100,6 +103,7 @@ struct Run {
 
 /// A waiting workload's context, explained once the cycle is over.
 struct Wait<'a> {
+    p: u32,
     workload: &'a Workload,
     /// The models it may use (within quota, once that is checked).
     models: Vec<u32>,
@@ -166,6 +170,7 @@ pub(crate) struct Cycle<'a> {
     failed_evictions: FastSet<(FitKey, PriorityClass, usize, bool)>,
     planned: usize,
     reserved: usize,
+    searches: usize,
     /// Counts changes to capacity (starts and holds), so that reasons are
     /// computed once per shape between changes.
     epoch: usize,
@@ -226,6 +231,7 @@ impl<'a> Cycle<'a> {
             failed_evictions: FastSet::default(),
             planned: 0,
             reserved: 0,
+            searches: 0,
             epoch: 0,
             reasons: FastMap::default(),
             waits: Vec::new(),
@@ -492,7 +498,7 @@ impl<'a> Cycle<'a> {
             .iter()
             .map(|model| {
                 *could
-                    .entry((prepared.shape, *model))
+                    .entry((prepared.size, *model))
                     .or_insert_with(|| self.nodes_that_could(workload, *model, &prepared.regions))
             })
             .max()
@@ -682,6 +688,7 @@ impl<'a> Cycle<'a> {
     /// Resolves every pending workload's models, regions and shape once.
     fn prepare(&mut self) {
         let mut ids: FastMap<ShapeKey<'a>, u32> = FastMap::default();
+        let mut sizes: FastMap<ShapeKey<'a>, u32> = FastMap::default();
         let pending = self.snap.pending;
         let prepared = pending
             .iter()
@@ -697,8 +704,16 @@ impl<'a> Cycle<'a> {
                     duration: workload.duration_estimate,
                     reservation: self.reservation_of(workload),
                 };
+                let size = ShapeKey {
+                    duration: None,
+                    reservation: None,
+                    regions: key.regions.clone(),
+                    ..key
+                };
+                let next_size = u32::try_from(sizes.len()).unwrap_or(NONE);
                 let next = u32::try_from(ids.len()).unwrap_or(NONE);
                 Prepared {
+                    size: *sizes.entry(size).or_insert(next_size),
                     shape: *ids.entry(key).or_insert(next),
                     models: self.models_of(workload),
                     groups: self.region_groups(workload),
@@ -908,6 +923,7 @@ impl<'a> Cycle<'a> {
         let workload = &pending[p as usize];
         let now = self.now;
         let mut wait = Wait {
+            p,
             workload,
             models: self.prepared[p as usize].models.clone(),
             reasons: Vec::new(),
@@ -1063,9 +1079,11 @@ impl<'a> Cycle<'a> {
             slot,
             within,
         );
-        if self.failed_evictions.contains(&key) {
+        if self.failed_evictions.contains(&key) || self.searches >= self.policy.preemption_searches
+        {
             return None;
         }
+        self.searches += 1;
         let demand = Demand {
             workload,
             model,
@@ -1212,23 +1230,44 @@ impl<'a> Cycle<'a> {
         }
     }
 
-    /// The reason a blocked workload waits on capacity, with the numbers and
-    /// the next node to free enough.
+    /// Free GPUs of `model` where `workload` may run, nodes with room for
+    /// its per-node share, and the most free on one node. From the index
+    /// unless labels narrow the nodes; held GPUs count as free here (the
+    /// holds have their own reason).
+    fn free_counts(
+        &self,
+        workload: &Workload,
+        model: u32,
+        regions: &[u32],
+        per_node: u32,
+    ) -> (u32, u32, u32) {
+        if workload.required_labels.is_empty() {
+            return self.state.free_summary(model, regions, per_node);
+        }
+        let mut counts = (0, 0, 0);
+        for id in self.state.nodes_in(regions) {
+            let node = self.state.node(id);
+            if eligible(node, workload) {
+                let free = bits(node.free_whole & node.model_mask(model));
+                counts.0 += free;
+                counts.1 += u32::from(free >= per_node);
+                counts.2 = counts.2.max(free);
+            }
+        }
+        counts
+    }
+
+    /// The reason a workload blocked on capacity waits, with the numbers.
     fn capacity_reason(&self, workload: &Workload, model: u32, regions: &[u32]) -> Reason {
-        let view = self.view(workload, self.now);
-        let nodes: Vec<u32> = self
-            .state
-            .nodes_in(regions)
-            .into_iter()
-            .filter(|id| {
-                eligible(self.state.node(*id), workload) && self.state.node(*id).has_model(model)
-            })
-            .collect();
         let name = self.state.models.name(model).to_owned();
         let GpuRequest::Whole(per_node) = workload.gpus else {
-            let free_milli: u64 = nodes
-                .iter()
-                .flat_map(|id| self.state.node(*id).gpus.iter())
+            let free_milli: u64 = self
+                .state
+                .nodes_in(regions)
+                .into_iter()
+                .map(|id| self.state.node(id))
+                .filter(|node| eligible(node, workload))
+                .flat_map(|node| node.gpus.iter())
                 .filter(|g| g.model == model && g.healthy)
                 .map(|g| u64::from(g.capacity() - g.used) * 1000 / u64::from(g.capacity()))
                 .sum();
@@ -1239,40 +1278,14 @@ impl<'a> Cycle<'a> {
                 next_release: None,
             };
         };
-        let mut free_total = 0;
-        let mut with_room = 0;
-        let mut largest = 0;
-        let mut next: Option<(i64, u32, Holder)> = None;
-        for id in &nodes {
-            let node = self.state.node(*id);
-            let room = node.room(model, view, self.now);
-            let free = bits(room.mask);
-            free_total += free;
-            largest = largest.max(free);
-            with_room += u32::from(free >= per_node);
-            let model_mask: Mask = node.model_mask(model);
-            for alloc in &node.allocs {
-                if let Some(at) = alloc.release_at
-                    && at > self.now
-                    && free + bits(alloc.mask & model_mask & !room.held) >= per_node
-                    && next.is_none_or(|(best, ..)| at < best)
-                {
-                    next = Some((at, *id, alloc.holder));
-                }
-            }
-        }
-        let next_release = next.map(|(at, id, holder)| NextRelease {
-            at,
-            workload: self.holder_name(holder),
-            node: self.state.node(id).node.name.clone(),
-        });
+        let (free_total, with_room, largest) = self.free_counts(workload, model, regions, per_node);
         let needed = per_node * workload.node_count;
         if free_total < needed {
             return Reason::Capacity {
                 model: name,
                 free_milli: u64::from(free_total) * 1000,
                 needed_milli: u64::from(needed) * 1000,
-                next_release,
+                next_release: None,
             };
         }
         if with_room >= workload.node_count {
@@ -1287,8 +1300,47 @@ impl<'a> Cycle<'a> {
             nodes_needed: workload.node_count,
             nodes_with_room: with_room,
             largest_free_on_one_node: largest,
-            next_release,
+            next_release: None,
         }
+    }
+
+    /// The first node expected to free enough GPUs of `model` for one node's
+    /// share of `workload`, as the cycle ends: the counterfactual behind a
+    /// capacity reason.
+    fn next_release(
+        &self,
+        workload: &Workload,
+        model: u32,
+        regions: &[u32],
+    ) -> Option<NextRelease> {
+        let GpuRequest::Whole(per_node) = workload.gpus else {
+            return None;
+        };
+        let view = self.view(workload, self.now);
+        let mut next: Option<(i64, u32, Holder)> = None;
+        for id in self.state.nodes_in(regions) {
+            let node = self.state.node(id);
+            if !eligible(node, workload) || !node.has_model(model) {
+                continue;
+            }
+            let room = node.room(model, view, self.now);
+            let free = bits(room.mask);
+            let model_mask: Mask = node.model_mask(model);
+            for alloc in &node.allocs {
+                if let Some(at) = alloc.release_at
+                    && at > self.now
+                    && free + bits(alloc.mask & model_mask & !room.held) >= per_node
+                    && next.is_none_or(|(best, ..)| at < best)
+                {
+                    next = Some((at, id, alloc.holder));
+                }
+            }
+        }
+        next.map(|(at, id, holder)| NextRelease {
+            at,
+            workload: self.holder_name(holder),
+            node: self.state.node(id).node.name.clone(),
+        })
     }
 
     /// Whether holds for others are what keeps `workload` waiting: the
@@ -1333,11 +1385,16 @@ impl<'a> Cycle<'a> {
         }
         let workload = &self.snap.pending[p as usize];
         let regions = &self.prepared[p as usize].regions;
-        let mut found: Vec<Reason> = self
-            .held_for(workload, model, regions)
-            .into_iter()
-            .collect();
-        found.push(self.capacity_reason(workload, model, regions));
+        let held = if self.state.binding_holds > 0 {
+            self.held_for(workload, model, regions)
+        } else {
+            None
+        };
+        // When holds are all that is in the way, capacity is not.
+        let found = match held {
+            Some(held) => vec![held],
+            None => vec![self.capacity_reason(workload, model, regions)],
+        };
         self.reasons.insert(key, found.clone());
         found
     }
@@ -1345,7 +1402,24 @@ impl<'a> Cycle<'a> {
     fn explain(&mut self) {
         let waits = std::mem::take(&mut self.waits);
         let mut ahead: HashMap<u32, u32> = HashMap::new();
+        let mut releases: FastMap<(u32, u32), Option<NextRelease>> = FastMap::default();
         for mut wait in waits {
+            let p = wait.p as usize;
+            for reason in &mut wait.reasons {
+                if let (
+                    Reason::Capacity { next_release, .. }
+                    | Reason::Fragmentation { next_release, .. },
+                    Some(model),
+                ) = (reason, wait.models.first().copied())
+                {
+                    *next_release = releases
+                        .entry((self.prepared[p].shape, model))
+                        .or_insert_with(|| {
+                            self.next_release(wait.workload, model, &self.prepared[p].regions)
+                        })
+                        .clone();
+                }
+            }
             let before = wait
                 .models
                 .iter()

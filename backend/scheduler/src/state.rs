@@ -307,6 +307,25 @@ impl NodeState<'_> {
     }
 }
 
+/// Candidate nodes that look alike to the index: sets borrowed from it, or
+/// ids gathered for the occasion.
+pub(crate) enum Bucket<'s> {
+    Sets(Vec<&'s BTreeSet<u32>>),
+    Ids(Vec<u32>),
+}
+
+impl Bucket<'_> {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        let (sets, ids): (&[&BTreeSet<u32>], &[u32]) = match self {
+            Self::Sets(sets) => (sets, &[]),
+            Self::Ids(ids) => (&[], ids),
+        };
+        sets.iter()
+            .flat_map(|set| set.iter().copied())
+            .chain(ids.iter().copied())
+    }
+}
+
 /// Per model and region: schedulable nodes bucketed by free whole GPUs, and
 /// nodes with room on shared or MIG GPUs.
 #[derive(Default)]
@@ -326,6 +345,11 @@ pub(crate) struct State<'a> {
     index: Index,
     by_region: FastMap<u32, Vec<u32>>,
     all: Vec<u32>,
+    /// Moments a node's capacity grows (an allocation or a hold ends), in
+    /// time order: planning looks only at these.
+    pub(crate) events: BTreeSet<(i64, u32)>,
+    /// Binding holds anywhere: without any, no workload waits on one.
+    pub(crate) binding_holds: usize,
     /// Healthy thousandths of a GPU per model, for shares.
     pub(crate) capacity_milli: BTreeMap<u32, u64>,
 }
@@ -403,6 +427,8 @@ impl<'a> State<'a> {
             by_region: FastMap::default(),
             all: Vec::with_capacity(nodes.len()),
             capacity_milli,
+            binding_holds: 0,
+            events: BTreeSet::new(),
             nodes,
         };
         for id in 0..state.nodes.len() {
@@ -449,20 +475,20 @@ impl<'a> State<'a> {
 
     /// Schedulable nodes in `regions` with at least `least` free whole GPUs
     /// of `model`, bucket by bucket: ascending from `least`, or descending.
+    /// Within a bucket, nodes come region by region, each by name.
     pub(crate) fn buckets(
         &self,
         model: u32,
         regions: &[u32],
         least: u32,
         descending: bool,
-    ) -> Vec<Vec<u32>> {
-        let keys = self.region_keys(regions);
-        let top = keys
+    ) -> Vec<Bucket<'_>> {
+        let indexes: Vec<&Vec<BTreeSet<u32>>> = self
+            .region_keys(regions)
             .iter()
             .filter_map(|r| self.index.by_free.get(&(model, *r)))
-            .map(Vec::len)
-            .max()
-            .unwrap_or(0);
+            .collect();
+        let top = indexes.iter().map(|b| b.len()).max().unwrap_or(0);
         let mut sizes: Vec<usize> = (least as usize..top).collect();
         if descending {
             sizes.reverse();
@@ -470,20 +496,37 @@ impl<'a> State<'a> {
         sizes
             .into_iter()
             .map(|size| {
-                let mut ids: Vec<u32> = keys
-                    .iter()
-                    .filter_map(|r| self.index.by_free.get(&(model, *r)))
-                    .filter_map(|buckets| buckets.get(size))
-                    .flatten()
-                    .copied()
-                    .collect();
-                if keys.len() > 1 {
-                    ids.sort_unstable();
-                }
-                ids
+                Bucket::Sets(
+                    indexes
+                        .iter()
+                        .filter_map(|buckets| buckets.get(size))
+                        .filter(|set| !set.is_empty())
+                        .collect(),
+                )
             })
-            .filter(|ids| !ids.is_empty())
+            .filter(|bucket| matches!(bucket, Bucket::Sets(sets) if !sets.is_empty()))
             .collect()
+    }
+
+    /// Free whole GPUs of `model` on schedulable nodes in `regions`, nodes
+    /// with at least `least` of them, and the most on one node.
+    pub(crate) fn free_summary(&self, model: u32, regions: &[u32], least: u32) -> (u32, u32, u32) {
+        let mut counts = (0, 0, 0);
+        for region in self.region_keys(regions) {
+            let Some(buckets) = self.index.by_free.get(&(model, region)) else {
+                continue;
+            };
+            for (free, nodes) in buckets.iter().enumerate().filter(|(_, n)| !n.is_empty()) {
+                let free = u32::try_from(free).unwrap_or(u32::MAX);
+                let nodes = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+                counts.0 += free * nodes;
+                if free >= least {
+                    counts.1 += nodes;
+                }
+                counts.2 = counts.2.max(free);
+            }
+        }
+        counts
     }
 
     /// Schedulable nodes with a partly used shared GPU (or, with `mig`, a
@@ -578,20 +621,29 @@ impl<'a> State<'a> {
         }
         node.cpu_free = node.cpu_free.saturating_sub(alloc.cpu);
         node.mem_free = node.mem_free.saturating_sub(alloc.mem);
+        if let Some(at) = alloc.release_at {
+            self.events.insert((at, id));
+        }
         node.allocs.push(alloc);
         self.add_to_index(id);
     }
 
     /// Sets when an allocation's GPUs come free (a victim told to stop).
     pub(crate) fn set_release(&mut self, holder: Holder, at: i64) {
-        for node in &mut self.nodes {
+        for (id, node) in self.nodes.iter_mut().enumerate() {
             for alloc in node.allocs.iter_mut().filter(|a| a.holder == holder) {
                 alloc.release_at = Some(at);
+                self.events
+                    .insert((at, u32::try_from(id).unwrap_or(u32::MAX)));
             }
         }
     }
 
     pub(crate) fn add_hold(&mut self, id: u32, hold: Hold) {
+        self.binding_holds += usize::from(hold.binding);
+        if let Some(until) = hold.until {
+            self.events.insert((until, id));
+        }
         self.nodes[id as usize].holds.push(hold);
     }
 }
