@@ -2,7 +2,7 @@
 //! incremental path of one arrival into a steady cluster.
 //!
 //! `cargo bench -p gantry-scheduler` prints the time of one `schedule` call
-//! per size. Every other node holds running work on half its GPUs, and the
+//! per size. Half the nodes hold running work on half their GPUs, and the
 //! queue mixes shapes (1, 2, 4, 8 GPUs, fractions, 4×8 gangs), GPU models,
 //! regions, 17 tenants with guaranteed quotas, priority classes and
 //! duration estimates, so that every policy (quotas, fair share,
@@ -79,7 +79,7 @@ fn scenario(nodes: usize, pending: usize) -> Scenario {
     let nodes: Vec<Node> = (0..nodes)
         .map(|i| Node {
             name: format!("node-{i:05}"),
-            region: REGIONS[usize::from(i % 4 < 2)].into(),
+            region: REGIONS[usize::from((i / 4) % 2 == 0)].into(),
             rack: format!("rack-{}", i / 32),
             labels: Default::default(),
             cpu_milli: 192_000,
@@ -96,10 +96,12 @@ fn scenario(nodes: usize, pending: usize) -> Scenario {
                 .collect(),
         })
         .collect();
+    // Half the nodes of each GPU model and region hold work on half their
+    // GPUs.
     let running = nodes
         .iter()
         .enumerate()
-        .step_by(2)
+        .filter(|(i, _)| i % 4 < 2)
         .map(|(i, n)| {
             let mut w = workload(i, "running");
             w.gpu_models = vec![n.gpus[0].model.clone()];

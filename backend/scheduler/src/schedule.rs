@@ -3,9 +3,7 @@
 //! everything that waits.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
-
-use crate::state::{FastMap, FastSet};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use crate::cluster::Cluster;
 use crate::decision::{
@@ -16,8 +14,10 @@ use crate::placement::{Demand, Shape, Shapes, eligible, find};
 use crate::plan::earliest;
 use crate::policy::Policy;
 use crate::preempt::{Candidate, Status, evict};
-use crate::queue::Queue;
-use crate::state::{Alloc, Hold, HoldFor, Holder, Mask, State, View, WHOLE, bits};
+use crate::queue::{Queue, Quota};
+use crate::state::{
+    Alloc, FastMap, FastSet, Hold, HoldFor, Holder, Mask, State, View, WHOLE, bits,
+};
 use crate::usage::UsageLedger;
 use crate::workload::{
     AdvanceReservation, GpuRequest, Placement, PriorityClass, Running, Workload,
@@ -159,11 +159,15 @@ pub(crate) struct Cycle<'a> {
     now: i64,
     state: State<'a>,
     slots: Vec<Slot<'a>>,
-    slot_ids: HashMap<&'a str, usize>,
-    used: HashMap<(usize, u32), u64>,
-    history: HashMap<(usize, u32), f64>,
+    slot_ids: FastMap<&'a str, usize>,
+    used: FastMap<(usize, u32), u64>,
+    /// Quotas by slot and model id.
+    quotas: FastMap<(usize, u32), Quota>,
+    /// Each slot's fair-share rank penalty, kept current as work starts.
+    fair: Vec<f64>,
+    history: FastMap<(usize, u32), f64>,
     runs: Vec<Run>,
-    reservations: HashMap<&'a str, u32>,
+    reservations: FastMap<&'a str, u32>,
     shapes: Shapes,
     prepared: Vec<Prepared>,
     failed: FastSet<FitKey>,
@@ -220,11 +224,13 @@ impl<'a> Cycle<'a> {
             now: snap.now,
             state: State::new(snap.cluster, snap.now),
             slots: Vec::new(),
-            slot_ids: HashMap::new(),
-            used: HashMap::new(),
-            history: HashMap::new(),
+            slot_ids: FastMap::default(),
+            used: FastMap::default(),
+            quotas: FastMap::default(),
+            fair: Vec::new(),
+            history: FastMap::default(),
             runs: Vec::new(),
-            reservations: HashMap::new(),
+            reservations: FastMap::default(),
             shapes: Shapes::new(),
             prepared: Vec::new(),
             failed: FastSet::default(),
@@ -238,13 +244,20 @@ impl<'a> Cycle<'a> {
             decisions: Decisions::default(),
         };
         for queue in snap.queues {
-            cycle.slot_ids.entry(&queue.name).or_insert_with(|| {
-                cycle.slots.push(Slot {
-                    config: Some(queue),
-                    weight: f64::from(queue.weight.max(1)),
-                });
-                cycle.slots.len() - 1
+            if cycle.slot_ids.contains_key(queue.name.as_str()) {
+                continue;
+            }
+            cycle.slots.push(Slot {
+                config: Some(queue),
+                weight: f64::from(queue.weight.max(1)),
             });
+            let slot = cycle.slots.len() - 1;
+            cycle.slot_ids.insert(&queue.name, slot);
+            for (model, quota) in &queue.quotas {
+                if let Some(id) = cycle.state.models.get(model) {
+                    cycle.quotas.insert((slot, id), *quota);
+                }
+            }
         }
         for (index, reservation) in snap.reservations.iter().enumerate() {
             cycle
@@ -354,19 +367,17 @@ impl<'a> Cycle<'a> {
     /// Within each queue and model, the work beyond the guarantee (the
     /// latest started of the lowest classes) is borrowing.
     fn mark_borrowers(&mut self) {
-        let mut groups: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
+        let mut groups: FastMap<(usize, u32), Vec<usize>> = FastMap::default();
         for (index, run) in self.runs.iter().enumerate() {
             groups.entry((run.slot, run.model)).or_default().push(index);
         }
         let mut keys: Vec<(usize, u32)> = groups.keys().copied().collect();
         keys.sort_unstable();
         for key in keys {
-            let (slot, model) = key;
-            let Some(config) = self.slots[slot].config.filter(|_| self.policy.quotas) else {
+            if !self.policy.quotas || self.slots[key.0].config.is_none() {
                 continue;
-            };
-            let guaranteed =
-                u64::from(config.quota(self.state.models.name(model)).guaranteed) * 1000;
+            }
+            let guaranteed = u64::from(self.quotas.get(&key).map_or(0, |q| q.guaranteed)) * 1000;
             let mut members = groups.remove(&key).unwrap_or_default();
             members.sort_by(|a, b| {
                 let (ra, rb) = (&self.snap.running[*a], &self.snap.running[*b]);
@@ -678,11 +689,19 @@ impl<'a> Cycle<'a> {
     }
 
     fn fairness(&self, slot: usize) -> f64 {
-        if !self.policy.fair_share {
-            return 0.0;
+        self.fair.get(slot).copied().unwrap_or(0.0)
+    }
+
+    /// Recomputes a slot's fair-share penalty: up to half a class, growing
+    /// with its weighted dominant share.
+    fn refresh_fairness(&mut self, slot: usize) {
+        if self.fair.len() < self.slots.len() {
+            self.fair.resize(self.slots.len(), 0.0);
         }
-        let share = self.share(slot);
-        500.0 * share / (1.0 + share)
+        if self.policy.fair_share {
+            let share = self.share(slot);
+            self.fair[slot] = 500.0 * share / (1.0 + share);
+        }
     }
 
     /// Resolves every pending workload's models, regions and shape once.
@@ -728,9 +747,9 @@ impl<'a> Cycle<'a> {
     fn admit(&mut self) -> Vec<Vec<(u32, f64)>> {
         self.prepare();
         let mut could = FastMap::default();
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: FastSet<&str> = FastSet::default();
         let mut lists: Vec<Vec<(u32, f64)>> = Vec::new();
-        let mut shapes: HashMap<(u32, GpuRequest, u64, u64), f64> = HashMap::new();
+        let mut shapes: FastMap<(u32, GpuRequest, u64, u64), f64> = FastMap::default();
         for (index, workload) in self.snap.pending.iter().enumerate() {
             let p = u32::try_from(index).unwrap_or(NONE);
             let refusal = if seen.insert(&workload.id) {
@@ -794,8 +813,8 @@ impl<'a> Cycle<'a> {
         lists
     }
 
-    fn set_shapes(&mut self, counts: HashMap<(u32, GpuRequest, u64, u64), f64>) {
-        let mut by_model: HashMap<u32, Vec<ShapeCount>> = HashMap::new();
+    fn set_shapes(&mut self, counts: FastMap<(u32, GpuRequest, u64, u64), f64>) {
+        let mut by_model: FastMap<u32, Vec<ShapeCount>> = FastMap::default();
         for ((model, gpus, cpu, mem), count) in counts {
             by_model
                 .entry(model)
@@ -840,6 +859,9 @@ impl<'a> Cycle<'a> {
     }
 
     fn run(&mut self, ranked: Vec<Vec<(u32, f64)>>) {
+        for slot in 0..self.slots.len() {
+            self.refresh_fairness(slot);
+        }
         let mut heap: BinaryHeap<Head<'a>> = (0..ranked.len())
             .filter_map(|slot| self.head(slot, 0, &ranked))
             .collect();
@@ -885,7 +907,7 @@ impl<'a> Cycle<'a> {
             _ => return Ok(false),
         };
         let name = self.state.models.name(model);
-        let quota = config.quota(name);
+        let quota = self.quotas.get(&(slot, model)).copied().unwrap_or_default();
         let used = self.used.get(&(slot, model)).copied().unwrap_or(0);
         let needed = workload.total_milli();
         let after = used + needed;
@@ -1027,6 +1049,7 @@ impl<'a> Cycle<'a> {
             });
         }
         *self.used.entry((slot, model)).or_default() += workload.total_milli();
+        self.refresh_fairness(slot);
         self.epoch += 1;
         self.decisions.starts.push(Start {
             workload: workload.id.clone(),
@@ -1401,7 +1424,7 @@ impl<'a> Cycle<'a> {
 
     fn explain(&mut self) {
         let waits = std::mem::take(&mut self.waits);
-        let mut ahead: HashMap<u32, u32> = HashMap::new();
+        let mut ahead: FastMap<u32, u32> = FastMap::default();
         let mut releases: FastMap<(u32, u32), Option<NextRelease>> = FastMap::default();
         for mut wait in waits {
             let p = wait.p as usize;
