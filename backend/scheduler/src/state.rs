@@ -114,6 +114,7 @@ pub(crate) enum HoldFor {
 }
 
 /// GPUs, CPU and memory kept for someone over a window.
+#[derive(Clone, Copy)]
 pub(crate) struct Hold {
     pub(crate) mask: Mask,
     pub(crate) cpu: u64,

@@ -16,6 +16,16 @@ fn short(id: &str, at: i64) -> Workload {
     w
 }
 
+/// Two 10-minute 1-GPU jobs arrive now.
+fn two_small_arrive(world: &mut World, cycle: usize) {
+    for suffix in ["a", "b"] {
+        let now = world.now;
+        world
+            .pending
+            .push(short(&format!("s{cycle:02}{suffix}"), now));
+    }
+}
+
 /// Two 8-GPU nodes, each with one GPU busy until 12:30, and a 16-GPU gang
 /// that needs both whole.
 fn gang_world() -> World {
@@ -47,12 +57,7 @@ fn a_big_gang_starts_at_its_reserved_time_while_small_jobs_fill_the_holes() {
     let mut gang_started = None;
     let mut small_started = 0;
     for cycle in 0..40 {
-        world
-            .pending
-            .push(short(&format!("s{cycle:02}a"), world.now));
-        world
-            .pending
-            .push(short(&format!("s{cycle:02}b"), world.now));
+        two_small_arrive(&mut world, cycle);
         let now = world.now;
         let decisions = world.cycle(&Policy::default(), 60);
         small_started += decisions
@@ -83,12 +88,7 @@ fn a_big_gang_starts_at_its_reserved_time_while_small_jobs_fill_the_holes() {
         ..Policy::default()
     };
     for cycle in 0..60 {
-        world
-            .pending
-            .push(short(&format!("s{cycle:02}a"), world.now));
-        world
-            .pending
-            .push(short(&format!("s{cycle:02}b"), world.now));
+        two_small_arrive(&mut world, cycle);
         assert!(world.cycle(&greedy, 60).start("gang").is_none());
     }
 }

@@ -1,0 +1,139 @@
+//! Ranking: priority class, aging and deadline urgency per workload, and
+//! weighted fair share between queues, merged in one heap of queue heads.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::Cycle;
+use crate::workload::{PriorityClass, Workload};
+
+/// The head of one queue in the cross-queue heap.
+struct Head<'a> {
+    /// Work within its queue's guarantee goes before work that would
+    /// borrow, whatever their classes: otherwise a borrower could take back
+    /// the GPUs a reclaim just freed, again and again.
+    within: bool,
+    key: f64,
+    submitted: i64,
+    id: &'a str,
+    slot: usize,
+    position: usize,
+}
+
+impl PartialEq for Head<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head<'_> {}
+
+impl PartialOrd for Head<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Head<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.within
+            .cmp(&other.within)
+            .then(self.key.total_cmp(&other.key))
+            .then(other.submitted.cmp(&self.submitted))
+            .then(other.id.cmp(self.id))
+    }
+}
+
+/// Rank points of a priority class: one class is worth 1,000.
+fn class_points(class: PriorityClass) -> f64 {
+    f64::from(class as u8) * 1_000.0
+}
+
+impl<'a> Cycle<'a> {
+    pub(super) fn score(&self, workload: &Workload) -> f64 {
+        let waited_hours =
+            (self.now - workload.submitted_at - self.policy.aging_after).max(0) as f64 / 3_600.0;
+        let aging = (self.policy.aging_per_hour * waited_hours).min(self.policy.aging_cap);
+        let urgency = workload.deadline.map_or(0.0, |deadline| {
+            let slack = deadline - self.now - workload.duration_estimate.unwrap_or(0);
+            let window = self.policy.deadline_window.max(1);
+            if slack >= window {
+                0.0
+            } else {
+                self.policy.deadline_boost * (1.0 - slack.max(0) as f64 / window as f64)
+            }
+        });
+        class_points(workload.priority) + aging + urgency
+    }
+
+    /// A queue's weighted dominant share: its largest share of any GPU
+    /// model, from decayed past usage and what it holds now, over its
+    /// weight.
+    fn share(&self, slot: usize) -> f64 {
+        let half_life = self.snap.usage.half_life() as f64;
+        let mut dominant: f64 = 0.0;
+        for (model, capacity) in &self.state.capacity_milli {
+            let capacity = *capacity as f64;
+            if capacity <= 0.0 {
+                continue;
+            }
+            let past = self.history.get(&(slot, *model)).copied().unwrap_or(0.0)
+                * 1000.0
+                * std::f64::consts::LN_2
+                / half_life;
+            let now = self.used.get(&(slot, *model)).copied().unwrap_or(0) as f64;
+            dominant = dominant.max((past + now) / capacity);
+        }
+        dominant / self.slots[slot].weight
+    }
+
+    fn fairness(&self, slot: usize) -> f64 {
+        self.fair.get(slot).copied().unwrap_or(0.0)
+    }
+
+    /// Recomputes a slot's fair-share penalty: up to half a class, growing
+    /// with its weighted dominant share.
+    pub(super) fn refresh_fairness(&mut self, slot: usize) {
+        if self.fair.len() < self.slots.len() {
+            self.fair.resize(self.slots.len(), 0.0);
+        }
+        if self.policy.fair_share {
+            let share = self.share(slot);
+            self.fair[slot] = 500.0 * share / (1.0 + share);
+        }
+    }
+
+    fn head(&self, slot: usize, position: usize, ranked: &[Vec<(u32, f64)>]) -> Option<Head<'a>> {
+        let pending = self.snap.pending;
+        let (p, score) = ranked[slot].get(position)?;
+        let workload = &pending[*p as usize];
+        let within = self.prepared[*p as usize]
+            .models
+            .iter()
+            .any(|model| self.quota(slot, workload, *model) == Ok(true));
+        Some(Head {
+            within,
+            key: score - self.fairness(slot),
+            submitted: workload.submitted_at,
+            id: &workload.id,
+            slot,
+            position,
+        })
+    }
+
+    pub(super) fn run(&mut self, ranked: Vec<Vec<(u32, f64)>>) {
+        for slot in 0..self.slots.len() {
+            self.refresh_fairness(slot);
+        }
+        let mut heap: BinaryHeap<Head<'a>> = (0..ranked.len())
+            .filter_map(|slot| self.head(slot, 0, &ranked))
+            .collect();
+        while let Some(head) = heap.pop() {
+            let (p, _) = ranked[head.slot][head.position];
+            self.process(p, head.slot);
+            if let Some(next) = self.head(head.slot, head.position + 1, &ranked) {
+                heap.push(next);
+            }
+        }
+    }
+}
