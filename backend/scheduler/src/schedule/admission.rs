@@ -9,11 +9,7 @@ use crate::workload::{GpuRequest, PriorityClass, Workload};
 
 impl<'a> Cycle<'a> {
     /// Why `workload` can never be admitted, if it cannot.
-    fn refusal(
-        &self,
-        p: u32,
-        could: &mut FastMap<(u32, u32), u32>,
-    ) -> Option<RejectReason> {
+    fn refusal(&self, p: u32, could: &mut FastMap<(u32, u32), u32>) -> Option<RejectReason> {
         let workload = &self.snap.pending[p as usize];
         let prepared = &self.prepared[p as usize];
         let invalid = |message: &str| Some(RejectReason::Invalid(message.to_owned()));

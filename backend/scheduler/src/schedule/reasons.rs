@@ -42,12 +42,7 @@ impl<'a> Cycle<'a> {
     }
 
     /// The reason a workload blocked on capacity waits, with the numbers.
-    fn capacity_reason(
-        &self,
-        workload: &Workload,
-        model: u32,
-        regions: &[u32],
-    ) -> Reason {
+    fn capacity_reason(&self, workload: &Workload, model: u32, regions: &[u32]) -> Reason {
         let name = self.state.models.name(model).to_owned();
         let GpuRequest::Whole(per_node) = workload.gpus else {
             let free_milli: u64 = self
@@ -134,12 +129,7 @@ impl<'a> Cycle<'a> {
 
     /// Whether holds for others are what keeps `workload` waiting: the
     /// first hold on the GPUs it would get if no hold counted.
-    fn held_for(
-        &self,
-        workload: &Workload,
-        model: u32,
-        regions: &[u32],
-    ) -> Option<Reason> {
+    fn held_for(&self, workload: &Workload, model: u32, regions: &[u32]) -> Option<Reason> {
         let view = View {
             binding: false,
             ..self.view(workload, self.now)
