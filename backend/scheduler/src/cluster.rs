@@ -76,7 +76,8 @@ pub struct Region {
 
 impl Region {
     fn local_second_of_day(&self, now: i64) -> i64 {
-        (now + i64::from(self.utc_offset_minutes) * 60).rem_euclid(DAY)
+        now.saturating_add(i64::from(self.utc_offset_minutes) * 60)
+            .rem_euclid(DAY)
     }
 
     /// Whether `now` (seconds since the epoch) falls in the off-peak window.
@@ -100,7 +101,7 @@ impl Region {
             return Some(now);
         }
         let start = i64::from(window.start_minute) * 60;
-        Some(now + (start - self.local_second_of_day(now)).rem_euclid(DAY))
+        Some(now.saturating_add((start - self.local_second_of_day(now)).rem_euclid(DAY)))
     }
 
     /// The price of one GPU-hour of `model` at `now`, off-peak discount

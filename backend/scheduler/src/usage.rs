@@ -31,7 +31,7 @@ impl UsageLedger {
     }
 
     fn factor(&self, from: i64, to: i64) -> f64 {
-        let elapsed = (to - from).max(0) as f64;
+        let elapsed = to.saturating_sub(from).max(0) as f64;
         0.5_f64.powf(elapsed / self.half_life as f64)
     }
 

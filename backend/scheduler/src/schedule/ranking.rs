@@ -51,11 +51,17 @@ fn class_points(class: PriorityClass) -> f64 {
 
 impl<'a> Cycle<'a> {
     pub(super) fn score(&self, workload: &Workload) -> f64 {
-        let waited_hours =
-            (self.now - workload.submitted_at - self.policy.aging_after).max(0) as f64 / 3_600.0;
+        let waited_hours = self
+            .now
+            .saturating_sub(workload.submitted_at)
+            .saturating_sub(self.policy.aging_after)
+            .max(0) as f64
+            / 3_600.0;
         let aging = (self.policy.aging_per_hour * waited_hours).min(self.policy.aging_cap);
         let urgency = workload.deadline.map_or(0.0, |deadline| {
-            let slack = deadline - self.now - workload.duration_estimate.unwrap_or(0);
+            let slack = deadline
+                .saturating_sub(self.now)
+                .saturating_sub(workload.duration_estimate.unwrap_or(0));
             let window = self.policy.deadline_window.max(1);
             if slack >= window {
                 0.0

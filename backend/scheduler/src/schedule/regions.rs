@@ -79,7 +79,8 @@ impl<'a> Cycle<'a> {
             .filter_map(|r| r.next_off_peak(self.now).map(|at| (at, r.name.clone())))
             .min()
             .map(|(at, name)| (name, at))?;
-        (at - self.now <= self.policy.max_deferral && at.saturating_add(duration) <= deadline)
+        (at.saturating_sub(self.now) <= self.policy.max_deferral
+            && at.saturating_add(duration) <= deadline)
             .then_some((region, at))
     }
 }
