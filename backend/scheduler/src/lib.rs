@@ -15,6 +15,7 @@
 mod cluster;
 mod decision;
 mod placement;
+mod placer;
 mod plan;
 mod policy;
 mod preempt;
@@ -31,7 +32,8 @@ pub use decision::{
     Decisions, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason, RejectReason,
     Rejection, Reservation, Start, Waiting,
 };
-pub use policy::{PlacementStrategy, Policy};
+pub use placer::{Fill, Placer};
+pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};
 pub use report::{CapacityReport, ModelCapacity, SHAPES, ShapeSlots, capacity_report};
 pub use reservation::{ReservationRequest, plan_advance_reservation};

@@ -2,15 +2,14 @@
 //! strategy.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use crate::policy::PlacementStrategy;
-use crate::state::{Bucket, Mask, NodeState, Room, State, View, WHOLE, bits};
+use crate::policy::{PlacementStrategy, Policy};
+use crate::state::{Bucket, FastMap, Mask, NO_MODEL, NodeState, Room, State, View, WHOLE, bits};
 use crate::workload::{GpuRequest, Workload};
 
-/// Fitting nodes scored per bucket of free GPUs: enough to find a tight,
-/// low-fragmentation node without scoring the whole cluster.
-const SCORED_PER_BUCKET: usize = 8;
+/// The distinct shapes per GPU model the fragmentation score weighs.
+const SHAPES_PER_MODEL: usize = 64;
 
 /// One shape of waiting work and how common it is, for the fragmentation
 /// score.
@@ -22,8 +21,56 @@ pub(crate) struct Shape {
     pub(crate) weight: f64,
 }
 
+/// A shape (GPUs, CPU, memory per node) and how often it occurs.
+type ShapeCount = ((GpuRequest, u64, u64), f64);
+
 /// The shapes of waiting work per GPU model.
-pub(crate) type Shapes = HashMap<u32, Vec<Shape>>;
+pub(crate) type Shapes = FastMap<u32, Vec<Shape>>;
+
+/// The most common shapes per GPU model, weighted by how often each occurs,
+/// from counts keyed by (model, GPUs, CPU, memory).
+pub(crate) fn shapes_of(counts: FastMap<(u32, GpuRequest, u64, u64), f64>) -> Shapes {
+    let mut by_model: FastMap<u32, Vec<ShapeCount>> = FastMap::default();
+    for ((model, gpus, cpu, mem), count) in counts {
+        by_model
+            .entry(model)
+            .or_default()
+            .push(((gpus, cpu, mem), count));
+    }
+    by_model
+        .into_iter()
+        .map(|(model, mut shapes)| {
+            shapes.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            shapes.truncate(SHAPES_PER_MODEL);
+            let total: f64 = shapes.iter().map(|(_, count)| count).sum();
+            let weighted = shapes
+                .into_iter()
+                .map(|((gpus, cpu, mem), count)| Shape {
+                    gpus,
+                    cpu,
+                    mem,
+                    weight: count / total,
+                })
+                .collect();
+            (model, weighted)
+        })
+        .collect()
+}
+
+/// The expected free thousandths of a GPU on `node`, for GPUs of `model`,
+/// that a request drawn from `shapes` could not use, with `cpu` and `mem`
+/// left on the node.
+pub(crate) fn node_fragmentation(
+    node: &NodeState<'_>,
+    model: u32,
+    cpu: u64,
+    mem: u64,
+    shapes: &[Shape],
+) -> f64 {
+    let partials: Vec<u16> = node.partial_free(model).collect();
+    let free = bits(node.free_whole & node.model_mask(model));
+    fragmentation(free, &partials, cpu, mem, shapes)
+}
 
 /// What one workload needs, resolved against the cycle's names.
 pub(crate) struct Demand<'w> {
@@ -42,6 +89,13 @@ pub(crate) struct Offer {
     spans_domains: bool,
     left_over: u32,
     fragmentation: f64,
+    /// GPU capacity the node keeps free, in thousandths, all models.
+    gpu_left: u64,
+    /// CPU the node keeps free.
+    cpu_left: u64,
+    /// The node's free CPU, memory and GPU capacity afterwards, each as a
+    /// share of what it has, summed: best-fit takes the smallest.
+    leftover_share: f64,
 }
 
 /// Whether `node` may host `workload` at all: schedulable, carrying its
@@ -80,7 +134,7 @@ fn offer(
     state: &State<'_>,
     id: u32,
     demand: &Demand<'_>,
-    shapes: Option<&[Shape]>,
+    shapes: Option<&Shapes>,
 ) -> Option<Offer> {
     let node = state.node(id);
     let workload = demand.workload;
@@ -109,7 +163,27 @@ fn offer(
     };
     let free = bits(room.mask);
     let left_over = free - bits(mask & room.mask);
+    let (cpu_after, mem_after) = (
+        room.cpu - workload.cpu_milli_per_node,
+        room.mem - workload.memory_mib_per_node,
+    );
     let fragmentation = shapes.map_or(0.0, |shapes| {
+        if demand.model == NO_MODEL {
+            // CPU-only work strands GPUs when it takes the CPU or memory
+            // they need: score it against the node's own GPU models.
+            return node
+                .models
+                .iter()
+                .filter_map(|m| shapes.get(m).map(|s| (*m, s)))
+                .map(|(m, s)| {
+                    node_fragmentation(node, m, cpu_after, mem_after, s)
+                        - node_fragmentation(node, m, room.cpu, room.mem, s)
+                })
+                .sum();
+        }
+        let Some(shapes) = shapes.get(&demand.model) else {
+            return 0.0;
+        };
         let mut partials: Vec<u16> = node.partial_free(demand.model).collect();
         let before = fragmentation(free, &partials, room.cpu, room.mem, shapes);
         match (workload.gpus, partial_taken) {
@@ -124,15 +198,26 @@ fn offer(
             _ => {}
         }
         partials.retain(|p| *p > 0);
-        let after = fragmentation(
-            left_over,
-            &partials,
-            room.cpu - workload.cpu_milli_per_node,
-            room.mem - workload.memory_mib_per_node,
-            shapes,
-        );
+        let after = fragmentation(left_over, &partials, cpu_after, mem_after, shapes);
         after - before
     });
+    let gpu_left = node
+        .gpus
+        .iter()
+        .filter(|g| g.healthy && g.mig_slices.is_none())
+        .map(|g| u64::from(WHOLE - g.used))
+        .sum::<u64>()
+        .saturating_sub(u64::from(bits(mask)) * u64::from(units));
+    let share = |left: u64, total: u64| left as f64 / total.max(1) as f64;
+    let gpu_total = node
+        .gpus
+        .iter()
+        .filter(|g| g.healthy && g.mig_slices.is_none())
+        .count() as u64
+        * u64::from(WHOLE);
+    let leftover_share = share(cpu_after, node.node.cpu_milli)
+        + share(mem_after, node.node.memory_mib)
+        + share(gpu_left, gpu_total);
     Some(Offer {
         node: id,
         mask,
@@ -140,6 +225,9 @@ fn offer(
         spans_domains,
         left_over,
         fragmentation,
+        gpu_left,
+        cpu_left: cpu_after,
+        leftover_share,
     })
 }
 
@@ -212,15 +300,21 @@ fn compare(strategy: PlacementStrategy, workload: &str, a: &Offer, b: &Offer) ->
         PlacementStrategy::Random { seed } => draw(seed, workload, a.node)
             .cmp(&draw(seed, workload, b.node))
             .then(a.node.cmp(&b.node)),
-        PlacementStrategy::BestFit => {
-            (a.spans_domains, a.left_over, a.node).cmp(&(b.spans_domains, b.left_over, b.node))
-        }
+        PlacementStrategy::BestFit => (a.spans_domains, a.left_over)
+            .cmp(&(b.spans_domains, b.left_over))
+            .then(a.leftover_share.total_cmp(&b.leftover_share))
+            .then(a.node.cmp(&b.node)),
         PlacementStrategy::Spread => (a.spans_domains, std::cmp::Reverse(a.left_over), a.node)
             .cmp(&(b.spans_domains, std::cmp::Reverse(b.left_over), b.node)),
+        // Among equal fragmentation, the node that keeps the least GPU
+        // capacity free, then the most CPU: work lands where GPUs are
+        // already taken and CPU is plentiful, so CPU stays beside free GPUs.
         PlacementStrategy::FragmentationAware => a
             .spans_domains
             .cmp(&b.spans_domains)
             .then(a.fragmentation.total_cmp(&b.fragmentation))
+            .then(a.gpu_left.cmp(&b.gpu_left))
+            .then(b.cpu_left.cmp(&a.cpu_left))
             .then((a.left_over, a.node).cmp(&(b.left_over, b.node))),
     }
 }
@@ -266,7 +360,7 @@ fn candidates<'s>(
 pub(crate) fn find(
     state: &State<'_>,
     demand: &Demand<'_>,
-    strategy: PlacementStrategy,
+    policy: &Policy,
     shapes: &Shapes,
 ) -> Option<Vec<Offer>> {
     let workload = demand.workload;
@@ -274,9 +368,15 @@ pub(crate) fn find(
     if count == 0 {
         return None;
     }
-    let scored = (strategy == PlacementStrategy::FragmentationAware)
-        .then(|| shapes.get(&demand.model).map(Vec::as_slice))
-        .flatten();
+    // Too few nodes with enough free GPUs: no need to look at any of them.
+    if let GpuRequest::Whole(k) = workload.gpus
+        && k > 0
+        && (state.free_summary(demand.model, &demand.regions, k).1 as usize) < count
+    {
+        return None;
+    }
+    let strategy = policy.placement;
+    let scored = (strategy == PlacementStrategy::FragmentationAware).then_some(shapes);
     let (buckets, sampled_from) = candidates(state, demand, strategy);
     let order = |a: &Offer, b: &Offer| compare(strategy, &workload.id, a, b);
     let mut offers: Vec<Offer> = Vec::new();
@@ -285,7 +385,7 @@ pub(crate) fn find(
         let sampled = position >= sampled_from;
         let mut found = 0;
         for id in bucket.ids() {
-            if sampled && count == 1 && found >= SCORED_PER_BUCKET {
+            if sampled && count == 1 && found >= policy.scored_per_bucket {
                 break;
             }
             if let Some(offer) = offer(state, id, demand, scored) {

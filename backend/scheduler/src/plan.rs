@@ -133,40 +133,81 @@ pub(crate) fn earliest(state: &State<'_>, demand: &Demand<'_>, not_before: i64) 
             .flat_map(|bucket| bucket.ids().collect::<Vec<u32>>())
             .collect()
     };
-    let mut fitting: Vec<u32> = Vec::new();
-    let consider = |id: u32, at: i64, fitting: &mut Vec<u32>| -> Option<Plan> {
-        if fitting.contains(&id) || !hosts(id) {
-            return None;
-        }
-        let (mask, _) = fit_on(state, id, demand, gpus, at)?;
-        if count == 1 {
-            return Some(Plan {
-                at,
-                nodes: vec![(id, mask)],
-            });
-        }
-        fitting.push(id);
-        if fitting.len() < count {
-            return None;
-        }
-        let nodes = gang_at(state, demand, gpus, at, fitting)?;
-        Some(Plan { at, nodes })
+    // The nodes that fit, with the GPUs each would give.
+    let mut fitting: BTreeMap<u32, Mask> = BTreeMap::new();
+    let check = |id: u32, at: i64, fitting: &mut BTreeMap<u32, Mask>| {
+        match fit_on(state, id, demand, gpus, at).filter(|_| hosts(id)) {
+            Some((mask, _)) => fitting.insert(id, mask),
+            None => fitting.remove(&id),
+        };
     };
     for id in initial {
-        if let Some(plan) = consider(id, not_before, &mut fitting) {
-            return Some(plan);
-        }
+        check(id, not_before, &mut fitting);
     }
-    let after = (not_before.saturating_add(1), 0);
-    for (at, id) in state.events.range(after..) {
-        // A node that fitted earlier may not fit now (a hold begins), so
-        // a gang is checked again at each moment.
-        fitting.retain(|f| *f != *id);
-        if let Some(plan) = consider(*id, *at, &mut fitting) {
+    if let Some(plan) = ready(state, demand, gpus, not_before, &mut fitting) {
+        return Some(plan);
+    }
+    let mut events = state
+        .events
+        .range((not_before.saturating_add(1), 0)..)
+        .peekable();
+    while let Some(&(at, id)) = events.next() {
+        check(id, at, &mut fitting);
+        if events.peek().is_some_and(|(next, _)| *next == at) {
+            continue;
+        }
+        if let Some(plan) = ready(state, demand, gpus, at, &mut fitting) {
             return Some(plan);
         }
     }
     None
+}
+
+/// The plan at `at` if enough of the `fitting` nodes still fit then. A node
+/// without holds that fitted earlier still fits (capacity only grows
+/// between its events); one with holds is checked again, as a hold may
+/// have begun.
+fn ready(
+    state: &State<'_>,
+    demand: &Demand<'_>,
+    gpus: u32,
+    at: i64,
+    fitting: &mut BTreeMap<u32, Mask>,
+) -> Option<Plan> {
+    let count = demand.workload.node_count as usize;
+    if fitting.len() < count {
+        return None;
+    }
+    fitting.retain(|id, mask| {
+        if state.node(*id).holds.is_empty() {
+            return true;
+        }
+        match fit_on(state, *id, demand, gpus, at) {
+            Some((now, _)) => {
+                *mask = now;
+                true
+            }
+            None => false,
+        }
+    });
+    if fitting.len() < count {
+        return None;
+    }
+    let mut racks: BTreeMap<u32, Vec<(u32, Mask)>> = BTreeMap::new();
+    for (id, mask) in fitting.iter() {
+        racks
+            .entry(state.node(*id).rack)
+            .or_default()
+            .push((*id, *mask));
+    }
+    let nodes = racks
+        .into_values()
+        .find(|rack| rack.len() >= count)
+        .unwrap_or_else(|| fitting.iter().map(|(id, mask)| (*id, *mask)).collect());
+    Some(Plan {
+        at,
+        nodes: nodes.into_iter().take(count).collect(),
+    })
 }
 
 /// The nodes and GPUs `demand` would get over the window its view names,

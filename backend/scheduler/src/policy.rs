@@ -20,11 +20,27 @@ pub enum PlacementStrategy {
     },
 }
 
+/// What happens behind the highest-ranked workload that cannot start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backfill {
+    /// Nothing ranked below it starts (strict first-come order).
+    None,
+    /// Anything that fits starts; big work may starve.
+    Greedy,
+    /// It gets a reservation, and later work starts only if it does not
+    /// delay it (EASY backfill).
+    Easy,
+}
+
 /// Every policy, each switchable. [`Policy::default`] turns all on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     /// How nodes are chosen.
     pub placement: PlacementStrategy,
+    /// Fitting nodes scored per bucket of equal free GPUs by the sampling
+    /// strategies: a few find a tight, low-fragmentation node without
+    /// scoring the whole cluster; `usize::MAX` scores every node.
+    pub scored_per_bucket: usize,
     /// Higher classes preempt lower ones.
     pub preemption: bool,
     /// Work within its guaranteed quota preempts borrowers.
@@ -52,9 +68,8 @@ pub struct Policy {
     pub deadline_window: i64,
     /// Points added at zero slack, in proportion before.
     pub deadline_boost: f64,
-    /// The highest-ranked blocked workloads get reservations, and later work
-    /// starts now only if it does not delay them.
-    pub backfill: bool,
+    /// What happens behind blocked work.
+    pub backfill: Backfill,
     /// How many blocked workloads hold reservations (1 is EASY backfill).
     pub reservation_depth: usize,
     /// How many blocked workloads get a planned start; the rest are told how
@@ -71,6 +86,7 @@ impl Default for Policy {
     fn default() -> Self {
         Self {
             placement: PlacementStrategy::FragmentationAware,
+            scored_per_bucket: 8,
             preemption: true,
             reclaim: true,
             preemption_searches: 64,
@@ -82,7 +98,7 @@ impl Default for Policy {
             aging_cap: 1_000.0,
             deadline_window: 6 * 3_600,
             deadline_boost: 1_500.0,
-            backfill: true,
+            backfill: Backfill::Easy,
             reservation_depth: 1,
             planning_depth: 100,
             follow_the_sun: true,

@@ -17,6 +17,9 @@ pub(crate) type FastSet<K> = std::collections::HashSet<K, foldhash::fast::FixedS
 /// One bit per GPU position on a node.
 pub(crate) type Mask = u64;
 
+/// The model id of CPU-only work, which uses no GPU.
+pub(crate) const NO_MODEL: u32 = u32::MAX;
+
 /// Thousandths of a GPU in a whole GPU.
 pub(crate) const WHOLE: u16 = 1000;
 

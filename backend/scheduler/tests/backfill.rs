@@ -84,7 +84,7 @@ fn a_big_gang_starts_at_its_reserved_time_while_small_jobs_fill_the_holes() {
     // the gang is still waiting an hour later.
     let mut world = gang_world();
     let greedy = Policy {
-        backfill: false,
+        backfill: gantry_scheduler::Backfill::Greedy,
         ..Policy::default()
     };
     for cycle in 0..60 {

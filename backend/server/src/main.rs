@@ -9,6 +9,8 @@ use gantry_server::config::Config;
 use gantry_server::operators::{self, Outcome};
 use tracing_subscriber::EnvFilter;
 
+mod simulate;
+
 #[derive(Parser)]
 #[command(
     name = "gantry",
@@ -40,6 +42,11 @@ enum Command {
     Migrate,
     /// Print the OpenAPI document.
     Openapi,
+    /// Replay workload traces through the scheduling engine.
+    Sim {
+        #[command(subcommand)]
+        command: simulate::SimCommand,
+    },
     /// Administrative tasks.
     Admin {
         #[command(subcommand)]
@@ -76,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Serve => serve(Config::load(cli.config.as_deref())?).await,
+        Command::Sim { command } => simulate::run(command),
         Command::Admin {
             command: AdminCommand::CreateOperator { email, password },
         } => {

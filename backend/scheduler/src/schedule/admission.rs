@@ -1,9 +1,9 @@
 //! Admission: what can never run is rejected with a reason; quotas decide
 //! what may run now.
 
-use super::{Cycle, NONE, Prepared, SHAPES_PER_MODEL, ShapeCount, ShapeKey};
+use super::{Cycle, NONE, Prepared, ShapeKey};
 use crate::decision::{QuotaLimit, Reason, RejectReason, Rejection};
-use crate::placement::Shape;
+use crate::placement::shapes_of;
 use crate::state::{FastMap, FastSet};
 use crate::workload::{GpuRequest, PriorityClass, Workload};
 
@@ -195,7 +195,7 @@ impl<'a> Cycle<'a> {
                     .or_default() += 1.0;
             }
         }
-        self.set_shapes(shapes);
+        self.shapes = shapes_of(shapes);
         let pending = self.snap.pending;
         for (slot, list) in lists.iter_mut().enumerate() {
             let limit = self.slots[slot]
@@ -226,33 +226,6 @@ impl<'a> Cycle<'a> {
             });
         }
         lists
-    }
-
-    fn set_shapes(&mut self, counts: FastMap<(u32, GpuRequest, u64, u64), f64>) {
-        let mut by_model: FastMap<u32, Vec<ShapeCount>> = FastMap::default();
-        for ((model, gpus, cpu, mem), count) in counts {
-            by_model
-                .entry(model)
-                .or_default()
-                .push(((gpus, cpu, mem), count));
-        }
-        for (model, mut shapes) in by_model {
-            shapes.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            shapes.truncate(SHAPES_PER_MODEL);
-            let total: f64 = shapes.iter().map(|(_, count)| count).sum();
-            self.shapes.insert(
-                model,
-                shapes
-                    .into_iter()
-                    .map(|((gpus, cpu, mem), count)| Shape {
-                        gpus,
-                        cpu,
-                        mem,
-                        weight: count / total,
-                    })
-                    .collect(),
-            );
-        }
     }
 
     /// Whether `workload` may use `model` under its queue's quota: `Ok`

@@ -8,7 +8,7 @@ use crate::cluster::Cluster;
 use crate::decision::{Decisions, Reason, Reservation, Start};
 use crate::placement::{Demand, Shapes, find};
 use crate::plan::earliest;
-use crate::policy::Policy;
+use crate::policy::{Backfill, Policy};
 use crate::queue::{Queue, Quota};
 use crate::state::{Alloc, FastMap, FastSet, Hold, HoldFor, Holder, Mask, State, View, WHOLE};
 use crate::usage::UsageLedger;
@@ -22,11 +22,8 @@ mod ranking;
 mod reasons;
 mod regions;
 
-/// The distinct shapes per GPU model the fragmentation score weighs.
-const SHAPES_PER_MODEL: usize = 16;
-
 /// Stands for "no GPU model" in CPU-only work and for "no such region".
-const NONE: u32 = u32::MAX;
+const NONE: u32 = crate::state::NO_MODEL;
 
 /// Everything one cycle looks at.
 #[derive(Debug, Clone, Copy)]
@@ -67,9 +64,6 @@ type FitKey = (u32, u32, u32);
 
 /// The region key of a group that may use any region.
 const ANY: u32 = u32::MAX - 1;
-
-/// A shape of waiting work (GPUs, CPU, memory per node) and how many wait.
-type ShapeCount = ((GpuRequest, u64, u64), f64);
 
 /// What a cycle resolves about a pending workload once.
 struct Prepared {
@@ -132,6 +126,8 @@ pub(crate) struct Cycle<'a> {
     planned: usize,
     reserved: usize,
     searches: usize,
+    /// Set once work blocks under strict order: nothing after it starts.
+    closed: bool,
     /// Counts changes to capacity (starts and holds), so that reasons are
     /// computed once per shape between changes.
     epoch: usize,
@@ -188,13 +184,14 @@ impl<'a> Cycle<'a> {
             history: FastMap::default(),
             runs: Vec::new(),
             reservations: FastMap::default(),
-            shapes: Shapes::new(),
+            shapes: Shapes::default(),
             prepared: Vec::new(),
             failed: FastSet::default(),
             failed_evictions: FastSet::default(),
             planned: 0,
             reserved: 0,
             searches: 0,
+            closed: false,
             epoch: 0,
             reasons: FastMap::default(),
             waits: Vec::new(),
@@ -421,6 +418,10 @@ impl<'a> Cycle<'a> {
             return;
         }
         wait.models = allowed.iter().map(|(m, _)| *m).collect();
+        if self.closed {
+            self.waits.push(wait);
+            return;
+        }
         let groups = self.prepared[p as usize].groups.clone();
         for regions in &groups {
             for (model, _) in &allowed {
@@ -442,6 +443,7 @@ impl<'a> Cycle<'a> {
             let reasons = self.blocked_reasons(p, model);
             wait.reasons.extend(reasons);
         }
+        self.closed = self.policy.backfill == Backfill::None;
         self.plan(p, &mut wait, now);
         self.waits.push(wait);
     }
@@ -459,7 +461,7 @@ impl<'a> Cycle<'a> {
             regions: regions.to_vec(),
             view,
         };
-        let Some(offers) = find(&self.state, &demand, self.policy.placement, &self.shapes) else {
+        let Some(offers) = find(&self.state, &demand, self.policy, &self.shapes) else {
             self.failed.insert(key);
             return false;
         };
@@ -547,7 +549,8 @@ impl<'a> Cycle<'a> {
         rests_on.sort();
         rests_on.dedup();
         wait.estimate = Some((plan.at, rests_on));
-        let binding = self.policy.backfill && self.reserved < self.policy.reservation_depth;
+        let binding =
+            self.policy.backfill == Backfill::Easy && self.reserved < self.policy.reservation_depth;
         if binding {
             self.reserved += 1;
             self.decisions.reservations.push(Reservation {

@@ -140,7 +140,7 @@ impl<'a> Cycle<'a> {
             regions: regions.to_vec(),
             view,
         };
-        let offers = find(&self.state, &demand, self.policy.placement, &self.shapes)?;
+        let offers = find(&self.state, &demand, self.policy, &self.shapes)?;
         let own = self.view(workload, self.now);
         offers
             .iter()

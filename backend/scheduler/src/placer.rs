@@ -1,0 +1,152 @@
+//! Placing workloads one at a time into a cluster that only fills: the
+//! arrival-only protocol of placement studies, and what-if questions about
+//! where the next workload would go.
+
+use crate::cluster::Cluster;
+use crate::placement::{Demand, Shapes, find, node_fragmentation, shapes_of};
+use crate::policy::Policy;
+use crate::state::{Alloc, FastMap, Holder, NO_MODEL, State, View, WHOLE};
+use crate::workload::{GpuRequest, Placement, Workload};
+
+/// A cluster that work is placed into one workload at a time, with the same
+/// placement code the scheduling cycle uses; nothing ever leaves.
+pub struct Placer<'a> {
+    state: State<'a>,
+    policy: Policy,
+    shapes: Shapes,
+    placed: u32,
+}
+
+/// How much of the GPU capacity is allocated and how much of the rest is
+/// fragmented, in thousandths of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fill {
+    /// Healthy GPU capacity.
+    pub total_milli: u64,
+    /// Capacity held by placed work.
+    pub allocated_milli: u64,
+    /// Free capacity that a request drawn from the expected work could not
+    /// use, as an expectation over that work's shapes.
+    pub fragmented_milli: f64,
+}
+
+impl<'a> Placer<'a> {
+    /// An empty `cluster`; `expected` is the work to expect, whose shapes
+    /// the fragmentation-aware strategy and [`Placer::fill`] weigh.
+    pub fn new(cluster: &'a Cluster, policy: &Policy, expected: &[Workload]) -> Self {
+        let state = State::new(cluster, 0);
+        let mut counts: FastMap<(u32, GpuRequest, u64, u64), f64> = FastMap::default();
+        for workload in expected {
+            for model in Self::models(&state, workload) {
+                *counts
+                    .entry((
+                        model,
+                        workload.gpus,
+                        workload.cpu_milli_per_node,
+                        workload.memory_mib_per_node,
+                    ))
+                    .or_default() += 1.0;
+            }
+        }
+        Self {
+            state,
+            policy: policy.clone(),
+            shapes: shapes_of(counts),
+            placed: 0,
+        }
+    }
+
+    fn models(state: &State<'_>, workload: &Workload) -> Vec<u32> {
+        if workload.gpus == GpuRequest::Whole(0) {
+            return vec![NO_MODEL];
+        }
+        workload
+            .gpu_models
+            .iter()
+            .filter_map(|m| state.models.get(m))
+            .collect()
+    }
+
+    /// Places `workload` on the best node under the policy's strategy,
+    /// trying its GPU models in order; `None` when it fits nowhere. Regions,
+    /// labels, CPU, memory and gangs are honoured as in a cycle; quotas and
+    /// ranking are not (there is nothing to rank).
+    pub fn place(&mut self, workload: &Workload) -> Option<Vec<Placement>> {
+        let regions: Vec<u32> = workload
+            .regions
+            .iter()
+            .map(|r| self.state.regions.get(r).unwrap_or(NO_MODEL))
+            .collect();
+        let view = View {
+            from: 0,
+            until: None,
+            reservation: None,
+            tentative: false,
+            binding: true,
+        };
+        let offers = Self::models(&self.state, workload)
+            .into_iter()
+            .find_map(|model| {
+                let demand = Demand {
+                    workload,
+                    model,
+                    regions: regions.clone(),
+                    view,
+                };
+                find(&self.state, &demand, &self.policy, &self.shapes)
+            })?;
+        let holder = Holder::Started(self.placed);
+        self.placed += 1;
+        let units = match workload.gpus {
+            GpuRequest::Whole(_) => WHOLE,
+            GpuRequest::Milli(milli) => u16::try_from(milli).unwrap_or(WHOLE),
+            GpuRequest::Mig(slices) => u16::from(slices),
+        };
+        Some(
+            offers
+                .into_iter()
+                .map(|offer| {
+                    self.state.hold(
+                        offer.node,
+                        Alloc {
+                            holder,
+                            mask: offer.mask,
+                            units,
+                            cpu: workload.cpu_milli_per_node,
+                            mem: workload.memory_mib_per_node,
+                            release_at: None,
+                        },
+                    );
+                    let node = self.state.node(offer.node);
+                    Placement {
+                        node: node.node.name.clone(),
+                        gpus: node.indices(offer.mask),
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Allocation and fragmentation of the cluster now.
+    pub fn fill(&self) -> Fill {
+        let mut fill = Fill {
+            total_milli: 0,
+            allocated_milli: 0,
+            fragmented_milli: 0.0,
+        };
+        for node in &self.state.nodes {
+            for gpu in node.gpus.iter().filter(|g| g.healthy) {
+                fill.total_milli += u64::from(WHOLE);
+                fill.allocated_milli +=
+                    u64::from(gpu.used) * u64::from(WHOLE) / u64::from(gpu.capacity());
+            }
+            for model in &node.models {
+                if let Some(shapes) = self.shapes.get(model) {
+                    fill.fragmented_milli +=
+                        node_fragmentation(node, *model, node.cpu_free, node.mem_free, shapes);
+                }
+            }
+        }
+        fill
+    }
+}

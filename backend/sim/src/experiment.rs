@@ -1,0 +1,274 @@
+//! Experiments: several pod lists, policies and seeds in one run, spread
+//! over threads, with a report that does not depend on which thread
+//! finished first.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use gantry_scheduler::{Backfill, Cluster, PlacementStrategy, Policy, Queue};
+use serde::Serialize;
+
+use crate::alibaba::Pod;
+use crate::fill::{self, FillRun};
+use crate::replay::{self, Job, ReplayRun};
+use crate::stats::median;
+
+/// A placement policy of the fill protocol, by the name reports use.
+pub fn placement_policy(name: &str, seed: u64) -> Option<Policy> {
+    let placement = match name {
+        "gantry" => PlacementStrategy::FragmentationAware,
+        "best-fit" => PlacementStrategy::BestFit,
+        "first-fit" => PlacementStrategy::FirstFit,
+        "spread" => PlacementStrategy::Spread,
+        "random" => PlacementStrategy::Random { seed },
+        _ => return None,
+    };
+    Some(Policy {
+        placement,
+        scored_per_bucket: usize::MAX,
+        ..Policy::default()
+    })
+}
+
+/// The placement policies of the fill protocol.
+pub const PLACEMENT_POLICIES: [&str; 5] = ["random", "first-fit", "best-fit", "spread", "gantry"];
+
+/// A queueing policy of the replay, by the name reports use: `fcfs`
+/// (first come, first served, nothing passes blocked work), `easy` (the same
+/// with EASY backfill), `gantry` (the default policy). Only the head's
+/// reservation is planned: the further estimated starts the server shows
+/// change no decision, and a replay has no one to show them to.
+pub fn replay_policy(name: &str) -> Option<Policy> {
+    let fcfs = Policy {
+        placement: PlacementStrategy::FirstFit,
+        backfill: Backfill::None,
+        preemption: false,
+        reclaim: false,
+        quotas: false,
+        fair_share: false,
+        aging_per_hour: 0.0,
+        deadline_boost: 0.0,
+        follow_the_sun: false,
+        planning_depth: 1,
+        ..Policy::default()
+    };
+    match name {
+        "fcfs" => Some(fcfs),
+        "easy" => Some(Policy {
+            backfill: Backfill::Easy,
+            ..fcfs
+        }),
+        "gantry" => Some(Policy {
+            planning_depth: 1,
+            ..Policy::default()
+        }),
+        _ => None,
+    }
+}
+
+/// The queueing policies of the replay.
+pub const REPLAY_POLICIES: [&str; 3] = ["fcfs", "easy", "gantry"];
+
+/// One fill run in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct FillEntry {
+    /// The pod list's name.
+    pub pods: String,
+    /// The policy's name.
+    pub policy: String,
+    /// What it measured.
+    #[serde(flatten)]
+    pub run: FillRun,
+}
+
+/// The median over seeds of one pod list and policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct FillMedian {
+    /// The pod list's name.
+    pub pods: String,
+    /// The policy's name.
+    pub policy: String,
+    /// Seeds run.
+    pub seeds: usize,
+    /// Median unallocated share of GPU capacity at 100 % arrived.
+    pub unallocated_at_100: f64,
+    /// Median share of pods that fit nowhere.
+    pub failed_share: f64,
+}
+
+/// The report of a fill experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct FillReport {
+    /// The protocol.
+    pub mode: &'static str,
+    /// Arrivals stop before the GPU request passes this multiple of the
+    /// cluster's GPUs.
+    pub inflate: f64,
+    /// Medians per pod list and policy.
+    pub medians: Vec<FillMedian>,
+    /// Every run, ordered by pod list, policy and seed.
+    pub runs: Vec<FillEntry>,
+}
+
+/// Runs every pod list × policy × seed on `threads` threads; `progress`
+/// hears of each finished run.
+pub fn fill_experiment(
+    cluster: &Cluster,
+    lists: &[(String, Vec<Pod>)],
+    policies: &[String],
+    seeds: &[u64],
+    inflate: f64,
+    threads: usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> FillReport {
+    let mut work: Vec<(usize, usize, u64)> = Vec::new();
+    for list in 0..lists.len() {
+        for policy in 0..policies.len() {
+            for seed in seeds {
+                work.push((list, policy, *seed));
+            }
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, FillEntry)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(list, policy, seed)) = work.get(index) else {
+                        break;
+                    };
+                    let began = Instant::now();
+                    let (name, pods) = &lists[list];
+                    let Some(config) = placement_policy(&policies[policy], seed) else {
+                        continue;
+                    };
+                    let run = fill::run(cluster, pods, &config, seed, inflate, |_| {});
+                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress(&format!(
+                        "[{finished}/{}] {name} {} seed {seed}: {:.2}% unallocated at 100% ({:.1} s)",
+                        work.len(),
+                        policies[policy],
+                        run.unallocated_at_100 * 100.0,
+                        began.elapsed().as_secs_f64()
+                    ));
+                    let entry = FillEntry {
+                        pods: name.clone(),
+                        policy: policies[policy].clone(),
+                        run,
+                    };
+                    if let Ok(mut results) = results.lock() {
+                        results.push((index, entry));
+                    }
+                }
+            });
+        }
+    });
+    let mut finished = results.into_inner().unwrap_or_default();
+    finished.sort_by_key(|(index, _)| *index);
+    let mut groups: BTreeMap<(usize, usize), Vec<&FillEntry>> = BTreeMap::new();
+    for (index, entry) in &finished {
+        let (list, policy, _) = work[*index];
+        groups.entry((list, policy)).or_default().push(entry);
+    }
+    let medians = groups
+        .into_values()
+        .filter_map(|entries| {
+            let first = entries.first()?;
+            let unallocated: Vec<f64> = entries.iter().map(|e| e.run.unallocated_at_100).collect();
+            let failed: Vec<f64> = entries
+                .iter()
+                .map(|e| e.run.failed as f64 / e.run.arrived.max(1) as f64)
+                .collect();
+            Some(FillMedian {
+                pods: first.pods.clone(),
+                policy: first.policy.clone(),
+                seeds: entries.len(),
+                unallocated_at_100: median(&unallocated),
+                failed_share: median(&failed),
+            })
+        })
+        .collect();
+    FillReport {
+        mode: "fill",
+        inflate,
+        medians,
+        runs: finished.into_iter().map(|(_, entry)| entry).collect(),
+    }
+}
+
+/// One replay in a report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayEntry {
+    /// The policy's name.
+    pub policy: String,
+    /// What it measured.
+    #[serde(flatten)]
+    pub run: ReplayRun,
+}
+
+/// The report of a replay experiment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    /// The mode.
+    pub mode: &'static str,
+    /// One replay per policy, in the order asked.
+    pub runs: Vec<ReplayEntry>,
+}
+
+/// Replays `jobs` once per policy, on `threads` threads.
+pub fn replay_experiment(
+    cluster: &Cluster,
+    queues: &[Queue],
+    jobs: &[Job],
+    policies: &[String],
+    threads: usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> ReplayReport {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, ReplayEntry)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(name) = policies.get(index) else {
+                        break;
+                    };
+                    let Some(policy) = replay_policy(name) else {
+                        continue;
+                    };
+                    let began = Instant::now();
+                    let run = replay::run(cluster, queues, jobs, &policy, |ended| {
+                        progress(&format!("{name}: {ended}/{} jobs done", jobs.len()));
+                    });
+                    progress(&format!(
+                        "{name}: mean wait {:.0} s, mean bounded slowdown {:.2} ({:.1} s)",
+                        run.wait.mean,
+                        run.bounded_slowdown.mean,
+                        began.elapsed().as_secs_f64()
+                    ));
+                    if let Ok(mut results) = results.lock() {
+                        results.push((
+                            index,
+                            ReplayEntry {
+                                policy: name.clone(),
+                                run,
+                            },
+                        ));
+                    }
+                }
+            });
+        }
+    });
+    let mut runs = results.into_inner().unwrap_or_default();
+    runs.sort_by_key(|(index, _)| *index);
+    ReplayReport {
+        mode: "replay",
+        runs: runs.into_iter().map(|(_, entry)| entry).collect(),
+    }
+}

@@ -1,0 +1,297 @@
+//! Time-driven replay: jobs arrive at their submit times, run for their run
+//! times once the engine starts them, and leave; the engine is asked for
+//! decisions at every arrival and departure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gantry_scheduler::{
+    Cluster, Placement, Policy, Queue, Running, Snapshot, UsageLedger, Workload, schedule,
+};
+use serde::Serialize;
+
+use crate::stats::{Summary, summary};
+
+/// A job of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// What it asks the engine for; its id must be unique.
+    pub workload: Workload,
+    /// When it arrives.
+    pub submit: i64,
+    /// How long it runs once started.
+    pub run: i64,
+}
+
+/// What happened to one job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// The job.
+    pub id: String,
+    /// Its queue.
+    pub queue: String,
+    /// Arrival.
+    pub submit: i64,
+    /// Its last start; `None` when it never ran.
+    pub start: Option<i64>,
+    /// Its end.
+    pub end: Option<i64>,
+    /// Seconds from arrival to its last start.
+    pub wait: Option<i64>,
+    /// Times it was preempted.
+    pub preempted: u32,
+    /// Why it was rejected, if it was.
+    pub rejected: Option<String>,
+}
+
+impl Outcome {
+    /// max(1, (wait + run) / max(run, 10)).
+    pub fn bounded_slowdown(&self, run: i64) -> Option<f64> {
+        let wait = self.wait? as f64;
+        let run = run as f64;
+        Some(((wait + run) / run.max(10.0)).max(1.0))
+    }
+}
+
+/// Utilization at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Sample {
+    /// Seconds since the first arrival.
+    pub at: i64,
+    /// Share of GPUs held.
+    pub allocation: f64,
+    /// Jobs waiting.
+    pub waiting: usize,
+}
+
+/// What one replay measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayRun {
+    /// Jobs in the trace.
+    pub jobs: usize,
+    /// Jobs that ran to their end.
+    pub completed: usize,
+    /// Wait from arrival to start, seconds, over completed jobs.
+    pub wait: Summary,
+    /// Bounded slowdown (10 s bound) over completed jobs.
+    pub bounded_slowdown: Summary,
+    /// From the first arrival to the last end, seconds.
+    pub makespan: i64,
+    /// Time-weighted share of GPUs held.
+    pub utilization: f64,
+    /// Preemptions decided.
+    pub preemptions: usize,
+    /// GPU-seconds per queue.
+    pub gpu_seconds_by_queue: BTreeMap<String, f64>,
+    /// Utilization after every event, thinned to at most 1,000 samples.
+    pub samples: Vec<Sample>,
+    /// Engine cycles run.
+    pub cycles: usize,
+    /// Every job's outcome, in trace order.
+    pub outcomes: Vec<Outcome>,
+}
+
+struct Live {
+    job: usize,
+    started: i64,
+    placements: Vec<Placement>,
+    stopping_at: Option<i64>,
+}
+
+fn gpus_of(placements: &[Placement]) -> usize {
+    placements.iter().map(|p| p.gpus.len()).sum()
+}
+
+/// Replays `jobs` on `cluster` under `policy`; `progress` gets the number of
+/// jobs that have ended so far, now and then.
+pub fn run(
+    cluster: &Cluster,
+    queues: &[Queue],
+    jobs: &[Job],
+    policy: &Policy,
+    mut progress: impl FnMut(usize),
+) -> ReplayRun {
+    let total_gpus: usize = cluster
+        .nodes
+        .iter()
+        .flat_map(|n| n.gpus.iter())
+        .filter(|g| g.healthy)
+        .count();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|i| (jobs[*i].submit, *i));
+    let by_id: BTreeMap<&str, usize> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.workload.id.as_str(), i))
+        .collect();
+    let mut outcomes: Vec<Outcome> = jobs
+        .iter()
+        .map(|j| Outcome {
+            id: j.workload.id.clone(),
+            queue: j.workload.queue.clone(),
+            submit: j.submit,
+            start: None,
+            end: None,
+            wait: None,
+            preempted: 0,
+            rejected: None,
+        })
+        .collect();
+    let first = order.first().map_or(0, |i| jobs[*i].submit);
+    let mut next_arrival = 0;
+    let mut pending: Vec<usize> = Vec::new();
+    let mut live: Vec<Live> = Vec::new();
+    let mut usage = UsageLedger::default();
+    let mut busy_seconds = 0.0;
+    let mut by_queue: BTreeMap<String, f64> = BTreeMap::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut preemptions = 0;
+    let mut cycles = 0;
+    let mut ended = 0;
+    let mut now = first;
+    loop {
+        // Work that ends or stops by now leaves; stopped work waits again.
+        let mut still = Vec::with_capacity(live.len());
+        for entry in live.drain(..) {
+            let job = &jobs[entry.job];
+            let end = entry.started + job.run;
+            if entry
+                .stopping_at
+                .is_some_and(|stop| stop <= now && stop < end)
+            {
+                outcomes[entry.job].preempted += 1;
+                pending.push(entry.job);
+            } else if end <= now {
+                outcomes[entry.job].end = Some(end);
+                ended += 1;
+            } else {
+                still.push(entry);
+            }
+        }
+        live = still;
+        while next_arrival < order.len() && jobs[order[next_arrival]].submit <= now {
+            pending.push(order[next_arrival]);
+            next_arrival += 1;
+        }
+        if !pending.is_empty() {
+            let workloads: Vec<Workload> =
+                pending.iter().map(|i| jobs[*i].workload.clone()).collect();
+            let running: Vec<Running> = live
+                .iter()
+                .map(|entry| Running {
+                    workload: jobs[entry.job].workload.clone(),
+                    placements: entry.placements.clone(),
+                    started_at: entry.started,
+                    last_checkpoint_at: None,
+                    stopping_at: entry.stopping_at,
+                })
+                .collect();
+            let decisions = schedule(
+                &Snapshot {
+                    cluster,
+                    queues,
+                    running: &running,
+                    pending: &workloads,
+                    reservations: &[],
+                    usage: &usage,
+                    now,
+                },
+                policy,
+            );
+            cycles += 1;
+            let mut leaving: BTreeSet<usize> = BTreeSet::new();
+            for start in decisions.starts {
+                let Some(&job) = by_id.get(start.workload.as_str()) else {
+                    continue;
+                };
+                outcomes[job].start = Some(now);
+                outcomes[job].wait = Some(now - jobs[job].submit);
+                leaving.insert(job);
+                live.push(Live {
+                    job,
+                    started: now,
+                    placements: start.placements,
+                    stopping_at: None,
+                });
+            }
+            for preemption in decisions.preemptions {
+                preemptions += 1;
+                if let Some(entry) = live
+                    .iter_mut()
+                    .find(|e| jobs[e.job].workload.id == preemption.workload)
+                {
+                    entry.stopping_at = Some(preemption.stop_at);
+                }
+            }
+            for rejection in decisions.rejections {
+                if let Some(&job) = by_id.get(rejection.workload.as_str()) {
+                    outcomes[job].rejected = Some(rejection.reason.to_string());
+                    leaving.insert(job);
+                    ended += 1;
+                }
+            }
+            pending.retain(|job| !leaving.contains(job));
+        }
+        let held: usize = live.iter().map(|e| gpus_of(&e.placements)).sum();
+        samples.push(Sample {
+            at: now - first,
+            allocation: held as f64 / total_gpus.max(1) as f64,
+            waiting: pending.len(),
+        });
+        let next = live
+            .iter()
+            .flat_map(|e| {
+                let end = e.started + jobs[e.job].run;
+                [Some(end), e.stopping_at].into_iter().flatten()
+            })
+            .chain((next_arrival < order.len()).then(|| jobs[order[next_arrival]].submit))
+            .filter(|t| *t > now)
+            .min();
+        let Some(next) = next else {
+            break;
+        };
+        let elapsed = (next - now) as f64;
+        busy_seconds += held as f64 * elapsed;
+        for entry in &live {
+            let seconds = gpus_of(&entry.placements) as f64 * elapsed;
+            let workload = &jobs[entry.job].workload;
+            *by_queue.entry(workload.queue.clone()).or_default() += seconds;
+            let model = workload.gpu_models.first().map_or("", String::as_str);
+            usage.record(&workload.queue, model, seconds, next);
+        }
+        if cycles % 500 == 0 {
+            progress(ended);
+        }
+        now = next;
+    }
+    progress(ended);
+    let completed: Vec<(&Outcome, i64)> = outcomes
+        .iter()
+        .zip(jobs)
+        .filter(|(o, _)| o.end.is_some())
+        .map(|(o, j)| (o, j.run))
+        .collect();
+    let waits: Vec<f64> = completed
+        .iter()
+        .filter_map(|(o, _)| o.wait.map(|w| w as f64))
+        .collect();
+    let slowdowns: Vec<f64> = completed
+        .iter()
+        .filter_map(|(o, run)| o.bounded_slowdown(*run))
+        .collect();
+    let last_end = outcomes.iter().filter_map(|o| o.end).max().unwrap_or(first);
+    let makespan = last_end - first;
+    let step = samples.len().div_ceil(1_000).max(1);
+    ReplayRun {
+        jobs: jobs.len(),
+        completed: completed.len(),
+        wait: summary(&waits),
+        bounded_slowdown: summary(&slowdowns),
+        makespan,
+        utilization: busy_seconds / (total_gpus.max(1) as f64 * makespan.max(1) as f64),
+        preemptions,
+        gpu_seconds_by_queue: by_queue,
+        samples: samples.into_iter().step_by(step).collect(),
+        cycles,
+        outcomes,
+    }
+}
