@@ -90,13 +90,6 @@ pub struct ReplayRun {
     pub outcomes: Vec<Outcome>,
 }
 
-struct Live {
-    job: usize,
-    started: i64,
-    placements: Vec<Placement>,
-    stopping_at: Option<i64>,
-}
-
 fn gpus_of(placements: &[Placement]) -> usize {
     placements.iter().map(|p| p.gpus.len()).sum()
 }
@@ -138,8 +131,12 @@ pub fn run(
         .collect();
     let first = order.first().map_or(0, |i| jobs[*i].submit);
     let mut next_arrival = 0;
+    // Waiting and running work, each as the engine reads it beside the
+    // index of its job, kept in step so that no cycle copies them.
     let mut pending: Vec<usize> = Vec::new();
-    let mut live: Vec<Live> = Vec::new();
+    let mut waiting: Vec<Workload> = Vec::new();
+    let mut live: Vec<usize> = Vec::new();
+    let mut running: Vec<Running> = Vec::new();
     let mut usage = UsageLedger::default();
     let mut busy_seconds = 0.0;
     let mut by_queue: BTreeMap<String, f64> = BTreeMap::new();
@@ -150,47 +147,40 @@ pub fn run(
     let mut now = first;
     loop {
         // Work that ends or stops by now leaves; stopped work waits again.
-        let mut still = Vec::with_capacity(live.len());
-        for entry in live.drain(..) {
-            let job = &jobs[entry.job];
-            let end = entry.started + job.run;
+        let mut kept_jobs = Vec::with_capacity(live.len());
+        let mut kept = Vec::with_capacity(running.len());
+        for (job, entry) in live.drain(..).zip(running.drain(..)) {
+            let end = entry.started_at + jobs[job].run;
             if entry
                 .stopping_at
                 .is_some_and(|stop| stop <= now && stop < end)
             {
-                outcomes[entry.job].preempted += 1;
-                pending.push(entry.job);
+                outcomes[job].preempted += 1;
+                pending.push(job);
+                waiting.push(entry.workload);
             } else if end <= now {
-                outcomes[entry.job].end = Some(end);
+                outcomes[job].end = Some(end);
                 ended += 1;
             } else {
-                still.push(entry);
+                kept_jobs.push(job);
+                kept.push(entry);
             }
         }
-        live = still;
+        live = kept_jobs;
+        running = kept;
         while next_arrival < order.len() && jobs[order[next_arrival]].submit <= now {
-            pending.push(order[next_arrival]);
+            let job = order[next_arrival];
+            pending.push(job);
+            waiting.push(jobs[job].workload.clone());
             next_arrival += 1;
         }
         if !pending.is_empty() {
-            let workloads: Vec<Workload> =
-                pending.iter().map(|i| jobs[*i].workload.clone()).collect();
-            let running: Vec<Running> = live
-                .iter()
-                .map(|entry| Running {
-                    workload: jobs[entry.job].workload.clone(),
-                    placements: entry.placements.clone(),
-                    started_at: entry.started,
-                    last_checkpoint_at: None,
-                    stopping_at: entry.stopping_at,
-                })
-                .collect();
             let decisions = schedule(
                 &Snapshot {
                     cluster,
                     queues,
                     running: &running,
-                    pending: &workloads,
+                    pending: &waiting,
                     reservations: &[],
                     usage: &usage,
                     now,
@@ -198,26 +188,20 @@ pub fn run(
                 policy,
             );
             cycles += 1;
+            let mut started: BTreeMap<usize, Vec<Placement>> = BTreeMap::new();
             let mut leaving: BTreeSet<usize> = BTreeSet::new();
             for start in decisions.starts {
-                let Some(&job) = by_id.get(start.workload.as_str()) else {
-                    continue;
-                };
-                outcomes[job].start = Some(now);
-                outcomes[job].wait = Some(now - jobs[job].submit);
-                leaving.insert(job);
-                live.push(Live {
-                    job,
-                    started: now,
-                    placements: start.placements,
-                    stopping_at: None,
-                });
+                if let Some(&job) = by_id.get(start.workload.as_str()) {
+                    outcomes[job].start = Some(now);
+                    outcomes[job].wait = Some(now - jobs[job].submit);
+                    started.insert(job, start.placements);
+                }
             }
             for preemption in decisions.preemptions {
                 preemptions += 1;
-                if let Some(entry) = live
+                if let Some(entry) = running
                     .iter_mut()
-                    .find(|e| jobs[e.job].workload.id == preemption.workload)
+                    .find(|e| e.workload.id == preemption.workload)
                 {
                     entry.stopping_at = Some(preemption.stop_at);
                 }
@@ -229,9 +213,27 @@ pub fn run(
                     ended += 1;
                 }
             }
-            pending.retain(|job| !leaving.contains(job));
+            let mut still_jobs = Vec::with_capacity(pending.len());
+            let mut still = Vec::with_capacity(waiting.len());
+            for (job, workload) in pending.drain(..).zip(waiting.drain(..)) {
+                if let Some(placements) = started.remove(&job) {
+                    live.push(job);
+                    running.push(Running {
+                        workload,
+                        placements,
+                        started_at: now,
+                        last_checkpoint_at: None,
+                        stopping_at: None,
+                    });
+                } else if !leaving.contains(&job) {
+                    still_jobs.push(job);
+                    still.push(workload);
+                }
+            }
+            pending = still_jobs;
+            waiting = still;
         }
-        let held: usize = live.iter().map(|e| gpus_of(&e.placements)).sum();
+        let held: usize = running.iter().map(|e| gpus_of(&e.placements)).sum();
         samples.push(Sample {
             at: now - first,
             allocation: held as f64 / total_gpus.max(1) as f64,
@@ -239,9 +241,11 @@ pub fn run(
         });
         let next = live
             .iter()
-            .flat_map(|e| {
-                let end = e.started + jobs[e.job].run;
-                [Some(end), e.stopping_at].into_iter().flatten()
+            .zip(&running)
+            .flat_map(|(job, e)| {
+                [Some(e.started_at + jobs[*job].run), e.stopping_at]
+                    .into_iter()
+                    .flatten()
             })
             .chain((next_arrival < order.len()).then(|| jobs[order[next_arrival]].submit))
             .filter(|t| *t > now)
@@ -251,9 +255,9 @@ pub fn run(
         };
         let elapsed = (next - now) as f64;
         busy_seconds += held as f64 * elapsed;
-        for entry in &live {
+        for entry in &running {
             let seconds = gpus_of(&entry.placements) as f64 * elapsed;
-            let workload = &jobs[entry.job].workload;
+            let workload = &entry.workload;
             *by_queue.entry(workload.queue.clone()).or_default() += seconds;
             let model = workload.gpu_models.first().map_or("", String::as_str);
             usage.record(&workload.queue, model, seconds, next);

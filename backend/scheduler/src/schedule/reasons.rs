@@ -100,20 +100,21 @@ impl<'a> Cycle<'a> {
         let GpuRequest::Whole(per_node) = workload.gpus else {
             return None;
         };
-        let view = self.view(workload, self.now);
+        // Free GPUs as the capacity reasons count them, holds aside: the
+        // answer then depends on the workload's size only, not on its
+        // duration, and is shared by every workload of that size.
         let mut next: Option<(i64, u32, Holder)> = None;
         for id in self.state.nodes_in(regions) {
             let node = self.state.node(id);
             if !eligible(node, workload) || !node.has_model(model) {
                 continue;
             }
-            let room = node.room(model, view, self.now);
-            let free = bits(room.mask);
             let model_mask: Mask = node.model_mask(model);
+            let free = bits(node.free_whole & model_mask);
             for alloc in &node.allocs {
                 if let Some(at) = alloc.release_at
                     && at > self.now
-                    && free + bits(alloc.mask & model_mask & !room.held) >= per_node
+                    && free + bits(alloc.mask & model_mask) >= per_node
                     && next.is_none_or(|(best, ..)| at < best)
                 {
                     next = Some((at, id, alloc.holder));
@@ -197,7 +198,7 @@ impl<'a> Cycle<'a> {
                 ) = (reason, wait.models.first().copied())
                 {
                     *next_release = releases
-                        .entry((self.prepared[p].shape, model))
+                        .entry((self.prepared[p].size, model))
                         .or_insert_with(|| {
                             self.next_release(wait.workload, model, &self.prepared[p].regions)
                         })
