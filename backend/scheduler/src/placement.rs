@@ -27,9 +27,27 @@ type ShapeCount = ((GpuRequest, u64, u64), f64);
 /// The shapes of waiting work per GPU model.
 pub(crate) type Shapes = FastMap<u32, Vec<Shape>>;
 
-/// The most common shapes per GPU model, weighted by how often each occurs,
-/// from counts keyed by (model, GPUs, CPU, memory).
-pub(crate) fn shapes_of(counts: FastMap<(u32, GpuRequest, u64, u64), f64>) -> Shapes {
+/// How often each (model, GPUs, CPU, memory) shape occurs in some work.
+#[derive(Default)]
+pub(crate) struct ShapeTally(FastMap<(u32, GpuRequest, u64, u64), f64>);
+
+impl ShapeTally {
+    /// Counts `workload` once under `model`.
+    pub(crate) fn add(&mut self, model: u32, workload: &Workload) {
+        *self
+            .0
+            .entry((
+                model,
+                workload.gpus,
+                workload.cpu_milli_per_node,
+                workload.memory_mib_per_node,
+            ))
+            .or_default() += 1.0;
+    }
+}
+
+/// The most common shapes per GPU model, weighted by how often each occurs.
+pub(crate) fn shapes_of(ShapeTally(counts): ShapeTally) -> Shapes {
     let mut by_model: FastMap<u32, Vec<ShapeCount>> = FastMap::default();
     for ((model, gpus, cpu, mem), count) in counts {
         by_model

@@ -3,9 +3,9 @@
 //! where the next workload would go.
 
 use crate::cluster::Cluster;
-use crate::placement::{Demand, Shapes, find, node_fragmentation, shapes_of};
+use crate::placement::{Demand, ShapeTally, Shapes, find, node_fragmentation, shapes_of};
 use crate::policy::Policy;
-use crate::state::{Alloc, FastMap, Holder, NO_MODEL, State, View, WHOLE};
+use crate::state::{Alloc, Holder, NO_MODEL, State, View, WHOLE};
 use crate::workload::{GpuRequest, Placement, Workload};
 
 /// A cluster that work is placed into one workload at a time, with the same
@@ -35,23 +35,16 @@ impl<'a> Placer<'a> {
     /// the fragmentation-aware strategy and [`Placer::fill`] weigh.
     pub fn new(cluster: &'a Cluster, policy: &Policy, expected: &[Workload]) -> Self {
         let state = State::new(cluster, 0);
-        let mut counts: FastMap<(u32, GpuRequest, u64, u64), f64> = FastMap::default();
+        let mut tally = ShapeTally::default();
         for workload in expected {
             for model in Self::models(&state, workload) {
-                *counts
-                    .entry((
-                        model,
-                        workload.gpus,
-                        workload.cpu_milli_per_node,
-                        workload.memory_mib_per_node,
-                    ))
-                    .or_default() += 1.0;
+                tally.add(model, workload);
             }
         }
         Self {
             state,
             policy: policy.clone(),
-            shapes: shapes_of(counts),
+            shapes: shapes_of(tally),
             placed: 0,
         }
     }

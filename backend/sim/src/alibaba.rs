@@ -1,9 +1,9 @@
 //! The Alibaba GPU cluster trace 2023 ("openb", the data of the FGD paper):
 //! its GPU node list and its pod lists.
 
-use gantry_scheduler::{Gpu, GpuRequest, MAX_GPUS_PER_NODE, Node, Workload};
+use gantry_scheduler::{GpuRequest, MAX_GPUS_PER_NODE, Node, Workload};
 
-use crate::trace::{TraceError, data_lines, expect_header, field};
+use crate::trace::{TraceError, data_lines, expect_header, field, gpu_count, gpus, list};
 
 /// The region and rack every trace node is put in: the trace has neither.
 pub const REGION: &str = "openb";
@@ -64,15 +64,9 @@ pub fn nodes(text: &str) -> Result<Vec<Node>, TraceError> {
     )?;
     data_lines(text)
         .map(|(line, fields)| {
-            let gpus: u32 = field(&fields, 3, "gpu", line)?;
-            if gpus as usize > MAX_GPUS_PER_NODE {
-                return Err(TraceError::new(
-                    line,
-                    format!("more than {MAX_GPUS_PER_NODE} GPUs"),
-                ));
-            }
+            let count = gpu_count(&fields, 3, line)?;
             let model = fields.get(4).map(|m| m.trim()).unwrap_or_default();
-            if gpus > 0 && model.is_empty() {
+            if count > 0 && model.is_empty() {
                 return Err(TraceError::new(line, "a node with GPUs needs a model"));
             }
             Ok(Node {
@@ -83,15 +77,7 @@ pub fn nodes(text: &str) -> Result<Vec<Node>, TraceError> {
                 cpu_milli: field(&fields, 1, "cpu_milli", line)?,
                 memory_mib: field(&fields, 2, "memory_mib", line)?,
                 schedulable: true,
-                gpus: (0..gpus)
-                    .map(|index| Gpu {
-                        index,
-                        model: model.to_owned(),
-                        nvlink_domain: 0,
-                        healthy: true,
-                        mig_slices: None,
-                    })
-                    .collect(),
+                gpus: gpus(count, model, 8),
             })
         })
         .collect()
@@ -126,16 +112,7 @@ pub fn pods(text: &str) -> Result<Vec<Pod>, TraceError> {
                 memory_mib: field(&fields, 2, "memory_mib", line)?,
                 num_gpu,
                 gpu_milli,
-                gpu_spec: fields
-                    .get(5)
-                    .map(|spec| {
-                        spec.split('|')
-                            .map(str::trim)
-                            .filter(|m| !m.is_empty())
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                gpu_spec: list(fields.get(5), '|'),
             })
         })
         .collect()

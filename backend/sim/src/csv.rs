@@ -8,12 +8,10 @@
 //! `training`, `fine_tuning`, `inference`, `dev`, `batch`, `hpo`. The run
 //! time doubles as the duration estimate.
 
-use gantry_scheduler::{
-    Gpu, GpuRequest, MAX_GPUS_PER_NODE, Node, PriorityClass, Workload, WorkloadClass,
-};
+use gantry_scheduler::{GpuRequest, Node, PriorityClass, Workload, WorkloadClass};
 
 use crate::replay::Job;
-use crate::trace::{TraceError, data_lines, expect_header, field};
+use crate::trace::{TraceError, data_lines, expect_header, field, gpu_count, gpus, list};
 
 /// The cluster header.
 pub const CLUSTER_HEADER: &str = "name,region,rack,cpu_milli,memory_mib,gpus,model,labels";
@@ -35,40 +33,17 @@ pub fn cluster(input: &str) -> Result<Vec<Node>, TraceError> {
     expect_header(input.lines().next(), &columns)?;
     data_lines(input)
         .map(|(line, fields)| {
-            let gpus: u32 = field(&fields, 5, "gpus", line)?;
-            if gpus as usize > MAX_GPUS_PER_NODE {
-                return Err(TraceError::new(
-                    line,
-                    format!("more than {MAX_GPUS_PER_NODE} GPUs"),
-                ));
-            }
+            let count = gpu_count(&fields, 5, line)?;
             let model = text(&fields, 6, "model", line)?;
             Ok(Node {
                 name: text(&fields, 0, "name", line)?,
                 region: text(&fields, 1, "region", line)?,
                 rack: text(&fields, 2, "rack", line)?,
-                labels: fields
-                    .get(7)
-                    .map(|l| {
-                        l.split(';')
-                            .map(str::trim)
-                            .filter(|l| !l.is_empty())
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                labels: list(fields.get(7), ';').into_iter().collect(),
                 cpu_milli: field(&fields, 3, "cpu_milli", line)?,
                 memory_mib: field(&fields, 4, "memory_mib", line)?,
                 schedulable: true,
-                gpus: (0..gpus)
-                    .map(|index| Gpu {
-                        index,
-                        model: model.clone(),
-                        nvlink_domain: index / 4,
-                        healthy: true,
-                        mig_slices: None,
-                    })
-                    .collect(),
+                gpus: gpus(count, &model, 4),
             })
         })
         .collect()
@@ -124,16 +99,7 @@ pub fn workloads(input: &str) -> Result<Vec<Job>, TraceError> {
                 workload: Workload {
                     id: text(&fields, 0, "id", line)?,
                     queue: text(&fields, 1, "queue", line)?,
-                    gpu_models: fields
-                        .get(7)
-                        .map(|m| {
-                            m.split('|')
-                                .map(str::trim)
-                                .filter(|m| !m.is_empty())
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    gpu_models: list(fields.get(7), '|'),
                     gpus,
                     node_count: field(&fields, 6, "node_count", line)?,
                     cpu_milli_per_node: field(&fields, 8, "cpu_milli", line)?,

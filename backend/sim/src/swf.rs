@@ -1,9 +1,9 @@
 //! The Standard Workload Format of the Parallel Workloads Archive.
 
-use gantry_scheduler::{Gpu, GpuRequest, Node, Workload};
+use gantry_scheduler::{GpuRequest, Node, Workload};
 
 use crate::replay::Job;
-use crate::trace::{TraceError, field};
+use crate::trace::{TraceError, field, gpus};
 
 /// The model name a processor of an SWF machine is given.
 pub const PROCESSOR: &str = "PROC";
@@ -73,13 +73,7 @@ pub fn machine(processors: u32) -> Vec<Node> {
             cpu_milli: 1_000,
             memory_mib: 1_024,
             schedulable: true,
-            gpus: vec![Gpu {
-                index: 0,
-                model: PROCESSOR.into(),
-                nvlink_domain: 0,
-                healthy: true,
-                mig_slices: None,
-            }],
+            gpus: gpus(1, PROCESSOR, 1),
         })
         .collect()
 }

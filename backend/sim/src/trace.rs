@@ -2,6 +2,8 @@
 
 use std::str::FromStr;
 
+use gantry_scheduler::{Gpu, MAX_GPUS_PER_NODE};
+
 /// A trace line that cannot be read, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
@@ -57,4 +59,43 @@ pub(crate) fn data_lines(text: &str) -> impl Iterator<Item = (usize, Vec<&str>)>
         .skip(1)
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| (i + 1, l.split(',').collect()))
+}
+
+/// A `separator`-separated list field, empty entries dropped.
+pub(crate) fn list(field: Option<&&str>, separator: char) -> Vec<String> {
+    field
+        .map(|value| {
+            value
+                .split(separator)
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Parses a node's GPU count, which the engine caps.
+pub(crate) fn gpu_count(fields: &[&str], index: usize, line: usize) -> Result<u32, TraceError> {
+    let gpus: u32 = field(fields, index, "gpus", line)?;
+    if gpus as usize > MAX_GPUS_PER_NODE {
+        return Err(TraceError::new(
+            line,
+            format!("more than {MAX_GPUS_PER_NODE} GPUs"),
+        ));
+    }
+    Ok(gpus)
+}
+
+/// `count` healthy GPUs of `model`, `per_domain` to an NVLink domain.
+pub(crate) fn gpus(count: u32, model: &str, per_domain: u32) -> Vec<Gpu> {
+    (0..count)
+        .map(|index| Gpu {
+            index,
+            model: model.to_owned(),
+            nvlink_domain: index / per_domain.max(1),
+            healthy: true,
+            mig_slices: None,
+        })
+        .collect()
 }

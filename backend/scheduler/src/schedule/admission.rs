@@ -3,7 +3,7 @@
 
 use super::{Cycle, NONE, Prepared, ShapeKey};
 use crate::decision::{QuotaLimit, Reason, RejectReason, Rejection};
-use crate::placement::shapes_of;
+use crate::placement::{ShapeTally, shapes_of};
 use crate::state::{FastMap, FastSet};
 use crate::workload::{GpuRequest, PriorityClass, Workload};
 
@@ -164,7 +164,7 @@ impl<'a> Cycle<'a> {
         let mut could = FastMap::default();
         let mut seen: FastSet<&str> = FastSet::default();
         let mut lists: Vec<Vec<(u32, f64)>> = Vec::new();
-        let mut shapes: FastMap<(u32, GpuRequest, u64, u64), f64> = FastMap::default();
+        let mut shapes = ShapeTally::default();
         for (index, workload) in self.snap.pending.iter().enumerate() {
             let p = u32::try_from(index).unwrap_or(NONE);
             let refusal = if seen.insert(&workload.id) {
@@ -185,14 +185,7 @@ impl<'a> Cycle<'a> {
             }
             lists[slot].push((p, self.score(workload)));
             for model in self.prepared[index].models.iter().copied() {
-                *shapes
-                    .entry((
-                        model,
-                        workload.gpus,
-                        workload.cpu_milli_per_node,
-                        workload.memory_mib_per_node,
-                    ))
-                    .or_default() += 1.0;
+                shapes.add(model, workload);
             }
         }
         self.shapes = shapes_of(shapes);
