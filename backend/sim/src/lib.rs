@@ -15,6 +15,7 @@ pub mod fill;
 pub mod replay;
 pub mod rng;
 pub mod stats;
+pub mod sun;
 pub mod swf;
 mod trace;
 

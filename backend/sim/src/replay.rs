@@ -33,6 +33,8 @@ pub struct Outcome {
     pub submit: i64,
     /// Its last start; `None` when it never ran.
     pub start: Option<i64>,
+    /// The (first) node of its last start.
+    pub node: Option<String>,
     /// Its end.
     pub end: Option<i64>,
     /// Seconds from arrival to its last start.
@@ -123,6 +125,7 @@ pub fn run(
             queue: j.workload.queue.clone(),
             submit: j.submit,
             start: None,
+            node: None,
             end: None,
             wait: None,
             preempted: 0,
@@ -193,6 +196,7 @@ pub fn run(
             for start in decisions.starts {
                 if let Some(&job) = by_id.get(start.workload.as_str()) {
                     outcomes[job].start = Some(now);
+                    outcomes[job].node = start.placements.first().map(|p| p.node.clone());
                     outcomes[job].wait = Some(now - jobs[job].submit);
                     started.insert(job, start.placements);
                 }
