@@ -10,7 +10,10 @@
 //! returns [`Decisions`]: starts on exact GPUs, preemptions with a grace
 //! period, reservations for blocked work, rejections, and for every waiting
 //! workload its reasons with numbers and an estimated start.
-//! [`capacity_report`] shows free versus schedulable capacity per shape.
+//! [`capacity_report`] shows free versus schedulable capacity per shape;
+//! [`plan_advance_reservation`] picks the GPUs of a new reservation; a
+//! [`Placer`] places workloads one at a time with the same placement code,
+//! for arrival-only studies and what-if questions.
 
 mod cluster;
 mod decision;
