@@ -18,5 +18,6 @@ pub mod stats;
 pub mod sun;
 pub mod swf;
 mod trace;
+pub mod whatif;
 
 pub use trace::TraceError;
