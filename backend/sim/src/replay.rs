@@ -146,6 +146,7 @@ pub fn run(
     let mut samples: Vec<Sample> = Vec::new();
     let mut preemptions = 0;
     let mut cycles = 0;
+    let mut reported = 0;
     let mut ended = 0;
     let mut now = first;
     loop {
@@ -266,7 +267,8 @@ pub fn run(
             let model = workload.gpu_models.first().map_or("", String::as_str);
             usage.record(&workload.queue, model, seconds, next);
         }
-        if cycles % 500 == 0 {
+        if cycles >= reported + 500 {
+            reported = cycles;
             progress(ended);
         }
         now = next;
