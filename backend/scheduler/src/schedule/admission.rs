@@ -134,14 +134,13 @@ impl<'a> Cycle<'a> {
                     cpu: workload.cpu_milli_per_node,
                     mem: workload.memory_mib_per_node,
                     labels: &workload.required_labels,
-                    regions: regions.clone(),
+                    regions: &workload.regions,
                     duration: workload.duration_estimate,
                     reservation: self.reservation_of(workload),
                 };
                 let size = ShapeKey {
                     duration: None,
                     reservation: None,
-                    regions: key.regions.clone(),
                     ..key
                 };
                 let next_size = u32::try_from(sizes.len()).unwrap_or(NONE);
@@ -150,7 +149,6 @@ impl<'a> Cycle<'a> {
                     size: *sizes.entry(size).or_insert(next_size),
                     shape: *ids.entry(key).or_insert(next),
                     models: self.models_of(workload),
-                    groups: self.region_groups(workload),
                     regions,
                 }
             })

@@ -54,7 +54,7 @@ struct ShapeKey<'a> {
     cpu: u64,
     mem: u64,
     labels: &'a BTreeSet<String>,
-    regions: Vec<u32>,
+    regions: &'a [String],
     duration: Option<i64>,
     reservation: Option<u32>,
 }
@@ -73,7 +73,6 @@ struct Prepared {
     size: u32,
     models: Vec<u32>,
     regions: Vec<u32>,
-    groups: Vec<Vec<u32>>,
 }
 
 /// One queue as a cycle sees it; work naming no known queue gets its own.
@@ -422,7 +421,7 @@ impl<'a> Cycle<'a> {
             self.waits.push(wait);
             return;
         }
-        let groups = self.prepared[p as usize].groups.clone();
+        let groups = self.region_groups(workload);
         for regions in &groups {
             for (model, _) in &allowed {
                 if self.try_start(p, slot, *model, regions) {
@@ -507,7 +506,7 @@ impl<'a> Cycle<'a> {
         self.planned += 1;
         let workload = wait.workload;
         let mut best: Option<crate::plan::Plan> = None;
-        for regions in self.prepared[p as usize].groups.clone() {
+        for regions in self.region_groups(workload) {
             for model in &wait.models {
                 let demand = Demand {
                     workload,
