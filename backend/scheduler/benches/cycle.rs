@@ -12,8 +12,8 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gantry_scheduler::{
-    Cluster, Gpu, GpuRequest, Node, Placement, Policy, PriorityClass, Queue, Quota, Running,
-    Snapshot, UsageLedger, Workload, schedule,
+    Cluster, Gpu, GpuRequest, Node, OwnedSnapshot, Placement, Policy, PriorityClass, Queue, Quota,
+    Running, UsageLedger, Workload, schedule,
 };
 
 const MODELS: [&str; 2] = ["H100-SXM-80GB", "H200-141GB"];
@@ -26,28 +26,6 @@ const CLASSES: [PriorityClass; 4] = [
     PriorityClass::Standard,
     PriorityClass::Production,
 ];
-
-struct Scenario {
-    cluster: Cluster,
-    queues: Vec<Queue>,
-    running: Vec<Running>,
-    pending: Vec<Workload>,
-    usage: UsageLedger,
-}
-
-impl Scenario {
-    fn snapshot(&self) -> Snapshot<'_> {
-        Snapshot {
-            cluster: &self.cluster,
-            queues: &self.queues,
-            running: &self.running,
-            pending: &self.pending,
-            reservations: &[],
-            usage: &self.usage,
-            now: NOW,
-        }
-    }
-}
 
 fn workload(i: usize, prefix: &str) -> Workload {
     let gpus = match i % 20 {
@@ -75,7 +53,7 @@ fn workload(i: usize, prefix: &str) -> Workload {
     }
 }
 
-fn scenario(nodes: usize, pending: usize) -> Scenario {
+fn scenario(nodes: usize, pending: usize) -> OwnedSnapshot {
     let nodes: Vec<Node> = (0..nodes)
         .map(|i| Node {
             name: format!("node-{i:05}"),
@@ -146,7 +124,7 @@ fn scenario(nodes: usize, pending: usize) -> Scenario {
             NOW - 600,
         );
     }
-    Scenario {
+    OwnedSnapshot {
         cluster: Cluster {
             nodes,
             regions: Vec::new(),
@@ -154,7 +132,9 @@ fn scenario(nodes: usize, pending: usize) -> Scenario {
         queues,
         running,
         pending: (0..pending).map(|i| workload(i, "w")).collect(),
+        reservations: Vec::new(),
         usage,
+        now: NOW,
     }
 }
 

@@ -40,7 +40,7 @@ pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};
 pub use report::{CapacityReport, ModelCapacity, SHAPES, ShapeSlots, capacity_report};
 pub use reservation::{ReservationRequest, plan_advance_reservation};
-pub use schedule::{Snapshot, schedule};
+pub use schedule::{OwnedSnapshot, Snapshot, schedule};
 pub use usage::UsageLedger;
 pub use workload::{
     AdvanceReservation, GpuRequest, Placement, PriorityClass, Running, Workload, WorkloadClass,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{H100, NOON, World, job, nodes, queue, running};
+use common::{Drive, H100, NOON, World, job, nodes, queue, running};
 use gantry_scheduler::{GpuRequest, Policy, Quota, QuotaLimit, Reason, RejectReason};
 
 fn rejection(decisions: &gantry_scheduler::Decisions, id: &str) -> Option<RejectReason> {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{H100, NOON, World, job, node, nodes, running};
+use common::{Drive, H100, NOON, World, job, node, nodes, running};
 use gantry_scheduler::{
     AdvanceReservation, Policy, PreemptionCause, Reason, ReservationRequest, Workload,
     plan_advance_reservation,

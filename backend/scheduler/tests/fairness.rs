@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{NOON, World, job, node, queue};
+use common::{Drive, NOON, World, job, node, queue};
 use gantry_scheduler::{Policy, PriorityClass, Workload};
 
 fn stream(queue: &str, count: usize, from: usize, at: i64) -> Vec<Workload> {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{H100, L40S, World, job, node, nodes, running};
+use common::{Drive, H100, L40S, World, job, node, nodes, running};
 use gantry_scheduler::{
     GpuRequest, Placement, PlacementStrategy, Policy, Reason, RejectReason, Workload,
 };

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{NOON, World, job, nodes, queue, running};
+use common::{Drive, NOON, World, job, nodes, queue, running};
 use gantry_scheduler::{Policy, PreemptionCause, PriorityClass, Reason};
 
 fn class(

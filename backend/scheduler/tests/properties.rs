@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{NOON, World, running};
+use common::{Drive, NOON, World, running};
 use gantry_scheduler::{
     Cluster, Decisions, Gpu, GpuRequest, Node, Policy, PriorityClass, Queue, Quota, Running,
     Workload,

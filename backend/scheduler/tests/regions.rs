@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{H100, NOON, World, job, node};
+use common::{Drive, H100, NOON, World, job, node};
 use gantry_scheduler::{OffPeak, Policy, Reason, Region, WorkloadClass};
 
 /// eu-west-1 (UTC, noon now: peak) and ap-east-1 (UTC+12, midnight now:

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{World, job, node, running};
+use common::{Drive, World, job, node, running};
 use gantry_scheduler::{ShapeSlots, capacity_report};
 
 #[test]

@@ -5,30 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use gantry_scheduler::{
-    AdvanceReservation, Cluster, Decisions, Node, Policy, Queue, Running, Snapshot, UsageLedger,
-    Workload, schedule,
-};
+use gantry_scheduler::{Decisions, Node, OwnedSnapshot, Policy, Queue, Workload};
 use serde::Serialize;
-
-/// The state a scheduling cycle reads.
-#[derive(Debug, Clone, Default)]
-pub struct State {
-    /// Nodes and regions.
-    pub cluster: Cluster,
-    /// Queues.
-    pub queues: Vec<Queue>,
-    /// Running work.
-    pub running: Vec<Running>,
-    /// Waiting work.
-    pub pending: Vec<Workload>,
-    /// Advance reservations.
-    pub reservations: Vec<AdvanceReservation>,
-    /// Decayed usage.
-    pub usage: UsageLedger,
-    /// The time.
-    pub now: i64,
-}
 
 /// A change to try.
 #[derive(Debug, Clone, Default)]
@@ -70,7 +48,7 @@ pub struct WhatIf {
     pub after: Side,
 }
 
-fn side(state: &State, decisions: &Decisions) -> Side {
+fn side(state: &OwnedSnapshot, decisions: &Decisions) -> Side {
     let by_id: BTreeMap<&str, &Workload> =
         state.pending.iter().map(|w| (w.id.as_str(), w)).collect();
     let mut side = Side {
@@ -100,24 +78,9 @@ fn side(state: &State, decisions: &Decisions) -> Side {
     side
 }
 
-fn decide(state: &State, policy: &Policy) -> Decisions {
-    schedule(
-        &Snapshot {
-            cluster: &state.cluster,
-            queues: &state.queues,
-            running: &state.running,
-            pending: &state.pending,
-            reservations: &state.reservations,
-            usage: &state.usage,
-            now: state.now,
-        },
-        policy,
-    )
-}
-
 /// Decides `state` under `policy`, then with `change` applied.
-pub fn what_if(state: &State, policy: &Policy, change: &Change) -> WhatIf {
-    let before = side(state, &decide(state, policy));
+pub fn what_if(state: &OwnedSnapshot, policy: &Policy, change: &Change) -> WhatIf {
+    let before = side(state, &state.decide(policy));
     let mut changed = state.clone();
     changed
         .cluster
@@ -130,6 +93,6 @@ pub fn what_if(state: &State, policy: &Policy, change: &Change) -> WhatIf {
         }
     }
     let policy = change.policy.as_ref().unwrap_or(policy);
-    let after = side(&changed, &decide(&changed, policy));
+    let after = side(&changed, &changed.decide(policy));
     WhatIf { before, after }
 }

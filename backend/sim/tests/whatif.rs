@@ -1,7 +1,8 @@
 //! What-if: more nodes or more quota show what would start.
 
+use gantry_scheduler::OwnedSnapshot;
 use gantry_scheduler::{Gpu, GpuRequest, Node, Policy, Queue, Quota, Workload};
-use gantry_sim::whatif::{Change, State, what_if};
+use gantry_sim::whatif::{Change, what_if};
 
 fn node(name: &str) -> Node {
     Node {
@@ -47,14 +48,14 @@ fn extra_nodes_and_quota_show_what_would_start() {
             max: None,
         },
     );
-    let state = State {
+    let state = OwnedSnapshot {
         cluster: gantry_scheduler::Cluster {
             nodes: vec![node("n1")],
             regions: Vec::new(),
         },
         queues: vec![team.clone()],
         pending: vec![job("a", "team-a"), job("b", "team-a"), job("c", "team-a")],
-        ..State::default()
+        ..OwnedSnapshot::default()
     };
     let policy = Policy::default();
 

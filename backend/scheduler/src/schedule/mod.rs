@@ -44,6 +44,46 @@ pub struct Snapshot<'a> {
     pub now: i64,
 }
 
+/// A [`Snapshot`] that owns what it holds: what the server loads for a
+/// cycle, what a what-if changes, what tests build.
+#[derive(Debug, Clone, Default)]
+pub struct OwnedSnapshot {
+    /// Nodes, GPUs and regions.
+    pub cluster: Cluster,
+    /// Queues.
+    pub queues: Vec<Queue>,
+    /// Work holding GPUs now.
+    pub running: Vec<Running>,
+    /// Work waiting.
+    pub pending: Vec<Workload>,
+    /// Advance reservations.
+    pub reservations: Vec<AdvanceReservation>,
+    /// Decayed past usage per queue.
+    pub usage: UsageLedger,
+    /// The cycle's time, seconds since the epoch.
+    pub now: i64,
+}
+
+impl OwnedSnapshot {
+    /// The borrowed view a cycle reads.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            cluster: &self.cluster,
+            queues: &self.queues,
+            running: &self.running,
+            pending: &self.pending,
+            reservations: &self.reservations,
+            usage: &self.usage,
+            now: self.now,
+        }
+    }
+
+    /// One cycle's decisions under `policy`.
+    pub fn decide(&self, policy: &Policy) -> Decisions {
+        schedule(&self.snapshot(), policy)
+    }
+}
+
 /// Everything but the GPU model and region that decides whether a
 /// workload fits: two workloads of one shape fit or fail together within a
 /// cycle.

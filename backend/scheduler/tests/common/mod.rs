@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use gantry_scheduler::{
-    AdvanceReservation, Cluster, Decisions, Gpu, GpuRequest, Node, Placement, Policy, Queue,
-    Running, Snapshot, UsageLedger, Workload, schedule,
+    Cluster, Decisions, Gpu, GpuRequest, Node, OwnedSnapshot, Placement, Policy, Queue, Running,
+    Workload,
 };
 
 pub const H100: &str = "H100-SXM-80GB";
@@ -96,19 +96,21 @@ pub fn queue(name: &str, guaranteed: u32, weight: u32) -> Queue {
 }
 
 /// Everything a cycle reads, owned.
-#[derive(Debug, Clone, Default)]
-pub struct World {
-    pub cluster: Cluster,
-    pub queues: Vec<Queue>,
-    pub running: Vec<Running>,
-    pub pending: Vec<Workload>,
-    pub reservations: Vec<AdvanceReservation>,
-    pub usage: UsageLedger,
-    pub now: i64,
+pub type World = OwnedSnapshot;
+
+/// Building worlds and driving them cycle by cycle.
+pub trait Drive {
+    /// Schedulable `nodes` at noon, nothing else.
+    fn new(nodes: Vec<Node>) -> Self;
+
+    /// One cycle at `self.now`, its decisions applied; then time moves on by
+    /// `step` seconds, ending work whose duration is up and victims whose
+    /// grace is over. Preempted work goes back to the queue.
+    fn cycle(&mut self, policy: &Policy, step: i64) -> Decisions;
 }
 
-impl World {
-    pub fn new(nodes: Vec<Node>) -> Self {
+impl Drive for World {
+    fn new(nodes: Vec<Node>) -> Self {
         Self {
             cluster: Cluster {
                 nodes,
@@ -119,26 +121,7 @@ impl World {
         }
     }
 
-    pub fn snapshot(&self) -> Snapshot<'_> {
-        Snapshot {
-            cluster: &self.cluster,
-            queues: &self.queues,
-            running: &self.running,
-            pending: &self.pending,
-            reservations: &self.reservations,
-            usage: &self.usage,
-            now: self.now,
-        }
-    }
-
-    pub fn decide(&self, policy: &Policy) -> Decisions {
-        schedule(&self.snapshot(), policy)
-    }
-
-    /// One cycle at `self.now`, its decisions applied; then time moves on by
-    /// `step` seconds, ending work whose duration is up and victims whose
-    /// grace is over. Preempted work goes back to the queue.
-    pub fn cycle(&mut self, policy: &Policy, step: i64) -> Decisions {
+    fn cycle(&mut self, policy: &Policy, step: i64) -> Decisions {
         let decisions = self.decide(policy);
         for start in &decisions.starts {
             if let Some(at) = self.pending.iter().position(|w| w.id == start.workload) {
