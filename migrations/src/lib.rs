@@ -5,6 +5,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261202_000001_tenancy;
+mod m20261202_000002_capacity;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -12,6 +13,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261202_000001_tenancy::Migration)]
+        vec![
+            Box::new(m20261202_000001_tenancy::Migration),
+            Box::new(m20261202_000002_capacity::Migration),
+        ]
     }
 }

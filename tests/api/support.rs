@@ -88,6 +88,11 @@ impl TestServer {
             rate_limit_per_second: 100_000,
             rate_limit_burst: 100_000,
             database_max_connections: 5,
+            demo: false,
+            scheduler_interval_ms: 250,
+            scheduler_lease_seconds: 3,
+            simulated_provision_ms: 200,
+            simulated_stop_ms: 100,
             ..Config::default()
         };
         adjust(&mut config);

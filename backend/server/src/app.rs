@@ -25,6 +25,7 @@ use crate::auth::session::{self, SessionKeys};
 use crate::config::Config;
 use crate::http::rate_limit::RateLimits;
 use crate::openapi::ApiDoc;
+use crate::scheduling::SchedulerHandle;
 
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub const API_PREFIX: &str = "/api/v1";
@@ -40,6 +41,7 @@ pub struct Shared {
     pub identities: IdentityCache,
     pub login_throttle: LoginThrottle,
     pub rate_limits: RateLimits,
+    pub scheduler: SchedulerHandle,
     pub config: Config,
 }
 
@@ -52,21 +54,27 @@ impl Deref for AppState {
 }
 
 impl AppState {
-    /// Connects to the database, applies pending migrations and loads (or
-    /// creates) the session signing secret.
+    /// Connects to the database, applies pending migrations, loads (or
+    /// creates) the session signing secret and, with `demo` on, seeds an
+    /// empty database with the demo installation.
     pub async fn start(config: Config) -> anyhow::Result<Self> {
         let db =
             crate::db::connect(&config.database_url(), config.database_max_connections).await?;
         crate::db::migrate(&db).await?;
         let secret =
             session::load_or_create_secret(config.jwt_secret.as_deref(), &config.data_dir)?;
+        let passwords = PasswordHasher::new()?;
+        if config.demo && crate::demo::seed(&db, &passwords).await? {
+            tracing::info!("seeded the demo catalog, simulated cluster and logins");
+        }
         Ok(Self(Arc::new(Shared {
             db,
             sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
-            passwords: PasswordHasher::new()?,
+            passwords,
             identities: IdentityCache::new(config.auth_cache_seconds),
             login_throttle: LoginThrottle::new(config.login_max_failures),
             rate_limits: RateLimits::new(config.rate_limit_per_second, config.rate_limit_burst),
+            scheduler: SchedulerHandle::default(),
             config,
         })))
     }
@@ -80,7 +88,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::tenancy::members::routes())
         .merge(crate::tenancy::projects::routes())
         .merge(crate::tenancy::api_keys::routes())
-        .merge(crate::audit::routes());
+        .merge(crate::audit::routes())
+        .merge(crate::catalog::routes())
+        .merge(crate::inventory::nodes::routes())
+        .merge(crate::quotas::routes())
+        .merge(crate::orders::routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(API_PREFIX, api)
         .merge(crate::health::routes())
@@ -192,12 +204,19 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     spawn_housekeeping(state.clone());
+    let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
+    let scheduler = tokio::spawn(crate::scheduling::run(state.clone(), scheduler_stopped));
     let app = router(state)?;
-    axum::serve(
+    let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown)
     .await
-    .context("serving HTTP")
+    .context("serving HTTP");
+    // The loop gives its lease up on the way out, so a replica takes over
+    // without waiting for it to expire.
+    stop_scheduler.send(true).ok();
+    scheduler.await.ok();
+    served
 }

@@ -27,6 +27,12 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("GANTRY_AUTH_CACHE_SECONDS", "auth_cache_seconds"),
     ("GANTRY_LOGIN_MAX_FAILURES", "login_max_failures"),
+    ("GANTRY_DEMO", "demo"),
+    ("GANTRY_SCHEDULER_INTERVAL_MS", "scheduler_interval_ms"),
+    ("GANTRY_SCHEDULER_LEASE_SECONDS", "scheduler_lease_seconds"),
+    ("GANTRY_SIMULATED_PROVISION_MS", "simulated_provision_ms"),
+    ("GANTRY_SIMULATED_STOP_MS", "simulated_stop_ms"),
+    ("GANTRY_SIMULATED_FAILURE_RATE", "simulated_failure_rate"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -63,6 +69,21 @@ pub struct Config {
     /// Failed sign-ins to one account within 15 minutes before sign-in to
     /// it is refused for the rest of that window.
     pub login_max_failures: u32,
+    /// Seed a demo catalog, simulated cluster and demo logins into an empty
+    /// database at start.
+    pub demo: bool,
+    /// The longest the scheduling loop sleeps between cycles; new orders and
+    /// releases wake it sooner.
+    pub scheduler_interval_ms: u64,
+    /// How long the scheduler lease lasts unrenewed: how soon another
+    /// replica takes over when the leader dies.
+    pub scheduler_lease_seconds: u64,
+    /// How long the simulated driver takes to bring an instance up.
+    pub simulated_provision_ms: u64,
+    /// How long the simulated driver takes to stop one.
+    pub simulated_stop_ms: u64,
+    /// The share of simulated starts that fail, 0 to 1.
+    pub simulated_failure_rate: f64,
 }
 
 impl Default for Config {
@@ -81,6 +102,12 @@ impl Default for Config {
             database_max_connections: 16,
             auth_cache_seconds: 5,
             login_max_failures: 10,
+            demo: true,
+            scheduler_interval_ms: 2000,
+            scheduler_lease_seconds: 10,
+            simulated_provision_ms: 2000,
+            simulated_stop_ms: 500,
+            simulated_failure_rate: 0.0,
         }
     }
 }
@@ -102,6 +129,12 @@ impl std::fmt::Debug for Config {
             .field("database_max_connections", &self.database_max_connections)
             .field("auth_cache_seconds", &self.auth_cache_seconds)
             .field("login_max_failures", &self.login_max_failures)
+            .field("demo", &self.demo)
+            .field("scheduler_interval_ms", &self.scheduler_interval_ms)
+            .field("scheduler_lease_seconds", &self.scheduler_lease_seconds)
+            .field("simulated_provision_ms", &self.simulated_provision_ms)
+            .field("simulated_stop_ms", &self.simulated_stop_ms)
+            .field("simulated_failure_rate", &self.simulated_failure_rate)
             .finish()
     }
 }
@@ -158,6 +191,14 @@ impl Config {
         anyhow::ensure!(
             self.database_max_connections > 0,
             "database_max_connections must be positive"
+        );
+        anyhow::ensure!(
+            self.scheduler_interval_ms > 0 && self.scheduler_lease_seconds > 0,
+            "scheduler_interval_ms and scheduler_lease_seconds must be positive"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.simulated_failure_rate),
+            "simulated_failure_rate must be between 0 and 1"
         );
         if let Some(secret) = &self.jwt_secret {
             anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");

@@ -164,6 +164,11 @@ pub enum Resource {
     Project,
     Member,
     ApiKey,
+    Region,
+    GpuModel,
+    InstanceType,
+    Node,
+    Order,
 }
 
 impl Resource {
@@ -174,6 +179,11 @@ impl Resource {
             Self::Project => ("project_not_found", "project"),
             Self::Member => ("member_not_found", "member"),
             Self::ApiKey => ("api_key_not_found", "API key"),
+            Self::Region => ("region_not_found", "region"),
+            Self::GpuModel => ("gpu_model_not_found", "GPU model"),
+            Self::InstanceType => ("instance_type_not_found", "instance type"),
+            Self::Node => ("node_not_found", "node"),
+            Self::Order => ("order_not_found", "order"),
         }
     }
 }

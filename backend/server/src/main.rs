@@ -37,7 +37,12 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Apply migrations and serve the API until SIGINT or SIGTERM.
-    Serve,
+    Serve {
+        /// Start an empty production installation: no demo catalog,
+        /// simulated cluster or demo logins (also `GANTRY_DEMO=false`).
+        #[arg(long)]
+        no_demo: bool,
+    },
     /// Apply pending database migrations and exit.
     Migrate,
     /// Print the OpenAPI document.
@@ -82,7 +87,11 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Serve => serve(Config::load(cli.config.as_deref())?).await,
+        Command::Serve { no_demo } => {
+            let mut config = Config::load(cli.config.as_deref())?;
+            config.demo &= !no_demo;
+            serve(config).await
+        }
         Command::Sim { command } => simulate::run(command),
         Command::Admin {
             command: AdminCommand::CreateOperator { email, password },
@@ -104,8 +113,16 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
+    let demo = config.demo;
     let state = AppState::start(config).await?;
-    tracing::info!(address = %listener.local_addr()?, "serving");
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "serving");
+    if demo {
+        use gantry_server::demo::*;
+        println!(
+            "Gantry demo at http://{address}/\n  operator: {OPERATOR_EMAIL} / {OPERATOR_PASSWORD}\n  tenant:   {TENANT_EMAIL} / {TENANT_PASSWORD}\n(start with --no-demo for an empty installation)"
+        );
+    }
     app::serve(listener, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())

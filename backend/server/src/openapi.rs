@@ -25,6 +25,9 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
         (name = "projects", description = "How an organization splits its work"),
         (name = "api-keys", description = "Credentials for automation"),
         (name = "audit", description = "Who changed what"),
+        (name = "catalog", description = "Regions, GPU models, instance types and prices"),
+        (name = "orders", description = "GPU capacity a tenant orders, and where it runs"),
+        (name = "quotas", description = "How many GPUs an organization may hold"),
         (name = "admin", description = "The operator API"),
         (name = "health", description = "Liveness and readiness"),
     )

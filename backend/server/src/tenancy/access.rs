@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
-use crate::entities::{api_key, audit_log, membership, project};
+use crate::entities::{api_key, audit_log, membership, order, project};
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
 
@@ -41,6 +41,9 @@ impl TenantOwned for api_key::Entity {
 }
 impl TenantOwned for membership::Entity {
     const ORG_ID: Self::Column = membership::Column::OrgId;
+}
+impl TenantOwned for order::Entity {
+    const ORG_ID: Self::Column = order::Column::OrgId;
 }
 
 impl OrgScope {

@@ -1,0 +1,149 @@
+//! The product's named classes, as stored, sent over the API and handed to
+//! the engine: pricing, priority and workload classes, order, node and
+//! allocation states.
+
+use gantry_scheduler as engine;
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Declares a string enum stored in a `VARCHAR(16)` column and written in
+/// snake_case on the wire; each variant lists its stored value.
+macro_rules! stored_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize,
+            Deserialize, ToSchema,
+        )]
+        #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(16))")]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vmeta])* #[sea_orm(string_value = $value)] $variant,)+
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $value,)+
+                }
+            }
+        }
+    };
+}
+
+stored_enum! {
+    /// How capacity is priced: on demand, spot (preemptible, discounted) or
+    /// reserved (committed, discounted).
+    PricingClass {
+        OnDemand = "on_demand",
+        Spot = "spot",
+        Reserved = "reserved",
+    }
+}
+
+stored_enum! {
+    /// Which work yields to which: higher classes may preempt lower ones.
+    PriorityClass {
+        /// May be stopped at any time for anything else.
+        Preemptible = "preemptible",
+        Batch = "batch",
+        Standard = "standard",
+        /// Never preempted for priority.
+        Production = "production",
+    }
+}
+
+stored_enum! {
+    /// What the work is, which decides how it may be deferred and placed.
+    WorkloadClass {
+        Training = "training",
+        FineTuning = "fine_tuning",
+        Inference = "inference",
+        Dev = "dev",
+        Batch = "batch",
+        Hpo = "hpo",
+    }
+}
+
+stored_enum! {
+    /// Where an order is in its life.
+    OrderStatus {
+        /// Admitted, waiting for the engine to place it.
+        Queued = "queued",
+        /// Placed on exact GPUs; the driver has not yet taken it.
+        Scheduled = "scheduled",
+        /// The driver is bringing it up.
+        Provisioning = "provisioning",
+        Running = "running",
+        Completed = "completed",
+        Failed = "failed",
+        Cancelled = "cancelled",
+        /// Stopping for higher-priority work; queued again once stopped.
+        Preempted = "preempted",
+    }
+}
+
+stored_enum! {
+    /// Whether a node takes new work.
+    NodeState {
+        Ready = "ready",
+        /// Keeps its work, takes no new work.
+        Cordoned = "cordoned",
+        /// Its work is being stopped; it takes no new work.
+        Draining = "draining",
+        /// Stopped answering or reported a fault.
+        Unhealthy = "unhealthy",
+    }
+}
+
+stored_enum! {
+    /// Which provisioning driver brings work up on a node.
+    DriverKind {
+        /// An in-process stand-in for a GPU server, for the demo and tests.
+        Simulated = "simulated",
+        /// A real node agent.
+        Agent = "agent",
+    }
+}
+
+stored_enum! {
+    /// Whether an allocation still holds its GPUs.
+    AllocationState {
+        Active = "active",
+        /// Being stopped; its GPUs stay held until the stop is done.
+        Stopping = "stopping",
+        Released = "released",
+    }
+}
+
+impl OrderStatus {
+    /// Whether the order is over and will never hold GPUs again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+impl From<PriorityClass> for engine::PriorityClass {
+    fn from(class: PriorityClass) -> Self {
+        match class {
+            PriorityClass::Preemptible => Self::Preemptible,
+            PriorityClass::Batch => Self::Batch,
+            PriorityClass::Standard => Self::Standard,
+            PriorityClass::Production => Self::Production,
+        }
+    }
+}
+
+impl From<WorkloadClass> for engine::WorkloadClass {
+    fn from(class: WorkloadClass) -> Self {
+        match class {
+            WorkloadClass::Training => Self::Training,
+            WorkloadClass::FineTuning => Self::FineTuning,
+            WorkloadClass::Inference => Self::Inference,
+            WorkloadClass::Dev => Self::Dev,
+            WorkloadClass::Batch => Self::Batch,
+            WorkloadClass::Hpo => Self::Hpo,
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The demo installation: on an empty database, a catalog with prices, a
+//! simulated cluster of two regions and 28 nodes (H100×8, H200×8, L40S×4),
+//! an operator and a tenant with a quota, so that a first start shows
+//! queueing, gangs and fragmentation at once.
+
+use chrono::Utc;
+use sea_orm::{
+    ActiveModelTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Set, TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::auth::password::PasswordHasher;
+use crate::auth::principal::Actor;
+use crate::classes::PricingClass;
+use crate::entities::{gpu_model, instance_type, price, quota, region, user};
+use crate::inventory::nodes;
+
+pub const OPERATOR_EMAIL: &str = "operator@demo.gantry.dev";
+pub const OPERATOR_PASSWORD: &str = "gantry operator demo";
+pub const TENANT_EMAIL: &str = "tenant@demo.gantry.dev";
+pub const TENANT_PASSWORD: &str = "gantry tenant demo";
+
+struct Model {
+    name: &'static str,
+    memory_gib: i32,
+    interconnect: &'static str,
+    mig: bool,
+    /// On-demand micro-units per GPU-hour.
+    gpu_hour: i64,
+    /// GPUs per node, vCPU and GiB of memory of a whole node.
+    node: (i32, i32, i32),
+}
+
+const MODELS: [Model; 3] = [
+    Model {
+        name: "H100-SXM-80GB",
+        memory_gib: 80,
+        interconnect: "nvlink",
+        mig: true,
+        gpu_hour: 2_490_000,
+        node: (8, 192, 2048),
+    },
+    Model {
+        name: "H200-SXM-141GB",
+        memory_gib: 141,
+        interconnect: "nvlink",
+        mig: true,
+        gpu_hour: 3_590_000,
+        node: (8, 192, 2048),
+    },
+    Model {
+        name: "L40S-48GB",
+        memory_gib: 48,
+        interconnect: "pcie",
+        mig: false,
+        gpu_hour: 990_000,
+        node: (4, 64, 512),
+    },
+];
+
+/// Nodes per region and model, in the order of `MODELS`.
+const REGIONS: [(&str, &str, &str, &[&str], [usize; 3]); 2] = [
+    (
+        "us-east",
+        "US East (Virginia)",
+        "America/New_York",
+        &[],
+        [8, 4, 4],
+    ),
+    (
+        "eu-central",
+        "EU Central (Frankfurt)",
+        "Europe/Berlin",
+        &["eu-gdpr"],
+        [6, 2, 4],
+    ),
+];
+
+/// Seeds the demo when the database has no catalog yet; `false` when it
+/// already had one.
+pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow::Result<bool> {
+    if region::Entity::find().count(db).await? > 0 {
+        return Ok(false);
+    }
+    let operator_hash = passwords.hash(OPERATOR_PASSWORD.to_owned()).await?;
+    let tenant_hash = passwords.hash(TENANT_PASSWORD.to_owned()).await?;
+    let now = Utc::now();
+    let actor = Actor {
+        kind: "system",
+        id: None,
+        request_id: String::new(),
+        source_address: "local".into(),
+    };
+    let txn = db.begin().await?;
+    let mut regions = Vec::new();
+    for (name, display, zone, tags, _) in REGIONS {
+        regions.push(
+            region::ActiveModel {
+                id: Set(Uuid::now_v7()),
+                name: Set(name.to_owned()),
+                display_name: Set(display.to_owned()),
+                time_zone: Set(zone.to_owned()),
+                compliance_tags: Set(serde_json::to_string(tags)?),
+                off_peak_start_hour: Set(Some(22)),
+                off_peak_end_hour: Set(Some(6)),
+                off_peak_multiplier_permille: Set(Some(700)),
+                created_at: Set(now),
+                updated_at: Set(now),
+            }
+            .insert(&txn)
+            .await?,
+        );
+    }
+    let mut whole_nodes = Vec::new();
+    for model in &MODELS {
+        let row = gpu_model::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            name: Set(model.name.to_owned()),
+            vendor: Set("NVIDIA".to_owned()),
+            memory_gib: Set(model.memory_gib),
+            interconnect: Set(model.interconnect.to_owned()),
+            mig_capable: Set(model.mig),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(&txn)
+        .await?;
+        let (gpus, vcpus, memory) = model.node;
+        let short = model
+            .name
+            .split('-')
+            .next()
+            .unwrap_or(model.name)
+            .to_lowercase();
+        // Shapes of 1, 2, 4 and 8 GPUs (up to a whole node), with vCPU and
+        // memory in proportion.
+        let mut count = 1;
+        while count <= gpus {
+            let instance = instance_type::ActiveModel {
+                id: Set(Uuid::now_v7()),
+                name: Set(format!("{short}x{count}")),
+                gpu_model_id: Set(row.id),
+                gpus_per_node: Set(count),
+                vcpus: Set(vcpus * count / gpus),
+                memory_gib: Set(memory * count / gpus),
+                disk_gib: Set(1000 * count),
+                created_at: Set(now),
+                updated_at: Set(now),
+            }
+            .insert(&txn)
+            .await?;
+            let on_demand = model.gpu_hour * i64::from(count);
+            for (class, permille) in [
+                (PricingClass::OnDemand, 1000),
+                (PricingClass::Spot, 400),
+                (PricingClass::Reserved, 700),
+            ] {
+                price::ActiveModel {
+                    id: Set(Uuid::now_v7()),
+                    instance_type_id: Set(instance.id),
+                    region_id: Set(None),
+                    pricing_class: Set(class),
+                    hourly_micros: Set(on_demand * permille / 1000),
+                    effective_from: Set(now),
+                    created_at: Set(now),
+                }
+                .insert(&txn)
+                .await?;
+            }
+            if count == gpus {
+                whole_nodes.push((instance, row.clone()));
+            }
+            count *= 2;
+        }
+    }
+    for ((name, _, _, _, counts), region) in REGIONS.iter().zip(&regions) {
+        for ((instance, model), count) in whole_nodes.iter().zip(counts) {
+            for index in 0..*count {
+                let short = model
+                    .name
+                    .split('-')
+                    .next()
+                    .unwrap_or_default()
+                    .to_lowercase();
+                let spec = nodes::simulated_spec(
+                    format!("{name}-{short}-{:02}", index + 1),
+                    region.id,
+                    format!("{name}-rack-{}", index / 4 + 1),
+                    Vec::new(),
+                    instance,
+                    model,
+                );
+                nodes::insert(&txn, spec).await?;
+            }
+        }
+    }
+    user::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        email: Set(OPERATOR_EMAIL.to_owned()),
+        name: Set("Demo Operator".to_owned()),
+        password_hash: Set(operator_hash),
+        is_operator: Set(true),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&txn)
+    .await?;
+    let tenant = user::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        email: Set(TENANT_EMAIL.to_owned()),
+        name: Set("Demo Tenant".to_owned()),
+        password_hash: Set(tenant_hash),
+        is_operator: Set(false),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&txn)
+    .await?;
+    let org = crate::tenancy::orgs::create_in(&txn, &actor, tenant.id, "Demo Lab".to_owned())
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the demo organization: {e:?}"))?;
+    for (_, model) in &whole_nodes {
+        quota::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            org_id: Set(org.id),
+            project_id: Set(None),
+            gpu_model_id: Set(model.id),
+            region_id: Set(None),
+            guaranteed_gpus: Set(16),
+            max_gpus: Set(Some(64)),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(&txn)
+        .await?;
+    }
+    txn.commit().await?;
+    Ok(true)
+}

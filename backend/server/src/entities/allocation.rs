@@ -1,0 +1,25 @@
+use sea_orm::entity::prelude::*;
+
+use crate::classes::AllocationState;
+
+/// The GPUs of one order on one node, for one attempt.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "allocations")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub order_id: Uuid,
+    pub org_id: Uuid,
+    pub node_id: Uuid,
+    /// A JSON array of the GPU indices on the node.
+    pub gpu_indices: String,
+    pub state: AllocationState,
+    pub stop_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub released_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

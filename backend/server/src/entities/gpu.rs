@@ -1,0 +1,22 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "gpus")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub node_id: Uuid,
+    /// The index the node's driver knows it by (`CUDA_VISIBLE_DEVICES`).
+    pub index: i32,
+    pub gpu_model_id: Uuid,
+    pub hardware_uuid: String,
+    pub memory_mib: i64,
+    pub nvlink_domain: i32,
+    pub healthy: bool,
+    pub mig_enabled: bool,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,29 @@
+use sea_orm::entity::prelude::*;
+
+use crate::classes::{DriverKind, NodeState};
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "nodes")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub name: String,
+    pub region_id: Uuid,
+    pub rack: String,
+    pub instance_type_id: Option<Uuid>,
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    /// A JSON array of labels.
+    pub labels: String,
+    pub state: NodeState,
+    pub driver: DriverKind,
+    pub credential_hash: Option<String>,
+    pub last_heartbeat_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,41 @@
+use sea_orm::entity::prelude::*;
+
+use crate::classes::{OrderStatus, PricingClass, PriorityClass, WorkloadClass};
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "orders")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub project_id: Option<Uuid>,
+    pub created_by_kind: String,
+    pub created_by: Option<Uuid>,
+    pub kind: String,
+    pub instance_type_id: Uuid,
+    pub gpu_model_id: Uuid,
+    pub gpus_per_node: i32,
+    pub node_count: i32,
+    pub region_id: Option<Uuid>,
+    pub priority_class: PriorityClass,
+    pub pricing_class: PricingClass,
+    pub workload_class: WorkloadClass,
+    pub duration_seconds: Option<i64>,
+    pub deadline: Option<DateTimeUtc>,
+    pub status: OrderStatus,
+    pub pending_reason: Option<String>,
+    pub estimated_start: Option<DateTimeUtc>,
+    pub failure_reason: Option<String>,
+    /// JSON access details, once running.
+    pub access: Option<String>,
+    pub attempts: i32,
+    pub started_at: Option<DateTimeUtc>,
+    pub ended_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,4 @@
+//! The inventory: nodes and their GPUs, as drivers report them and
+//! operators manage them.
+
+pub mod nodes;

@@ -1,0 +1,563 @@
+//! Nodes: list, add a simulated one, cordon, drain, return to service,
+//! remove.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{RawPathParams, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, Set, TransactionTrait,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::auth::principal::{Actor, Operator};
+use crate::classes::{AllocationState, DriverKind, NodeState};
+use crate::entities::{allocation, gpu, gpu_claim, gpu_model, instance_type, node, region};
+use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
+use crate::http::pagination::{Page, PageQuery};
+use crate::validate::Fields;
+
+const LABELS_MAX: usize = 32;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeGpu {
+    /// The index work on the node sees (`CUDA_VISIBLE_DEVICES`).
+    pub index: i32,
+    pub model: String,
+    pub hardware_uuid: String,
+    pub memory_mib: i64,
+    pub nvlink_domain: i32,
+    pub healthy: bool,
+    pub mig_enabled: bool,
+    /// The order holding this GPU, if any.
+    pub order_id: Option<Uuid>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Node {
+    pub id: Uuid,
+    pub name: String,
+    pub region: String,
+    pub rack: String,
+    pub instance_type: Option<String>,
+    pub driver: DriverKind,
+    pub state: NodeState,
+    pub labels: Vec<String>,
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    pub gpus: Vec<NodeGpu>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSimulatedNode {
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub name: String,
+    /// Region name or id.
+    #[schema(min_length = 1, max_length = 64)]
+    pub region: String,
+    /// Instance type name or id: the node gets its GPUs, vCPU and memory.
+    #[schema(min_length = 1, max_length = 64)]
+    pub instance_type: String,
+    #[serde(default)]
+    #[schema(pattern = "^([a-z0-9][a-z0-9-]{0,62})?$")]
+    pub rack: String,
+    #[serde(default)]
+    #[schema(max_items = 32)]
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct NodeFilter {
+    /// Only nodes in this region (name).
+    #[param(min_length = 1, max_length = 64)]
+    pub region: Option<String>,
+    /// Only nodes in this state.
+    pub state: Option<NodeState>,
+}
+
+/// What a new node is made of, from whoever brings it: the simulated
+/// driver, the demo or an agent's registration.
+pub struct NodeSpec {
+    pub name: String,
+    pub region_id: Uuid,
+    pub rack: String,
+    pub instance_type_id: Option<Uuid>,
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub labels: Vec<String>,
+    pub driver: DriverKind,
+    pub gpus: Vec<GpuSpec>,
+}
+
+pub struct GpuSpec {
+    pub model_id: Uuid,
+    pub hardware_uuid: String,
+    pub memory_mib: i64,
+    pub nvlink_domain: i32,
+    pub mig_enabled: bool,
+}
+
+/// Inserts a node and its GPUs (indices in the order given).
+pub async fn insert(
+    db: &impl ConnectionTrait,
+    spec: NodeSpec,
+) -> Result<node::Model, sea_orm::DbErr> {
+    let now = Utc::now();
+    let row = node::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        name: Set(spec.name),
+        region_id: Set(spec.region_id),
+        rack: Set(spec.rack),
+        instance_type_id: Set(spec.instance_type_id),
+        cpu_milli: Set(spec.cpu_milli),
+        memory_mib: Set(spec.memory_mib),
+        labels: Set(serde_json::to_string(&spec.labels).unwrap_or_else(|_| "[]".into())),
+        state: Set(NodeState::Ready),
+        driver: Set(spec.driver),
+        credential_hash: Set(None),
+        last_heartbeat_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(db)
+    .await?;
+    let gpus: Vec<gpu::ActiveModel> = spec
+        .gpus
+        .into_iter()
+        .enumerate()
+        .map(|(index, g)| gpu::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            node_id: Set(row.id),
+            index: Set(i32::try_from(index).unwrap_or(i32::MAX)),
+            gpu_model_id: Set(g.model_id),
+            hardware_uuid: Set(g.hardware_uuid),
+            memory_mib: Set(g.memory_mib),
+            nvlink_domain: Set(g.nvlink_domain),
+            healthy: Set(true),
+            mig_enabled: Set(g.mig_enabled),
+        })
+        .collect();
+    if !gpus.is_empty() {
+        gpu::Entity::insert_many(gpus).exec(db).await?;
+    }
+    Ok(row)
+}
+
+/// A simulated node of an instance type: its GPUs share one NVLink domain
+/// when the model has NVLink, one each otherwise.
+pub fn simulated_spec(
+    name: String,
+    region_id: Uuid,
+    rack: String,
+    labels: Vec<String>,
+    instance: &instance_type::Model,
+    model: &gpu_model::Model,
+) -> NodeSpec {
+    let gpus = (0..instance.gpus_per_node)
+        .map(|index| GpuSpec {
+            model_id: model.id,
+            hardware_uuid: format!("GPU-sim-{}", Uuid::new_v4()),
+            memory_mib: i64::from(model.memory_gib) * 1024,
+            nvlink_domain: if model.interconnect == "nvlink" {
+                0
+            } else {
+                index
+            },
+            mig_enabled: false,
+        })
+        .collect();
+    NodeSpec {
+        name,
+        region_id,
+        rack,
+        instance_type_id: Some(instance.id),
+        cpu_milli: i64::from(instance.vcpus) * 1000,
+        memory_mib: i64::from(instance.memory_gib) * 1024,
+        labels,
+        driver: DriverKind::Simulated,
+        gpus,
+    }
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_nodes, create_simulated_node))
+        .routes(routes!(get_node, delete_node))
+        .routes(routes!(cordon_node))
+        .routes(routes!(drain_node))
+        .routes(routes!(uncordon_node))
+}
+
+async fn find(db: &impl ConnectionTrait, params: &RawPathParams) -> ApiResult<node::Model> {
+    let id = path_uuid(params, "node_id", Resource::Node)?;
+    node::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Node, id))
+}
+
+async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<Vec<Node>> {
+    let ids: Vec<Uuid> = rows.iter().map(|n| n.id).collect();
+    let regions = crate::catalog::prices::region_names(db).await?;
+    let types: HashMap<Uuid, String> = instance_type::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t.name))
+        .collect();
+    let models: HashMap<Uuid, String> = gpu_model::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| (m.id, m.name))
+        .collect();
+    let gpus = gpu::Entity::find()
+        .filter(gpu::Column::NodeId.is_in(ids.iter().copied()))
+        .order_by_asc(gpu::Column::Index)
+        .all(db)
+        .await?;
+    let claims: HashMap<Uuid, Uuid> = gpu_claim::Entity::find()
+        .filter(gpu_claim::Column::GpuId.is_in(gpus.iter().map(|g| g.id)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|c| (c.gpu_id, c.order_id))
+        .collect();
+    let mut by_node: HashMap<Uuid, Vec<NodeGpu>> = HashMap::new();
+    for g in gpus {
+        by_node.entry(g.node_id).or_default().push(NodeGpu {
+            index: g.index,
+            model: models.get(&g.gpu_model_id).cloned().unwrap_or_default(),
+            hardware_uuid: g.hardware_uuid,
+            memory_mib: g.memory_mib,
+            nvlink_domain: g.nvlink_domain,
+            healthy: g.healthy,
+            mig_enabled: g.mig_enabled,
+            order_id: claims.get(&g.id).copied(),
+        });
+    }
+    Ok(rows
+        .into_iter()
+        .map(|n| Node {
+            id: n.id,
+            region: regions.get(&n.region_id).cloned().unwrap_or_default(),
+            instance_type: n.instance_type_id.and_then(|t| types.get(&t).cloned()),
+            labels: serde_json::from_str(&n.labels).unwrap_or_default(),
+            gpus: by_node.remove(&n.id).unwrap_or_default(),
+            name: n.name,
+            rack: n.rack,
+            driver: n.driver,
+            state: n.state,
+            cpu_milli: n.cpu_milli,
+            memory_mib: n.memory_mib,
+            last_heartbeat_at: n.last_heartbeat_at,
+            created_at: n.created_at,
+        })
+        .collect())
+}
+
+async fn view(db: &impl ConnectionTrait, row: node::Model) -> ApiResult<Node> {
+    views(db, vec![row])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("node view lost its row")))
+}
+
+/// Every node with its GPUs and what holds them.
+#[utoipa::path(
+    get,
+    path = "/admin/nodes",
+    tag = "admin",
+    params(PageQuery, NodeFilter),
+    responses((status = 200, description = "A page of nodes", body = Page<Node>), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn list_nodes(
+    State(state): State<AppState>,
+    _operator: Operator,
+    ApiQuery(query): ApiQuery<PageQuery>,
+    ApiQuery(filter): ApiQuery<NodeFilter>,
+) -> ApiResult<Json<Page<Node>>> {
+    let request = query.validate()?;
+    let mut select = node::Entity::find();
+    if let Some(name) = &filter.region {
+        let region = region::Entity::find()
+            .filter(region::Column::Name.eq(name))
+            .one(&state.db)
+            .await?;
+        select = select.filter(node::Column::RegionId.eq(region.map_or(Uuid::nil(), |r| r.id)));
+    }
+    if let Some(node_state) = filter.state {
+        select = select.filter(node::Column::State.eq(node_state));
+    }
+    let rows = request
+        .ascending(select, node::Column::Id)
+        .all(&state.db)
+        .await?;
+    let page = Page::from_rows(rows, request, |n| n.id, |n| n);
+    Ok(Json(Page {
+        items: views(&state.db, page.items).await?,
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// One node.
+#[utoipa::path(
+    get,
+    path = "/admin/nodes/{node_id}",
+    tag = "admin",
+    params(("node_id" = Uuid, Path, description = "Node id")),
+    responses((status = 200, description = "The node", body = Node), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn get_node(
+    State(state): State<AppState>,
+    _operator: Operator,
+    params: RawPathParams,
+) -> ApiResult<Json<Node>> {
+    let row = find(&state.db, &params).await?;
+    Ok(Json(view(&state.db, row).await?))
+}
+
+/// Adds a simulated node of an instance type, for demos, tests and
+/// capacity planning; real nodes join through their agent.
+#[utoipa::path(
+    post,
+    path = "/admin/nodes",
+    tag = "admin",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response", max_length = 255, pattern = "^[\\x21-\\x7e]{1,255}$")),
+    request_body = CreateSimulatedNode,
+    responses((status = 201, description = "The new node", body = Node), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn create_simulated_node(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    ApiJson(request): ApiJson<CreateSimulatedNode>,
+) -> ApiResult<(StatusCode, Json<Node>)> {
+    let mut fields = Fields::default();
+    fields.slug("name", &request.name);
+    if !request.rack.is_empty() {
+        fields.slug("rack", &request.rack);
+    }
+    if request.labels.len() > LABELS_MAX {
+        fields.push("labels", format!("at most {LABELS_MAX} labels"));
+    }
+    for (index, label) in request.labels.iter().enumerate() {
+        fields.label(&format!("labels[{index}]"), label);
+    }
+    fields.finish()?;
+    let txn = state.db.begin().await?;
+    let region = crate::catalog::region_by_ref(&txn, &request.region)
+        .await
+        .map_err(|_| {
+            ApiError::unprocessable("unknown_region", format!("no region {:?}", request.region))
+        })?;
+    let instance = crate::catalog::instance_type_by_ref(&txn, &request.instance_type)
+        .await
+        .map_err(|_| {
+            ApiError::unprocessable(
+                "unknown_instance_type",
+                format!("no instance type {:?}", request.instance_type),
+            )
+        })?;
+    let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
+    if node::Entity::find()
+        .filter(node::Column::Name.eq(&request.name))
+        .one(&txn)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::conflict(
+            "name_taken",
+            format!("a node named {:?} already exists", request.name),
+        ));
+    }
+    let spec = simulated_spec(
+        request.name,
+        region.id,
+        request.rack,
+        request.labels,
+        &instance,
+        &model,
+    );
+    let row = insert(&txn, spec).await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: None,
+            action: "node.create",
+            target_type: "node",
+            target_id: Some(row.id.to_string()),
+            details: serde_json::json!({ "name": row.name, "driver": row.driver, "instance_type": instance.name }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    state.scheduler.wake();
+    Ok((StatusCode::CREATED, Json(view(&state.db, row).await?)))
+}
+
+async fn set_state(
+    state: &AppState,
+    actor: &Actor,
+    params: &RawPathParams,
+    to: NodeState,
+) -> ApiResult<Json<Node>> {
+    let txn = state.db.begin().await?;
+    let current = find(&txn, params).await?;
+    if current.state == NodeState::Unhealthy && to != NodeState::Ready {
+        return Err(ApiError::conflict(
+            "node_unhealthy",
+            format!(
+                "node {} is unhealthy; it takes no work already",
+                current.name
+            ),
+        ));
+    }
+    let mut row: node::ActiveModel = current.clone().into();
+    row.state = Set(to);
+    row.updated_at = Set(Utc::now());
+    let updated = row.update(&txn).await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: None,
+            action: match to {
+                NodeState::Cordoned => "node.cordon",
+                NodeState::Draining => "node.drain",
+                _ => "node.uncordon",
+            },
+            target_type: "node",
+            target_id: Some(updated.id.to_string()),
+            details: serde_json::json!({ "name": updated.name, "from": current.state, "to": to }),
+            actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    state.scheduler.wake();
+    Ok(Json(view(&state.db, updated).await?))
+}
+
+/// Stops placing new work on a node; its work keeps running.
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/{node_id}/cordon",
+    tag = "admin",
+    params(("node_id" = Uuid, Path, description = "Node id")),
+    responses((status = 200, description = "The node", body = Node), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn cordon_node(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<Json<Node>> {
+    set_state(&state, &actor, &params, NodeState::Cordoned).await
+}
+
+/// Stops placing work on a node and moves its work elsewhere: each order
+/// on it is stopped and queued again.
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/{node_id}/drain",
+    tag = "admin",
+    params(("node_id" = Uuid, Path, description = "Node id")),
+    responses((status = 200, description = "The node", body = Node), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn drain_node(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<Json<Node>> {
+    set_state(&state, &actor, &params, NodeState::Draining).await
+}
+
+/// Returns a cordoned, drained or repaired node to service.
+#[utoipa::path(
+    post,
+    path = "/admin/nodes/{node_id}/uncordon",
+    tag = "admin",
+    params(("node_id" = Uuid, Path, description = "Node id")),
+    responses((status = 200, description = "The node", body = Node), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn uncordon_node(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<Json<Node>> {
+    set_state(&state, &actor, &params, NodeState::Ready).await
+}
+
+/// Removes a node that holds no work (drain it first).
+#[utoipa::path(
+    delete,
+    path = "/admin/nodes/{node_id}",
+    tag = "admin",
+    params(("node_id" = Uuid, Path, description = "Node id")),
+    responses((status = 204, description = "Removed"), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn delete_node(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<StatusCode> {
+    let txn = state.db.begin().await?;
+    let current = find(&txn, &params).await?;
+    let live = allocation::Entity::find()
+        .filter(allocation::Column::NodeId.eq(current.id))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .count(&txn)
+        .await?;
+    if live > 0 {
+        return Err(ApiError::conflict(
+            "node_busy",
+            format!(
+                "node {} still holds {live} allocations; drain it and wait for them to stop",
+                current.name
+            ),
+        ));
+    }
+    node::Entity::delete_by_id(current.id).exec(&txn).await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: None,
+            action: "node.delete",
+            target_type: "node",
+            target_id: Some(current.id.to_string()),
+            details: serde_json::json!({ "name": current.name }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,146 @@
+//! Admission: what an order must satisfy to be queued at all. An order that
+//! can never run (no such GPU where it asks, bigger than any node or the
+//! cluster, above the maximum quota, not offered at its pricing class) is
+//! refused at once; one that can run later is queued.
+
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::classes::PricingClass;
+use crate::entities::{gpu, gpu_model, instance_type, node, price, quota, region};
+use crate::error::{ApiError, ApiResult};
+
+/// What admission looks at in an order.
+pub struct Request<'a> {
+    pub org_id: Uuid,
+    pub project_id: Option<Uuid>,
+    pub instance: &'a instance_type::Model,
+    pub model: &'a gpu_model::Model,
+    pub region: Option<&'a region::Model>,
+    pub node_count: i32,
+    pub pricing_class: PricingClass,
+}
+
+impl Request<'_> {
+    fn gpus(&self) -> i64 {
+        i64::from(self.instance.gpus_per_node) * i64::from(self.node_count)
+    }
+
+    fn where_(&self) -> String {
+        self.region.map_or_else(
+            || "in any region".to_owned(),
+            |r| format!("in region {}", r.name),
+        )
+    }
+}
+
+/// Refuses an order that can never run; `Ok` means it may be queued.
+pub async fn admit(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+    offered(db, request).await?;
+    within_max_quota(db, request).await?;
+    fits_somewhere(db, request).await
+}
+
+async fn offered(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+    let prices = price::Entity::find()
+        .filter(price::Column::InstanceTypeId.eq(request.instance.id))
+        .filter(price::Column::PricingClass.eq(request.pricing_class))
+        .all(db)
+        .await?;
+    let priced = prices.iter().any(|p| match (p.region_id, request.region) {
+        (None, _) => true,
+        (Some(price_region), Some(region)) => price_region == region.id,
+        (Some(_), None) => true,
+    });
+    if priced {
+        Ok(())
+    } else {
+        Err(ApiError::unprocessable(
+            "not_offered",
+            format!(
+                "instance type {} is not offered as {} {}",
+                request.instance.name,
+                request.pricing_class.as_str(),
+                request.where_()
+            ),
+        ))
+    }
+}
+
+async fn within_max_quota(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+    let rows = quota::Entity::find()
+        .filter(quota::Column::OrgId.eq(request.org_id))
+        .filter(quota::Column::GpuModelId.eq(request.model.id))
+        .all(db)
+        .await?;
+    let gpus = request.gpus();
+    for row in rows {
+        // A regional quota binds an order pinned to that region only; an
+        // order that may go anywhere can still run elsewhere.
+        let region_applies = row
+            .region_id
+            .is_none_or(|r| request.region.is_some_and(|region| region.id == r));
+        let project_applies = row.project_id.is_none_or(|p| request.project_id == Some(p));
+        let Some(max) = row.max_gpus else { continue };
+        if region_applies && project_applies && gpus > i64::from(max) {
+            let scope = match (row.project_id, row.region_id) {
+                (Some(_), _) => "the project's",
+                (None, Some(_)) => "the organization's regional",
+                (None, None) => "the organization's",
+            };
+            return Err(ApiError::unprocessable(
+                "quota_exceeded",
+                format!(
+                    "the order asks for {gpus} {} GPUs; {scope} maximum is {max}",
+                    request.model.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn fits_somewhere(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+    let mut nodes = node::Entity::find();
+    if let Some(region) = request.region {
+        nodes = nodes.filter(node::Column::RegionId.eq(region.id));
+    }
+    let nodes = nodes.all(db).await?;
+    let gpus = gpu::Entity::find()
+        .filter(gpu::Column::NodeId.is_in(nodes.iter().map(|n| n.id)))
+        .filter(gpu::Column::GpuModelId.eq(request.model.id))
+        .all(db)
+        .await?;
+    let mut per_node: std::collections::HashMap<Uuid, i32> = std::collections::HashMap::new();
+    for g in &gpus {
+        *per_node.entry(g.node_id).or_default() += 1;
+    }
+    let instance = request.instance;
+    let hosts = nodes
+        .iter()
+        .filter(|n| {
+            per_node.get(&n.id).copied().unwrap_or(0) >= instance.gpus_per_node
+                && n.cpu_milli >= i64::from(instance.vcpus) * 1000
+                && n.memory_mib >= i64::from(instance.memory_gib) * 1024
+        })
+        .count();
+    let needed = usize::try_from(request.node_count).unwrap_or(usize::MAX);
+    if hosts >= needed {
+        return Ok(());
+    }
+    let shape = format!(
+        "{} {} GPUs with {} vCPU and {} GiB",
+        instance.gpus_per_node, request.model.name, instance.vcpus, instance.memory_gib
+    );
+    Err(ApiError::unprocessable(
+        "never_fits",
+        if hosts == 0 {
+            format!("no node {} has {shape}", request.where_())
+        } else {
+            format!(
+                "the order needs {needed} nodes with {shape}; the cluster has {hosts} {}",
+                request.where_()
+            )
+        },
+    ))
+}

@@ -1,0 +1,91 @@
+//! State changes of an order's allocations that several actors make (the
+//! API on cancel, the scheduling loop on preemption and drains, drivers
+//! when work stops), each inside the caller's transaction.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::classes::{AllocationState, OrderStatus};
+use crate::entities::{allocation, gpu_claim, order};
+
+/// Asks the order's running allocations to stop by `stop_at`; their GPUs
+/// stay held until the driver reports the stop.
+pub async fn stop(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+    stop_at: DateTime<Utc>,
+) -> Result<u64, sea_orm::DbErr> {
+    Ok(allocation::Entity::update_many()
+        .col_expr(
+            allocation::Column::State,
+            Expr::value(AllocationState::Stopping),
+        )
+        .col_expr(allocation::Column::StopAt, Expr::value(Some(stop_at)))
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.eq(AllocationState::Active))
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+/// Frees the order's GPUs: its claims go, its allocations become history.
+pub async fn release(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    gpu_claim::Entity::delete_many()
+        .filter(gpu_claim::Column::OrderId.eq(order_id))
+        .exec(db)
+        .await?;
+    allocation::Entity::update_many()
+        .col_expr(
+            allocation::Column::State,
+            Expr::value(AllocationState::Released),
+        )
+        .col_expr(allocation::Column::ReleasedAt, Expr::value(Some(now)))
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+/// Work has stopped on its nodes: the GPUs are freed and the order moves on.
+/// A preempted order is queued again; one that was cancelled, failed or
+/// completed records its end.
+pub async fn stopped(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    release(db, order_id, now).await?;
+    order::Entity::update_many()
+        .col_expr(order::Column::Status, Expr::value(OrderStatus::Queued))
+        .col_expr(
+            order::Column::PendingReason,
+            Expr::value(Some("preempted; queued again".to_owned())),
+        )
+        .col_expr(order::Column::Access, Expr::value(Option::<String>::None))
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.eq(OrderStatus::Preempted))
+        .exec(db)
+        .await?;
+    order::Entity::update_many()
+        .col_expr(order::Column::EndedAt, Expr::value(Some(now)))
+        .col_expr(order::Column::Access, Expr::value(Option::<String>::None))
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.is_in([
+            OrderStatus::Cancelled,
+            OrderStatus::Failed,
+            OrderStatus::Completed,
+        ]))
+        .filter(order::Column::EndedAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,480 @@
+//! Orders: a tenant asks for GPU capacity, admission decides at once
+//! whether it can ever run, the scheduling loop places it, a driver brings
+//! it up, and the tenant cancels it when done.
+
+pub mod admission;
+pub mod lifecycle;
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{RawPathParams, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    TransactionTrait,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
+use crate::entities::{allocation, gpu_model, instance_type, node, order, project};
+use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
+use crate::http::pagination::{Page, PageQuery};
+use crate::tenancy::access::{OrgAccess, OrgScope, need};
+use crate::validate::Fields;
+
+const NODE_COUNT_MAX: i32 = 64;
+const DURATION_MIN: i64 = 60;
+const DURATION_MAX: i64 = 366 * 24 * 3600;
+
+/// The GPUs an order holds on one node.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodePlacement {
+    pub node_id: Uuid,
+    pub node_name: String,
+    /// GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them.
+    pub gpu_ids: Vec<u32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Order {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    pub project_id: Option<Uuid>,
+    /// `instance`: capacity kept until cancelled.
+    pub kind: String,
+    pub instance_type: String,
+    pub gpu_model: String,
+    pub gpus_per_node: i32,
+    pub node_count: i32,
+    pub region: Option<String>,
+    pub priority_class: PriorityClass,
+    pub pricing_class: PricingClass,
+    pub workload_class: WorkloadClass,
+    pub duration_seconds: Option<i64>,
+    pub deadline: Option<DateTime<Utc>>,
+    pub status: OrderStatus,
+    /// Why it waits, while it waits.
+    pub pending_reason: Option<String>,
+    /// When the engine expects it to start, when it can tell.
+    pub estimated_start: Option<DateTime<Utc>>,
+    /// Why it failed, when it did.
+    pub failure_reason: Option<String>,
+    /// The GPUs it holds now.
+    pub placement: Vec<NodePlacement>,
+    /// How to reach it, once running.
+    #[schema(value_type = Option<Object>)]
+    pub access: Option<serde_json::Value>,
+    /// How many times it has been started.
+    pub attempts: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateOrder {
+    /// Instance type name or id.
+    #[schema(min_length = 1, max_length = 64)]
+    pub instance_type: String,
+    /// Nodes started together (a gang); 1 when absent.
+    #[schema(minimum = 1, maximum = 64)]
+    pub node_count: Option<i32>,
+    /// Region name or id; any region when absent.
+    #[schema(min_length = 1, max_length = 64)]
+    pub region: Option<String>,
+    pub project_id: Option<Uuid>,
+    /// `standard` when absent; spot orders are always `preemptible`.
+    pub priority_class: Option<PriorityClass>,
+    /// `on_demand` when absent.
+    pub pricing_class: Option<PricingClass>,
+    /// `dev` when absent.
+    pub workload_class: Option<WorkloadClass>,
+    /// How long it is expected to run, 60 s to a year; it ends then.
+    #[schema(minimum = 60, maximum = 31622400)]
+    pub duration_seconds: Option<i64>,
+    /// When it must have finished; in the future.
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OrderFilter {
+    pub status: Option<OrderStatus>,
+    pub project_id: Option<Uuid>,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_orders, create_order))
+        .routes(routes!(get_order))
+        .routes(routes!(cancel_order))
+}
+
+/// Orders as tenants see them.
+pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiResult<Vec<Order>> {
+    let types: HashMap<Uuid, String> = instance_type::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t.name))
+        .collect();
+    let models: HashMap<Uuid, String> = gpu_model::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| (m.id, m.name))
+        .collect();
+    let regions = crate::catalog::prices::region_names(db).await?;
+    let live = allocation::Entity::find()
+        .filter(allocation::Column::OrderId.is_in(rows.iter().map(|o| o.id)))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .order_by_asc(allocation::Column::Id)
+        .all(db)
+        .await?;
+    let nodes: HashMap<Uuid, String> = node::Entity::find()
+        .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|n| (n.id, n.name))
+        .collect();
+    let mut placements: HashMap<Uuid, Vec<NodePlacement>> = HashMap::new();
+    for a in live {
+        placements
+            .entry(a.order_id)
+            .or_default()
+            .push(NodePlacement {
+                node_id: a.node_id,
+                node_name: nodes.get(&a.node_id).cloned().unwrap_or_default(),
+                gpu_ids: serde_json::from_str(&a.gpu_indices).unwrap_or_default(),
+            });
+    }
+    Ok(rows
+        .into_iter()
+        .map(|o| Order {
+            instance_type: types.get(&o.instance_type_id).cloned().unwrap_or_default(),
+            gpu_model: models.get(&o.gpu_model_id).cloned().unwrap_or_default(),
+            region: o.region_id.and_then(|r| regions.get(&r).cloned()),
+            placement: placements.remove(&o.id).unwrap_or_default(),
+            access: o
+                .access
+                .as_deref()
+                .and_then(|a| serde_json::from_str(a).ok()),
+            id: o.id,
+            org_id: o.org_id,
+            project_id: o.project_id,
+            kind: o.kind,
+            gpus_per_node: o.gpus_per_node,
+            node_count: o.node_count,
+            priority_class: o.priority_class,
+            pricing_class: o.pricing_class,
+            workload_class: o.workload_class,
+            duration_seconds: o.duration_seconds,
+            deadline: o.deadline,
+            status: o.status,
+            pending_reason: o.pending_reason,
+            estimated_start: o.estimated_start,
+            failure_reason: o.failure_reason,
+            attempts: o.attempts,
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+            started_at: o.started_at,
+            ended_at: o.ended_at,
+        })
+        .collect())
+}
+
+async fn view(db: &impl ConnectionTrait, row: order::Model) -> ApiResult<Order> {
+    views(db, vec![row])
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("order view lost its row")))
+}
+
+async fn find(
+    db: &impl ConnectionTrait,
+    scope: &OrgScope,
+    params: &RawPathParams,
+) -> ApiResult<order::Model> {
+    let id = path_uuid(params, "order_id", Resource::Order)?;
+    scope
+        .select::<order::Entity>()
+        .filter(order::Column::Id.eq(id))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Order, id))
+}
+
+/// The organization's orders, newest first.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/orders",
+    tag = "orders",
+    params(("org_id" = Uuid, Path, description = "Organization id"), PageQuery, OrderFilter),
+    responses((status = 200, description = "A page of orders", body = Page<Order>), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn list_orders(
+    State(state): State<AppState>,
+    access: OrgAccess<need::AnyRole>,
+    ApiQuery(query): ApiQuery<PageQuery>,
+    ApiQuery(filter): ApiQuery<OrderFilter>,
+) -> ApiResult<Json<Page<Order>>> {
+    let request = query.validate()?;
+    let mut select = access.scope.select::<order::Entity>();
+    if let Some(status) = filter.status {
+        select = select.filter(order::Column::Status.eq(status));
+    }
+    if let Some(project) = filter.project_id {
+        select = select.filter(order::Column::ProjectId.eq(project));
+    }
+    let rows = request
+        .descending(select, order::Column::Id)
+        .all(&state.db)
+        .await?;
+    let page = Page::from_rows(rows, request, |o| o.id, |o| o);
+    Ok(Json(Page {
+        items: views(&state.db, page.items).await?,
+        next_cursor: page.next_cursor,
+    }))
+}
+
+/// One order with its status, placement, why it waits and its access.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/orders/{order_id}",
+    tag = "orders",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("order_id" = Uuid, Path, description = "Order id"),
+    ),
+    responses((status = 200, description = "The order", body = Order), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn get_order(
+    State(state): State<AppState>,
+    access: OrgAccess<need::AnyRole>,
+    params: RawPathParams,
+) -> ApiResult<Json<Order>> {
+    let row = find(&state.db, &access.scope, &params).await?;
+    Ok(Json(view(&state.db, row).await?))
+}
+
+/// Orders GPU capacity. It is refused at once when it could never run, and
+/// queued otherwise.
+#[utoipa::path(
+    post,
+    path = "/orgs/{org_id}/orders",
+    tag = "orders",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retry return the first response", max_length = 255, pattern = "^[\\x21-\\x7e]{1,255}$"),
+    ),
+    request_body = CreateOrder,
+    responses((status = 201, description = "The queued order", body = Order), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn create_order(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Member>,
+    ApiJson(request): ApiJson<CreateOrder>,
+) -> ApiResult<(StatusCode, Json<Order>)> {
+    let now = Utc::now();
+    let node_count = request.node_count.unwrap_or(1);
+    let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
+    let mut fields = Fields::default();
+    fields.range("node_count", node_count, 1, NODE_COUNT_MAX);
+    if let Some(duration) = request.duration_seconds {
+        fields.range("duration_seconds", duration, DURATION_MIN, DURATION_MAX);
+    }
+    if request.deadline.is_some_and(|deadline| deadline <= now) {
+        fields.push("deadline", "must be in the future");
+    }
+    let priority_class = match (pricing_class, request.priority_class) {
+        (PricingClass::Spot, None | Some(PriorityClass::Preemptible)) => PriorityClass::Preemptible,
+        (PricingClass::Spot, Some(_)) => {
+            fields.push("priority_class", "spot capacity is always preemptible");
+            PriorityClass::Preemptible
+        }
+        (_, class) => class.unwrap_or(PriorityClass::Standard),
+    };
+    fields.finish()?;
+    let scope = &access.scope;
+    let txn = state.db.begin().await?;
+    let instance = crate::catalog::instance_type_by_ref(&txn, &request.instance_type)
+        .await
+        .map_err(|_| {
+            ApiError::unprocessable(
+                "unknown_instance_type",
+                format!("no instance type {:?}", request.instance_type),
+            )
+        })?;
+    let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
+    let region = match &request.region {
+        Some(reference) => Some(
+            crate::catalog::region_by_ref(&txn, reference)
+                .await
+                .map_err(|_| {
+                    ApiError::unprocessable("unknown_region", format!("no region {reference:?}"))
+                })?,
+        ),
+        None => None,
+    };
+    if let Some(project_id) = request.project_id
+        && scope
+            .select::<project::Entity>()
+            .filter(project::Column::Id.eq(project_id))
+            .one(&txn)
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::unprocessable(
+            "unknown_project",
+            format!("no project {project_id} in this organization"),
+        ));
+    }
+    admission::admit(
+        &txn,
+        &admission::Request {
+            org_id: scope.org_id,
+            project_id: request.project_id,
+            instance: &instance,
+            model: &model,
+            region: region.as_ref(),
+            node_count,
+            pricing_class,
+        },
+    )
+    .await?;
+    let row = order::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        org_id: Set(scope.org_id),
+        project_id: Set(request.project_id),
+        created_by_kind: Set(access.actor.kind.to_owned()),
+        created_by: Set(access.actor.id),
+        kind: Set("instance".to_owned()),
+        instance_type_id: Set(instance.id),
+        gpu_model_id: Set(model.id),
+        gpus_per_node: Set(instance.gpus_per_node),
+        node_count: Set(node_count),
+        region_id: Set(region.as_ref().map(|r| r.id)),
+        priority_class: Set(priority_class),
+        pricing_class: Set(pricing_class),
+        workload_class: Set(request.workload_class.unwrap_or(WorkloadClass::Dev)),
+        duration_seconds: Set(request.duration_seconds),
+        deadline: Set(request.deadline),
+        status: Set(OrderStatus::Queued),
+        pending_reason: Set(Some("waiting for the scheduler".to_owned())),
+        estimated_start: Set(None),
+        failure_reason: Set(None),
+        access: Set(None),
+        attempts: Set(0),
+        started_at: Set(None),
+        ended_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(&txn)
+    .await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: Some(scope.org_id),
+            action: "order.create",
+            target_type: "order",
+            target_id: Some(row.id.to_string()),
+            details: serde_json::json!({
+                "instance_type": instance.name,
+                "node_count": node_count,
+                "pricing_class": pricing_class,
+                "priority_class": priority_class,
+            }),
+            actor: &access.actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    state.scheduler.wake();
+    Ok((StatusCode::CREATED, Json(view(&state.db, row).await?)))
+}
+
+/// Cancels a waiting order or terminates a running one; its GPUs are freed
+/// once its work has stopped. Cancelling a cancelled order changes nothing.
+#[utoipa::path(
+    post,
+    path = "/orgs/{org_id}/orders/{order_id}/cancel",
+    tag = "orders",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("order_id" = Uuid, Path, description = "Order id"),
+    ),
+    responses((status = 200, description = "The cancelled order", body = Order), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn cancel_order(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Member>,
+    params: RawPathParams,
+) -> ApiResult<Json<Order>> {
+    let scope = &access.scope;
+    let txn = state.db.begin().await?;
+    let current = find(&txn, scope, &params).await?;
+    match current.status {
+        OrderStatus::Cancelled => {
+            txn.commit().await?;
+            return Ok(Json(view(&state.db, current).await?));
+        }
+        OrderStatus::Completed | OrderStatus::Failed => {
+            return Err(ApiError::conflict(
+                "order_ended",
+                format!(
+                    "order {} has already ended ({})",
+                    current.id,
+                    current.status.as_str()
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let now = Utc::now();
+    let holding = lifecycle::stop(&txn, current.id, now).await?;
+    let mut row: order::ActiveModel = current.clone().into();
+    row.status = Set(OrderStatus::Cancelled);
+    row.pending_reason = Set(None);
+    row.estimated_start = Set(None);
+    row.updated_at = Set(now);
+    let still_stopping = holding > 0 || current.status == OrderStatus::Preempted;
+    if !still_stopping {
+        row.ended_at = Set(Some(now));
+    }
+    let updated = row.update(&txn).await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: Some(scope.org_id),
+            action: "order.cancel",
+            target_type: "order",
+            target_id: Some(updated.id.to_string()),
+            details: serde_json::json!({ "from": current.status }),
+            actor: &access.actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    state.scheduler.wake();
+    Ok(Json(view(&state.db, updated).await?))
+}

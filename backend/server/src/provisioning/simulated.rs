@@ -1,0 +1,151 @@
+//! The simulated driver: in-process stand-ins for GPU servers, for the
+//! demo, tests and benchmarks. Bringing work up takes a configurable
+//! delay (half "provisioning"), stopping takes another, and a configurable
+//! share of starts fails, as real machines sometimes do.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, TransactionTrait};
+use uuid::Uuid;
+
+use super::Driver;
+use crate::classes::{AllocationState, OrderStatus};
+use crate::entities::{allocation, node, order};
+use crate::orders::lifecycle;
+use crate::scheduling::SchedulerHandle;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub provision: Duration,
+    pub stop: Duration,
+    /// The share of starts that fail, 0 to 1.
+    pub failure_rate: f64,
+}
+
+pub struct SimulatedDriver {
+    db: DatabaseConnection,
+    scheduler: SchedulerHandle,
+    timing: Timing,
+}
+
+impl SimulatedDriver {
+    pub fn new(db: DatabaseConnection, scheduler: SchedulerHandle, timing: Timing) -> Self {
+        Self {
+            db,
+            scheduler,
+            timing,
+        }
+    }
+}
+
+impl Driver for SimulatedDriver {
+    fn start(&self, order_id: Uuid) {
+        let db = self.db.clone();
+        let scheduler = self.scheduler.clone();
+        let timing = self.timing;
+        tokio::spawn(async move {
+            match bring_up(&db, order_id, timing).await {
+                Ok(true) => scheduler.wake(),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, %order_id, "simulated start failed"),
+            }
+        });
+    }
+
+    fn stop(&self, order_id: Uuid, stop_at: DateTime<Utc>) {
+        let db = self.db.clone();
+        let scheduler = self.scheduler.clone();
+        // Work is given until its stop time, then stopping takes its time.
+        let until_stop = (stop_at - Utc::now()).to_std().unwrap_or_default();
+        let delay = until_stop.min(self.timing.stop) + self.timing.stop;
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let done = async {
+                let txn = db.begin().await?;
+                lifecycle::stopped(&txn, order_id, Utc::now()).await?;
+                txn.commit().await
+            };
+            match done.await {
+                Ok(()) => scheduler.wake(),
+                Err(error) => tracing::warn!(%error, %order_id, "simulated stop failed"),
+            }
+        });
+    }
+}
+
+/// Walks an order from scheduled through provisioning to running (or to a
+/// simulated failure). `Ok(true)` when GPUs were freed by a failure.
+async fn bring_up(db: &DatabaseConnection, order_id: Uuid, timing: Timing) -> Result<bool, DbErr> {
+    let half = timing.provision / 2;
+    tokio::time::sleep(half).await;
+    let now = Utc::now();
+    order::Entity::update_many()
+        .col_expr(
+            order::Column::Status,
+            Expr::value(OrderStatus::Provisioning),
+        )
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.eq(OrderStatus::Scheduled))
+        .exec(db)
+        .await?;
+    tokio::time::sleep(timing.provision - half).await;
+    let now = Utc::now();
+    let coming_up = [OrderStatus::Scheduled, OrderStatus::Provisioning];
+    if timing.failure_rate > 0.0 && rand::random::<f64>() < timing.failure_rate {
+        let txn = db.begin().await?;
+        let failed = order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Failed))
+            .col_expr(
+                order::Column::FailureReason,
+                Expr::value(Some(
+                    "the node failed to start the instance (simulated fault)",
+                )),
+            )
+            .col_expr(order::Column::EndedAt, Expr::value(Some(now)))
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(order_id))
+            .filter(order::Column::Status.is_in(coming_up))
+            .exec(&txn)
+            .await?;
+        if failed.rows_affected == 1 {
+            lifecycle::release(&txn, order_id, now).await?;
+        }
+        txn.commit().await?;
+        return Ok(failed.rows_affected == 1);
+    }
+    let access = access_details(db, order_id).await?;
+    order::Entity::update_many()
+        .col_expr(order::Column::Status, Expr::value(OrderStatus::Running))
+        .col_expr(order::Column::StartedAt, Expr::value(Some(now)))
+        .col_expr(order::Column::Access, Expr::value(Some(access)))
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.is_in(coming_up))
+        .exec(db)
+        .await?;
+    Ok(false)
+}
+
+/// How a tenant reaches a simulated instance: one host per node.
+async fn access_details(db: &DatabaseConnection, order_id: Uuid) -> Result<String, DbErr> {
+    let allocations = allocation::Entity::find()
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.eq(AllocationState::Active))
+        .all(db)
+        .await?;
+    let nodes = node::Entity::find()
+        .filter(node::Column::Id.is_in(allocations.iter().map(|a| a.node_id)))
+        .all(db)
+        .await?;
+    let hosts: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(|n| {
+            let host = format!("{}.sim.gantry.internal", n.name);
+            serde_json::json!({ "node": n.name, "host": host, "ssh": format!("ssh gantry@{host}") })
+        })
+        .collect();
+    Ok(serde_json::json!({ "driver": "simulated", "hosts": hosts }).to_string())
+}

@@ -1,0 +1,272 @@
+//! Reads what one scheduling cycle needs from the database into the
+//! engine's snapshot, keeping the ids that turn the engine's names back
+//! into rows.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use chrono::{DateTime, Offset, TimeZone, Utc};
+use gantry_scheduler as engine;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use crate::classes::{AllocationState, NodeState, OrderStatus, PricingClass};
+use crate::entities::{
+    allocation, gpu, gpu_model, instance_type, node, order, price, quota, region,
+};
+
+/// The snapshot and the lookups its decisions are written back with.
+pub struct Loaded {
+    pub snapshot: engine::OwnedSnapshot,
+    /// Node ids by name, and each node's GPU ids by index.
+    pub nodes: HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
+    /// Orders the engine saw, by id.
+    pub orders: HashMap<Uuid, order::Model>,
+}
+
+pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loaded, DbErr> {
+    let models: HashMap<Uuid, gpu_model::Model> = gpu_model::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|m| (m.id, m))
+        .collect();
+    let model_name = |id: &Uuid| models.get(id).map(|m| m.name.clone()).unwrap_or_default();
+    let types: HashMap<Uuid, instance_type::Model> = instance_type::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let regions_rows = region::Entity::find().all(db).await?;
+    let region_names: HashMap<Uuid, String> = regions_rows
+        .iter()
+        .map(|r| (r.id, r.name.clone()))
+        .collect();
+    let prices = price::Entity::find()
+        .filter(price::Column::PricingClass.eq(PricingClass::OnDemand))
+        .filter(price::Column::EffectiveFrom.lte(now))
+        .all(db)
+        .await?;
+    let regions = regions_rows
+        .iter()
+        .map(|r| engine_region(r, &prices, &types, &model_name, now))
+        .collect();
+
+    let node_rows = node::Entity::find().all(db).await?;
+    let mut gpus_by_node: HashMap<Uuid, Vec<gpu::Model>> = HashMap::new();
+    for g in gpu::Entity::find().all(db).await? {
+        gpus_by_node.entry(g.node_id).or_default().push(g);
+    }
+    let mut nodes = HashMap::new();
+    let mut cluster_nodes = Vec::with_capacity(node_rows.len());
+    for n in &node_rows {
+        let mut gpus = gpus_by_node.remove(&n.id).unwrap_or_default();
+        gpus.sort_by_key(|g| g.index);
+        let indices = gpus
+            .iter()
+            .map(|g| (u32::try_from(g.index).unwrap_or(u32::MAX), g.id))
+            .collect();
+        nodes.insert(n.name.clone(), (n.id, indices));
+        cluster_nodes.push(engine::Node {
+            name: n.name.clone(),
+            region: region_names.get(&n.region_id).cloned().unwrap_or_default(),
+            rack: n.rack.clone(),
+            labels: serde_json::from_str::<BTreeSet<String>>(&n.labels).unwrap_or_default(),
+            cpu_milli: u64::try_from(n.cpu_milli).unwrap_or(0),
+            memory_mib: u64::try_from(n.memory_mib).unwrap_or(0),
+            schedulable: n.state == NodeState::Ready,
+            gpus: gpus
+                .iter()
+                .map(|g| engine::Gpu {
+                    index: u32::try_from(g.index).unwrap_or(u32::MAX),
+                    model: model_name(&g.gpu_model_id),
+                    nvlink_domain: u32::try_from(g.nvlink_domain).unwrap_or(0),
+                    healthy: g.healthy && n.state != NodeState::Unhealthy,
+                    mig_slices: None,
+                })
+                .collect(),
+        });
+    }
+
+    let queues = queues(db, &model_name).await?;
+    let live = allocation::Entity::find()
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .all(db)
+        .await?;
+    let order_rows = order::Entity::find()
+        .filter(
+            sea_orm::Condition::any()
+                .add(order::Column::Status.eq(OrderStatus::Queued))
+                .add(order::Column::Id.is_in(live.iter().map(|a| a.order_id))),
+        )
+        .all(db)
+        .await?;
+    let orders: HashMap<Uuid, order::Model> = order_rows.into_iter().map(|o| (o.id, o)).collect();
+    let node_names: HashMap<Uuid, &str> =
+        node_rows.iter().map(|n| (n.id, n.name.as_str())).collect();
+    let mut running: BTreeMap<Uuid, engine::Running> = BTreeMap::new();
+    for a in &live {
+        let Some(o) = orders.get(&a.order_id) else {
+            continue;
+        };
+        let entry = running.entry(o.id).or_insert_with(|| engine::Running {
+            workload: workload(o, &types, &model_name, &region_names),
+            placements: Vec::new(),
+            started_at: o.started_at.unwrap_or(a.created_at).timestamp(),
+            last_checkpoint_at: None,
+            stopping_at: None,
+        });
+        if let Some(stop_at) = a.stop_at.filter(|_| a.state == AllocationState::Stopping) {
+            entry.stopping_at = Some(stop_at.timestamp());
+        }
+        entry.placements.push(engine::Placement {
+            node: node_names
+                .get(&a.node_id)
+                .copied()
+                .unwrap_or_default()
+                .to_owned(),
+            gpus: serde_json::from_str(&a.gpu_indices).unwrap_or_default(),
+        });
+    }
+    let mut pending: Vec<engine::Workload> = orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Queued)
+        .map(|o| workload(o, &types, &model_name, &region_names))
+        .collect();
+    pending.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(Loaded {
+        snapshot: engine::OwnedSnapshot {
+            cluster: engine::Cluster {
+                nodes: cluster_nodes,
+                regions,
+            },
+            queues,
+            running: running.into_values().collect(),
+            pending,
+            reservations: Vec::new(),
+            usage: engine::UsageLedger::default(),
+            now: now.timestamp(),
+        },
+        nodes,
+        orders,
+    })
+}
+
+fn engine_region(
+    row: &region::Model,
+    prices: &[price::Model],
+    types: &HashMap<Uuid, instance_type::Model>,
+    model_name: &impl Fn(&Uuid) -> String,
+    now: DateTime<Utc>,
+) -> engine::Region {
+    let utc_offset_minutes = row
+        .time_zone
+        .parse::<chrono_tz::Tz>()
+        .map(|tz| {
+            tz.offset_from_utc_datetime(&now.naive_utc())
+                .fix()
+                .local_minus_utc()
+                / 60
+        })
+        .unwrap_or(0);
+    let off_peak = match (
+        row.off_peak_start_hour,
+        row.off_peak_end_hour,
+        row.off_peak_multiplier_permille,
+    ) {
+        (Some(start), Some(end), Some(permille)) => Some(engine::OffPeak {
+            start_minute: u32::try_from(start).unwrap_or(0) * 60,
+            end_minute: u32::try_from(end).unwrap_or(0) * 60,
+            price_permille: u32::try_from(permille).unwrap_or(1000),
+        }),
+        _ => None,
+    };
+    // The cheapest on-demand GPU-hour per model here, for time-aware
+    // placement of flexible work.
+    let mut gpu_hour_micros: BTreeMap<String, u64> = BTreeMap::new();
+    for p in prices
+        .iter()
+        .filter(|p| p.region_id.is_none_or(|r| r == row.id))
+    {
+        let Some(t) = types.get(&p.instance_type_id) else {
+            continue;
+        };
+        let per_gpu = u64::try_from(p.hourly_micros).unwrap_or(0)
+            / u64::try_from(t.gpus_per_node.max(1)).unwrap_or(1);
+        let entry = gpu_hour_micros
+            .entry(model_name(&t.gpu_model_id))
+            .or_insert(per_gpu);
+        *entry = (*entry).min(per_gpu);
+    }
+    engine::Region {
+        name: row.name.clone(),
+        utc_offset_minutes,
+        off_peak,
+        gpu_hour_micros,
+    }
+}
+
+/// One queue per organization with quotas: its organization-wide quota per
+/// GPU model. Organizations without quotas get unlimited queues.
+async fn queues(
+    db: &impl ConnectionTrait,
+    model_name: &impl Fn(&Uuid) -> String,
+) -> Result<Vec<engine::Queue>, DbErr> {
+    let mut queues: BTreeMap<Uuid, engine::Queue> = BTreeMap::new();
+    for q in quota::Entity::find()
+        .filter(quota::Column::ProjectId.is_null())
+        .filter(quota::Column::RegionId.is_null())
+        .all(db)
+        .await?
+    {
+        let queue = queues
+            .entry(q.org_id)
+            .or_insert_with(|| engine::Queue::new(&q.org_id.to_string()));
+        queue.quotas.insert(
+            model_name(&q.gpu_model_id),
+            engine::Quota {
+                guaranteed: u32::try_from(q.guaranteed_gpus).unwrap_or(0),
+                borrow_limit: None,
+                max: q.max_gpus.map(|m| u32::try_from(m).unwrap_or(0)),
+            },
+        );
+    }
+    Ok(queues.into_values().collect())
+}
+
+fn workload(
+    o: &order::Model,
+    types: &HashMap<Uuid, instance_type::Model>,
+    model_name: &impl Fn(&Uuid) -> String,
+    region_names: &HashMap<Uuid, String>,
+) -> engine::Workload {
+    let (cpu, memory) = types.get(&o.instance_type_id).map_or((0, 0), |t| {
+        (
+            u64::try_from(t.vcpus).unwrap_or(0) * 1000,
+            u64::try_from(t.memory_gib).unwrap_or(0) * 1024,
+        )
+    });
+    engine::Workload {
+        id: o.id.to_string(),
+        queue: o.org_id.to_string(),
+        gpu_models: vec![model_name(&o.gpu_model_id)],
+        gpus: engine::GpuRequest::Whole(u32::try_from(o.gpus_per_node).unwrap_or(0)),
+        node_count: u32::try_from(o.node_count).unwrap_or(1),
+        cpu_milli_per_node: cpu,
+        memory_mib_per_node: memory,
+        priority: o.priority_class.into(),
+        class: o.workload_class.into(),
+        submitted_at: o.created_at.timestamp(),
+        duration_estimate: o.duration_seconds,
+        deadline: o.deadline.map(|d| d.timestamp()),
+        earliest_start: None,
+        min_runtime: 0,
+        regions: o
+            .region_id
+            .and_then(|r| region_names.get(&r).cloned())
+            .into_iter()
+            .collect(),
+        required_labels: BTreeSet::new(),
+        reservation: None,
+    }
+}

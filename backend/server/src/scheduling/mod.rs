@@ -1,0 +1,249 @@
+//! The scheduling loop inside the server. The process holding the
+//! scheduler lease loads the cluster and queue from the database, asks the
+//! engine for decisions, writes them in one transaction and hands starts
+//! and stops to the provisioning driver. It wakes on every new order,
+//! release or inventory change, and at least every `scheduler_interval_ms`.
+
+pub mod apply;
+pub mod lease;
+pub mod load;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use gantry_scheduler::Policy;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, TransactionTrait};
+use tokio::sync::{Notify, watch};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::classes::{AllocationState, NodeState, OrderStatus};
+use crate::entities::{allocation, node, order};
+use crate::orders::lifecycle;
+use crate::provisioning::Driver;
+use crate::provisioning::simulated::{SimulatedDriver, Timing};
+
+/// The name of the scheduler's lease row.
+pub const LEASE: &str = "scheduler";
+
+/// What request handlers and drivers use to reach the loop.
+#[derive(Clone, Default)]
+pub struct SchedulerHandle {
+    wake: Arc<Notify>,
+    leader: Arc<AtomicBool>,
+}
+
+impl SchedulerHandle {
+    /// Asks for a cycle soon; several requests before it runs make one.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Whether this process runs the loop now.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Relaxed)
+    }
+}
+
+/// Orders already handed to the driver by this process, so each is handed
+/// once per process (and again after a restart).
+#[derive(Default)]
+struct Handed {
+    starts: HashSet<Uuid>,
+    stops: HashSet<Uuid>,
+}
+
+/// Runs the loop until `stop` turns true, then gives the lease up.
+pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+    let holder = Uuid::new_v4().to_string();
+    let config = &state.config;
+    let ttl =
+        chrono::Duration::seconds(i64::try_from(config.scheduler_lease_seconds).unwrap_or(10));
+    let interval = Duration::from_millis(config.scheduler_interval_ms);
+    let driver = SimulatedDriver::new(
+        state.db.clone(),
+        state.scheduler.clone(),
+        Timing {
+            provision: Duration::from_millis(config.simulated_provision_ms),
+            stop: Duration::from_millis(config.simulated_stop_ms),
+            failure_rate: config.simulated_failure_rate,
+        },
+    );
+    let mut handed = Handed::default();
+    loop {
+        match lease::hold(&state.db, LEASE, &holder, ttl).await {
+            Ok(true) => {
+                if !state.scheduler.is_leader() {
+                    tracing::info!(%holder, "this process now runs the scheduling loop");
+                }
+                state.scheduler.leader.store(true, Ordering::Relaxed);
+                if let Err(error) = cycle(&state, &driver, &mut handed).await {
+                    tracing::warn!(%error, "scheduling cycle failed; retrying");
+                }
+            }
+            Ok(false) => {
+                state.scheduler.leader.store(false, Ordering::Relaxed);
+                handed = Handed::default();
+            }
+            Err(error) => {
+                state.scheduler.leader.store(false, Ordering::Relaxed);
+                tracing::warn!(%error, "could not take or renew the scheduler lease");
+            }
+        }
+        tokio::select! {
+            () = state.scheduler.wake.notified() => {}
+            () = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    if state.scheduler.is_leader() {
+        state.scheduler.leader.store(false, Ordering::Relaxed);
+        if let Err(error) = lease::release(&state.db, LEASE, &holder).await {
+            tracing::warn!(%error, "could not give the scheduler lease up");
+        }
+    }
+}
+
+/// One pass: ends work that reached its duration, moves work off draining
+/// and unhealthy nodes, places what waits, and hands the results to the
+/// driver.
+async fn cycle(state: &AppState, driver: &dyn Driver, handed: &mut Handed) -> anyhow::Result<()> {
+    let began = Instant::now();
+    let now = Utc::now();
+    end_expired(state, now).await?;
+    evacuate(state, now).await?;
+    let loaded = load::load(&state.db, now).await?;
+    let pending = loaded.snapshot.pending.len();
+    let (loaded, decisions) = tokio::task::spawn_blocking(move || {
+        let decisions = loaded.snapshot.decide(&Policy::default());
+        (loaded, decisions)
+    })
+    .await?;
+    let applied = apply::apply(&state.db, &loaded, &decisions, now).await?;
+    hand_over(state, driver, handed).await?;
+    if applied.started + applied.preempted + applied.rejected > 0 {
+        tracing::info!(
+            pending,
+            started = applied.started,
+            preempted = applied.preempted,
+            rejected = applied.rejected,
+            elapsed_ms = began.elapsed().as_millis() as u64,
+            "scheduling cycle"
+        );
+    }
+    Ok(())
+}
+
+/// Running orders whose duration has passed are completed and stopped.
+async fn end_expired(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let running = order::Entity::find()
+        .filter(order::Column::Status.eq(OrderStatus::Running))
+        .filter(order::Column::DurationSeconds.is_not_null())
+        .all(&state.db)
+        .await?;
+    for o in running {
+        let (Some(started), Some(duration)) = (o.started_at, o.duration_seconds) else {
+            continue;
+        };
+        if started + chrono::Duration::seconds(duration) > now {
+            continue;
+        }
+        let txn = state.db.begin().await?;
+        let ended = order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Completed))
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(o.id))
+            .filter(order::Column::Status.eq(OrderStatus::Running))
+            .exec(&txn)
+            .await?;
+        if ended.rows_affected == 1 {
+            lifecycle::stop(&txn, o.id, now).await?;
+        }
+        txn.commit().await?;
+    }
+    Ok(())
+}
+
+/// Work on draining or unhealthy nodes is stopped and queued again.
+async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let leaving: Vec<Uuid> = node::Entity::find()
+        .filter(node::Column::State.is_in([NodeState::Draining, NodeState::Unhealthy]))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    if leaving.is_empty() {
+        return Ok(());
+    }
+    let orders: HashSet<Uuid> = allocation::Entity::find()
+        .filter(allocation::Column::NodeId.is_in(leaving))
+        .filter(allocation::Column::State.eq(AllocationState::Active))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|a| a.order_id)
+        .collect();
+    for order_id in orders {
+        let txn = state.db.begin().await?;
+        order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Preempted))
+            .col_expr(
+                order::Column::PendingReason,
+                Expr::value(Some("its node is leaving service".to_owned())),
+            )
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(order_id))
+            .filter(order::Column::Status.is_in([
+                OrderStatus::Scheduled,
+                OrderStatus::Provisioning,
+                OrderStatus::Running,
+            ]))
+            .exec(&txn)
+            .await?;
+        lifecycle::stop(&txn, order_id, now).await?;
+        txn.commit().await?;
+    }
+    Ok(())
+}
+
+/// Hands the driver every order being brought up or stopped that this
+/// process has not handed yet.
+async fn hand_over(
+    state: &AppState,
+    driver: &dyn Driver,
+    handed: &mut Handed,
+) -> Result<(), DbErr> {
+    let coming_up: HashSet<Uuid> = order::Entity::find()
+        .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+    let stopping: Vec<(Uuid, DateTime<Utc>)> = allocation::Entity::find()
+        .filter(allocation::Column::State.eq(AllocationState::Stopping))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|a| (a.order_id, a.stop_at.unwrap_or_else(Utc::now)))
+        .collect();
+    handed.starts.retain(|id| coming_up.contains(id));
+    let stopping_ids: HashSet<Uuid> = stopping.iter().map(|(id, _)| *id).collect();
+    handed.stops.retain(|id| stopping_ids.contains(id));
+    for id in coming_up {
+        if handed.starts.insert(id) {
+            driver.start(id);
+        }
+    }
+    for (id, stop_at) in stopping {
+        if handed.stops.insert(id) {
+            driver.stop(id, stop_at);
+        }
+    }
+    Ok(())
+}
