@@ -8,3 +8,4 @@ mod flows;
 mod isolation;
 mod migrations;
 mod openapi;
+mod orders;

@@ -135,6 +135,13 @@ impl TestServer {
         }
     }
 
+    /// Shuts the server down as SIGTERM would, keeping its database.
+    pub fn stop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            shutdown.send(()).ok();
+        }
+    }
+
     pub fn db(&self) -> &DatabaseConnection {
         &self.state.db
     }
@@ -172,6 +179,10 @@ impl TestServer {
     pub async fn patch(&self, path: &str, token: &str, body: Value) -> Reply {
         self.call(Method::PATCH, path, Some(token), Some(body))
             .await
+    }
+
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::PUT, path, Some(token), Some(body)).await
     }
 
     pub async fn delete(&self, path: &str, token: &str) -> Reply {
@@ -254,6 +265,135 @@ impl TestServer {
         (reply.id("/id"), reply.str("/secret"))
     }
 
+    /// A new platform operator.
+    pub async fn operator(&self) -> Tenant {
+        let tenant = self.signup("operator").await;
+        gantry_server::operators::create_or_promote(self.db(), &tenant.email, PASSWORD)
+            .await
+            .expect("promote to operator");
+        tenant
+    }
+
+    /// A catalog with regions `r1` and `r2`, the GPU model `H100`, instance
+    /// types `h100x1`, `h100x4` and `h100x8` (whole node) priced on demand
+    /// and spot, and `nodes` simulated 8-GPU nodes `n1…` in `r1`.
+    pub async fn cluster(&self, operator: &Tenant, nodes: usize) {
+        let token = &operator.token;
+        for region in ["r1", "r2"] {
+            self.post(
+                "/api/v1/admin/catalog/regions",
+                token,
+                json!({ "name": region, "display_name": region, "time_zone": "Europe/Berlin" }),
+            )
+            .await
+            .expect(StatusCode::CREATED);
+        }
+        self.post(
+            "/api/v1/admin/catalog/gpu-models",
+            token,
+            json!({ "name": "H100", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink" }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+        for gpus in [1, 4, 8] {
+            let created = self
+                .post(
+                    "/api/v1/admin/catalog/instance-types",
+                    token,
+                    json!({ "name": format!("h100x{gpus}"), "gpu_model": "H100", "gpus_per_node": gpus, "vcpus": 12 * gpus, "memory_gib": 128 * gpus }),
+                )
+                .await;
+            created.expect(StatusCode::CREATED);
+            for (class, micros) in [("on_demand", 2_000_000), ("spot", 800_000)] {
+                self.post(
+                    &format!(
+                        "/api/v1/admin/catalog/instance-types/{}/prices",
+                        created.id("/id")
+                    ),
+                    token,
+                    json!({ "pricing_class": class, "hourly_micros": micros * gpus }),
+                )
+                .await
+                .expect(StatusCode::CREATED);
+            }
+        }
+        self.add_nodes(operator, "r1", 1..=nodes).await;
+    }
+
+    /// Simulated 8-GPU nodes named `n{i}` in `region`.
+    pub async fn add_nodes(
+        &self,
+        operator: &Tenant,
+        region: &str,
+        range: std::ops::RangeInclusive<usize>,
+    ) {
+        for i in range {
+            self.post(
+                "/api/v1/admin/nodes",
+                &operator.token,
+                json!({ "name": format!("n{i}"), "region": region, "instance_type": "h100x8" }),
+            )
+            .await
+            .expect(StatusCode::CREATED);
+        }
+    }
+
+    /// Places an order and expects it queued.
+    pub async fn order(&self, tenant: &Tenant, body: Value) -> Uuid {
+        let reply = self
+            .post(
+                &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+                &tenant.token,
+                body,
+            )
+            .await;
+        reply.expect(StatusCode::CREATED);
+        assert_eq!(reply.body["status"], "queued");
+        reply.id("/id")
+    }
+
+    /// Polls an order until `done` holds, for up to 20 s.
+    pub async fn wait_order(
+        &self,
+        tenant: &Tenant,
+        order: Uuid,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let path = format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id);
+        let mut last = Value::Null;
+        for _ in 0..400 {
+            let reply = self.get(&path, &tenant.token).await;
+            reply.expect(StatusCode::OK);
+            if done(&reply.body) {
+                return reply.body;
+            }
+            last = reply.body;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("order {order} never became {what}; last seen: {last:#}");
+    }
+
+    /// Polls an order until it reaches `status`.
+    pub async fn wait_status(&self, tenant: &Tenant, order: Uuid, status: &str) -> Value {
+        self.wait_order(tenant, order, status, |o| o["status"] == status)
+            .await
+    }
+
+    /// One number from SQL.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let row = self
+            .db()
+            .query_one_raw(Statement::from_string(
+                self.db().get_database_backend(),
+                sql,
+            ))
+            .await
+            .expect("query")
+            .expect("row");
+        row.try_get_by_index::<i64>(0).expect("count value")
+    }
+
     /// Row counts of every table, to prove a refused request changed nothing.
     pub async fn table_counts(&self) -> Vec<(String, i64)> {
         let mut counts = Vec::new();
@@ -265,6 +405,11 @@ impl TestServer {
             "api_keys",
             "audit_log",
             "idempotency_keys",
+            "orders",
+            "allocations",
+            "gpu_claims",
+            "quotas",
+            "nodes",
         ] {
             let row = self
                 .db()

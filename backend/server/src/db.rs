@@ -6,7 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 use gantry_migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+};
 
 /// Opens a pool. For SQLite the file and its directory are created when
 /// missing, and every pooled connection gets the pragmas it needs (they are
@@ -43,6 +46,18 @@ fn sqlite_path(url: &str) -> Option<&str> {
         .or_else(|| url.strip_prefix("sqlite:"))?;
     let path = rest.split('?').next().unwrap_or_default();
     (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+/// Begins a transaction that may write. On SQLite it takes the write lock
+/// at once (`BEGIN IMMEDIATE`): a deferred transaction that read first
+/// cannot upgrade after another writer committed, and would fail instead of
+/// waiting its turn. PostgreSQL ignores the option.
+pub async fn write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    db.begin_with_options(TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    })
+    .await
 }
 
 /// Applies every pending migration.

@@ -4,9 +4,7 @@
 //! queueing, gangs and fragmentation at once.
 
 use chrono::Utc;
-use sea_orm::{
-    ActiveModelTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Set, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Set};
 use uuid::Uuid;
 
 use crate::auth::password::PasswordHasher;
@@ -58,22 +56,30 @@ const MODELS: [Model; 3] = [
     },
 ];
 
-/// Nodes per region and model, in the order of `MODELS`.
-const REGIONS: [(&str, &str, &str, &[&str], [usize; 3]); 2] = [
-    (
-        "us-east",
-        "US East (Virginia)",
-        "America/New_York",
-        &[],
-        [8, 4, 4],
-    ),
-    (
-        "eu-central",
-        "EU Central (Frankfurt)",
-        "Europe/Berlin",
-        &["eu-gdpr"],
-        [6, 2, 4],
-    ),
+struct Region {
+    name: &'static str,
+    display_name: &'static str,
+    time_zone: &'static str,
+    tags: &'static [&'static str],
+    /// Nodes per model, in the order of `MODELS`.
+    nodes: [usize; 3],
+}
+
+const REGIONS: [Region; 2] = [
+    Region {
+        name: "us-east",
+        display_name: "US East (Virginia)",
+        time_zone: "America/New_York",
+        tags: &[],
+        nodes: [8, 4, 4],
+    },
+    Region {
+        name: "eu-central",
+        display_name: "EU Central (Frankfurt)",
+        time_zone: "Europe/Berlin",
+        tags: &["eu-gdpr"],
+        nodes: [6, 2, 4],
+    },
 ];
 
 /// Seeds the demo when the database has no catalog yet; `false` when it
@@ -91,16 +97,16 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         request_id: String::new(),
         source_address: "local".into(),
     };
-    let txn = db.begin().await?;
+    let txn = crate::db::write(db).await?;
     let mut regions = Vec::new();
-    for (name, display, zone, tags, _) in REGIONS {
+    for spec in &REGIONS {
         regions.push(
             region::ActiveModel {
                 id: Set(Uuid::now_v7()),
-                name: Set(name.to_owned()),
-                display_name: Set(display.to_owned()),
-                time_zone: Set(zone.to_owned()),
-                compliance_tags: Set(serde_json::to_string(tags)?),
+                name: Set(spec.name.to_owned()),
+                display_name: Set(spec.display_name.to_owned()),
+                time_zone: Set(spec.time_zone.to_owned()),
+                compliance_tags: Set(serde_json::to_string(spec.tags)?),
                 off_peak_start_hour: Set(Some(22)),
                 off_peak_end_hour: Set(Some(6)),
                 off_peak_multiplier_permille: Set(Some(700)),
@@ -173,8 +179,9 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
             count *= 2;
         }
     }
-    for ((name, _, _, _, counts), region) in REGIONS.iter().zip(&regions) {
-        for ((instance, model), count) in whole_nodes.iter().zip(counts) {
+    for (spec, region) in REGIONS.iter().zip(&regions) {
+        let name = spec.name;
+        for ((instance, model), count) in whole_nodes.iter().zip(&spec.nodes) {
             for index in 0..*count {
                 let short = model
                     .name

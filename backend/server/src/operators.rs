@@ -1,10 +1,7 @@
 //! Platform operators, created or promoted from the command line.
 
 use chrono::Utc;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
-    TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
 use crate::audit::{self, Change};
@@ -33,7 +30,7 @@ pub async fn create_or_promote(
         request_id: String::new(),
         source_address: "local".into(),
     };
-    let txn = db.begin().await?;
+    let txn = crate::db::write(db).await?;
     let existing = user::Entity::find()
         .filter(user::Column::Email.eq(&email))
         .one(&txn)

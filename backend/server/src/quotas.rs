@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use axum::Json;
 use axum::extract::{RawPathParams, State};
 use chrono::Utc;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, TransactionTrait};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -246,7 +246,7 @@ async fn set_quotas(
         }
     }
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let org = find_org(&txn, &params).await?;
     let mut rows = Vec::new();
     let mut seen = HashSet::new();

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -185,7 +185,7 @@ async fn signup(
     let now = Utc::now();
     let user_id = Uuid::now_v7();
     let actor = actor.as_user(user_id);
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let user = sea_orm::ActiveModelTrait::insert(
         user::ActiveModel {
             id: sea_orm::Set(user_id),

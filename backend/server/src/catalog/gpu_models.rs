@@ -7,7 +7,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set,
-    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -166,7 +165,7 @@ async fn create_gpu_model(
     fields.range("memory_gib", request.memory_gib, 1, MEMORY_GIB_MAX);
     fields.slug("interconnect", &request.interconnect);
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     if gpu_model::Entity::find()
         .filter(gpu_model::Column::Name.eq(&request.name))
         .one(&txn)
@@ -232,7 +231,7 @@ async fn update_gpu_model(
         fields.slug("interconnect", interconnect);
     }
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let mut row: gpu_model::ActiveModel = current.into();
     if let Some(vendor) = request.vendor {
@@ -280,7 +279,7 @@ async fn delete_gpu_model(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let types = instance_type::Entity::find()
         .filter(instance_type::Column::GpuModelId.eq(current.id))

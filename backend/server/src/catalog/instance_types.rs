@@ -7,7 +7,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set,
-    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -203,7 +202,7 @@ async fn create_instance_type(
     fields.range("memory_gib", request.memory_gib, 1, MEMORY_GIB_MAX);
     fields.range("disk_gib", request.disk_gib, 0, DISK_GIB_MAX);
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let model = super::gpu_model_by_ref(&txn, &request.gpu_model)
         .await
         .map_err(|_| {
@@ -278,7 +277,7 @@ async fn update_instance_type(
         fields.range("disk_gib", disk, 0, DISK_GIB_MAX);
     }
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let mut row: instance_type::ActiveModel = current.into();
     if let Some(vcpus) = request.vcpus {
@@ -327,7 +326,7 @@ async fn delete_instance_type(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let orders = order::Entity::find()
         .filter(order::Column::InstanceTypeId.eq(current.id))

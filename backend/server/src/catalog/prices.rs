@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -191,7 +190,7 @@ async fn create_price(
         );
     }
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let instance = find_type(&txn, &params).await?;
     let region = match &request.region {
         Some(reference) => Some(super::region_by_ref(&txn, reference).await.map_err(|_| {

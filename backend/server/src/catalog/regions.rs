@@ -5,9 +5,7 @@ use axum::Json;
 use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -249,7 +247,7 @@ async fn create_region(
     let tags = check_tags(&mut fields, &request.compliance_tags);
     check_off_peak(&mut fields, request.off_peak.as_ref());
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     if region::Entity::find()
         .filter(region::Column::Name.eq(&request.name))
         .one(&txn)
@@ -320,7 +318,7 @@ async fn update_region(
         check_off_peak(&mut fields, off_peak.as_ref());
     }
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let mut row: region::ActiveModel = current.clone().into();
     if let Some(name) = display_name {
@@ -368,7 +366,7 @@ async fn delete_region(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let nodes = node::Entity::find()
         .filter(node::Column::RegionId.eq(current.id))

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, Set, TransactionTrait,
+    QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -362,7 +362,7 @@ async fn create_simulated_node(
         fields.label(&format!("labels[{index}]"), label);
     }
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let region = crate::catalog::region_by_ref(&txn, &request.region)
         .await
         .map_err(|_| {
@@ -423,7 +423,7 @@ async fn set_state(
     params: &RawPathParams,
     to: NodeState,
 ) -> ApiResult<Json<Node>> {
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, params).await?;
     if current.state == NodeState::Unhealthy && to != NodeState::Ready {
         return Err(ApiError::conflict(
@@ -529,7 +529,7 @@ async fn delete_node(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, &params).await?;
     let live = allocation::Entity::find()
         .filter(allocation::Column::NodeId.eq(current.id))

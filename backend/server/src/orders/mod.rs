@@ -13,7 +13,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -311,7 +310,7 @@ async fn create_order(
     };
     fields.finish()?;
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let instance = crate::catalog::instance_type_by_ref(&txn, &request.instance_type)
         .await
         .map_err(|_| {
@@ -431,7 +430,7 @@ async fn cancel_order(
     params: RawPathParams,
 ) -> ApiResult<Json<Order>> {
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, scope, &params).await?;
     match current.status {
         OrderStatus::Cancelled => {

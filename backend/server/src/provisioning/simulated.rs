@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::Driver;
@@ -63,7 +63,7 @@ impl Driver for SimulatedDriver {
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let done = async {
-                let txn = db.begin().await?;
+                let txn = crate::db::write(&db).await?;
                 lifecycle::stopped(&txn, order_id, Utc::now()).await?;
                 txn.commit().await
             };
@@ -95,7 +95,7 @@ async fn bring_up(db: &DatabaseConnection, order_id: Uuid, timing: Timing) -> Re
     let now = Utc::now();
     let coming_up = [OrderStatus::Scheduled, OrderStatus::Provisioning];
     if timing.failure_rate > 0.0 && rand::random::<f64>() < timing.failure_rate {
-        let txn = db.begin().await?;
+        let txn = crate::db::write(db).await?;
         let failed = order::Entity::update_many()
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Failed))
             .col_expr(

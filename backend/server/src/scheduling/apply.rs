@@ -6,9 +6,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use gantry_scheduler as engine;
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, TransactionTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
 use super::load::Loaded;
@@ -31,7 +29,7 @@ pub async fn apply(
     decisions: &engine::Decisions,
     now: DateTime<Utc>,
 ) -> Result<Applied, DbErr> {
-    let txn = db.begin().await?;
+    let txn = crate::db::write(db).await?;
     let mut applied = Applied::default();
     for start in &decisions.starts {
         if self::start(&txn, loaded, start, now).await? {

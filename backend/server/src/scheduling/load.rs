@@ -88,7 +88,7 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
         });
     }
 
-    let queues = queues(db, &model_name).await?;
+    let mut queues = queues(db, &model_name).await?;
     let live = allocation::Entity::find()
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(db)
@@ -102,6 +102,16 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
         .all(db)
         .await?;
     let orders: HashMap<Uuid, order::Model> = order_rows.into_iter().map(|o| (o.id, o)).collect();
+    // Every organization with work gets a queue; one without quota rows
+    // has no limits.
+    let with_quota: std::collections::HashSet<String> =
+        queues.iter().map(|q| q.name.clone()).collect();
+    let unlimited: BTreeSet<String> = orders
+        .values()
+        .map(|o| o.org_id.to_string())
+        .filter(|org| !with_quota.contains(org))
+        .collect();
+    queues.extend(unlimited.iter().map(|org| engine::Queue::new(org)));
     let node_names: HashMap<Uuid, &str> =
         node_rows.iter().map(|n| (n.id, n.name.as_str())).collect();
     let mut running: BTreeMap<Uuid, engine::Running> = BTreeMap::new();
@@ -207,7 +217,7 @@ fn engine_region(
 }
 
 /// One queue per organization with quotas: its organization-wide quota per
-/// GPU model. Organizations without quotas get unlimited queues.
+/// GPU model.
 async fn queues(
     db: &impl ConnectionTrait,
     model_name: &impl Fn(&Uuid) -> String,

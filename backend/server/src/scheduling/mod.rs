@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use gantry_scheduler::Policy;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter};
 use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
@@ -152,7 +152,7 @@ async fn end_expired(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> 
         if started + chrono::Duration::seconds(duration) > now {
             continue;
         }
-        let txn = state.db.begin().await?;
+        let txn = crate::db::write(&state.db).await?;
         let ended = order::Entity::update_many()
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Completed))
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
@@ -189,7 +189,7 @@ async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
         .map(|a| a.order_id)
         .collect();
     for order_id in orders {
-        let txn = state.db.begin().await?;
+        let txn = crate::db::write(&state.db).await?;
         order::Entity::update_many()
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Preempted))
             .col_expr(

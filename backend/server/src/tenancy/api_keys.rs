@@ -6,7 +6,7 @@ use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set, TransactionTrait};
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -147,7 +147,7 @@ async fn create_api_key(
         Principal::ApiKey { .. } => None,
     };
     let generated = api_key_secret::generate();
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let row = api_key::ActiveModel {
         id: Set(generated.id),
         org_id: Set(scope.org_id),
@@ -205,7 +205,7 @@ async fn revoke_api_key(
 ) -> ApiResult<StatusCode> {
     let key_id = path_uuid(&params, "key_id", Resource::ApiKey)?;
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let key = scope
         .select::<api_key::Entity>()
         .filter(api_key::Column::Id.eq(key_id))

@@ -6,7 +6,6 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, Set,
-    TransactionTrait,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -188,7 +187,7 @@ async fn add_member(
             )
         })?;
 
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     orgs::lock(&txn, scope.org_id).await?;
     if find_member(&txn, scope, account.id).await.is_ok() {
         return Err(ApiError::conflict(
@@ -248,7 +247,7 @@ async fn change_role(
 ) -> ApiResult<Json<Member>> {
     let user_id = member_path(&params)?;
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     orgs::lock(&txn, scope.org_id).await?;
     let current = find_member(&txn, scope, user_id).await?;
     check_owner_rule(scope, &[current.role, request.role])?;
@@ -308,7 +307,7 @@ async fn remove_member(
             scope.role.as_str()
         )));
     }
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     orgs::lock(&txn, scope.org_id).await?;
     let current = find_member(&txn, scope, user_id).await?;
     if !leaving {

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, JoinType, QueryFilter,
-    QuerySelect, RelationTrait, Set, TransactionTrait,
+    QuerySelect, RelationTrait, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -189,7 +189,7 @@ async fn create_org(
     let mut fields = Fields::default();
     let name = fields.name("name", &request.name, NAME_MAX);
     fields.finish()?;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let org = create_in(&txn, &actor, session.user_id, name).await?;
     txn.commit().await?;
     state.identities.forget_user(session.user_id);
@@ -237,7 +237,7 @@ async fn update_org(
         .map(|name| fields.name("name", &name, NAME_MAX));
     fields.finish()?;
     let org_id = access.scope.org_id;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = organization::Entity::find_by_id(org_id)
         .one(&txn)
         .await?

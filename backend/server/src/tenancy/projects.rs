@@ -4,9 +4,7 @@ use axum::Json;
 use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set, TransactionTrait,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -176,7 +174,7 @@ async fn create_project(
     let description = fields.text("description", &request.description, DESCRIPTION_MAX);
     fields.finish()?;
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     ensure_name_free(&txn, scope, &name, None).await?;
     let now = Utc::now();
     let row = project::ActiveModel {
@@ -253,7 +251,7 @@ async fn update_project(
         .map(|text| fields.text("description", &text, DESCRIPTION_MAX));
     fields.finish()?;
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, scope, &params).await?;
     if let Some(name) = &name {
         ensure_name_free(&txn, scope, name, Some(current.id)).await?;
@@ -304,7 +302,7 @@ async fn delete_project(
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
     let scope = &access.scope;
-    let txn = state.db.begin().await?;
+    let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, scope, &params).await?;
     project::Entity::delete_by_id(current.id).exec(&txn).await?;
     audit::record(

@@ -1,0 +1,644 @@
+//! Ordering GPU capacity end to end: admission, the scheduling loop, the
+//! simulated driver, cancel and release, preemption, quotas, gangs on a
+//! fragmented cluster, concurrency and the scheduler lease.
+
+use std::collections::HashSet;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{Engine, TestServer};
+
+crate::on_both_engines!(
+    order_runs_on_exact_gpus_and_cancel_releases_them,
+    gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees,
+    production_preempts_batch_which_is_queued_again,
+    quota_refuses_or_queues_and_raising_it_starts_the_order,
+    admission_refuses_what_can_never_run,
+    idempotent_order_creation_makes_one_order,
+    parallel_orders_never_double_allocate_or_exceed_quota,
+    draining_a_node_moves_its_work,
+    one_replica_runs_the_loop_and_hands_it_over,
+);
+
+fn gpu_ids(order: &Value) -> Vec<(String, u64)> {
+    order["placement"]
+        .as_array()
+        .expect("placement")
+        .iter()
+        .flat_map(|p| {
+            let node = p["node_name"].as_str().expect("node name").to_owned();
+            p["gpu_ids"]
+                .as_array()
+                .expect("gpu ids")
+                .iter()
+                .map(move |g| (node.clone(), g.as_u64().expect("gpu id")))
+        })
+        .collect()
+}
+
+async fn order_runs_on_exact_gpus_and_cancel_releases_them(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+
+    let types = server
+        .get("/api/v1/catalog/instance-types", &tenant.token)
+        .await;
+    types.expect(StatusCode::OK);
+    let h100x8 = types
+        .items()
+        .iter()
+        .find(|t| t["name"] == "h100x8")
+        .expect("h100x8 in the catalog");
+    assert_eq!(h100x8["gpus_per_node"], 8);
+    let classes: HashSet<&str> = h100x8["prices"]
+        .as_array()
+        .expect("prices")
+        .iter()
+        .map(|p| p["pricing_class"].as_str().expect("class"))
+        .collect();
+    assert_eq!(classes, HashSet::from(["on_demand", "spot"]));
+
+    let id = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "region": "r1" }),
+        )
+        .await;
+    let running = server.wait_status(&tenant, id, "running").await;
+    let gpus = gpu_ids(&running);
+    assert_eq!(gpus.len(), 8);
+    let node = &gpus[0].0;
+    assert!(gpus.iter().all(|(n, _)| n == node));
+    let mut indices: Vec<u64> = gpus.iter().map(|(_, g)| *g).collect();
+    indices.sort_unstable();
+    assert_eq!(indices, (0..8).collect::<Vec<_>>());
+    assert_eq!(running["attempts"], 1);
+    assert!(running["started_at"].is_string());
+    assert!(running["access"]["hosts"][0]["host"].is_string());
+    assert_eq!(server.count("SELECT COUNT(*) FROM gpu_claims").await, 8);
+
+    let quotas = server
+        .get(
+            &format!("/api/v1/orgs/{}/quotas", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    quotas.expect(StatusCode::OK);
+
+    let cancelled = server
+        .post(
+            &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
+            &tenant.token,
+            json!({}),
+        )
+        .await;
+    cancelled.expect(StatusCode::OK);
+    assert_eq!(cancelled.body["status"], "cancelled");
+    let released = server
+        .wait_order(&tenant, id, "released", |o| {
+            o["placement"].as_array().is_some_and(Vec::is_empty) && o["ended_at"].is_string()
+        })
+        .await;
+    assert_eq!(released["status"], "cancelled");
+    assert!(released["access"].is_null());
+    assert_eq!(server.count("SELECT COUNT(*) FROM gpu_claims").await, 0);
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM allocations WHERE state = 'released' AND released_at IS NOT NULL")
+            .await,
+        1
+    );
+    // Cancelling again changes nothing.
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
+            &tenant.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::OK);
+
+    // Another tenant sees none of it.
+    let other = server.signup("other").await;
+    for path in [
+        format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id),
+        format!("/api/v1/orgs/{}/orders", tenant.org_id),
+    ] {
+        server
+            .get(&path, &other.token)
+            .await
+            .expect_problem(StatusCode::NOT_FOUND, "organization_not_found");
+    }
+    server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{id}", other.org_id),
+            &other.token,
+        )
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "order_not_found");
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders/{id}/cancel", other.org_id),
+            &other.token,
+            json!({}),
+        )
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "order_not_found");
+    let listed = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders", other.org_id),
+            &other.token,
+        )
+        .await;
+    assert!(listed.items().is_empty());
+}
+
+async fn cancel(server: &TestServer, tenant: &crate::support::Tenant, id: uuid::Uuid) {
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
+            &tenant.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::OK);
+}
+
+async fn gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 3).await;
+    let tenant = server.signup("tenant").await;
+
+    // Fill all 24 GPUs with single-GPU orders.
+    let mut singles = Vec::new();
+    for _ in 0..24 {
+        singles.push(
+            server
+                .order(&tenant, json!({ "instance_type": "h100x1" }))
+                .await,
+        );
+    }
+    let mut by_node: std::collections::BTreeMap<String, Vec<uuid::Uuid>> = Default::default();
+    for id in &singles {
+        let order = server.wait_status(&tenant, *id, "running").await;
+        by_node
+            .entry(gpu_ids(&order)[0].0.clone())
+            .or_default()
+            .push(*id);
+    }
+    assert_eq!(by_node.len(), 3);
+    assert!(by_node.values().all(|ids| ids.len() == 8));
+
+    // Free 6 GPUs on every node: 18 free, none with 8.
+    let nodes: Vec<String> = by_node.keys().cloned().collect();
+    for node in &nodes {
+        for id in &by_node[node][..6] {
+            cancel(&server, &tenant, *id).await;
+        }
+    }
+    let gang = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "node_count": 2 }),
+        )
+        .await;
+    let waiting = server
+        .wait_order(&tenant, gang, "waiting for fragmentation", |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("fragmentation: 18 H100 free"))
+        })
+        .await;
+    assert_eq!(waiting["status"], "queued");
+    assert!(waiting["placement"].as_array().is_some_and(Vec::is_empty));
+
+    // Emptying two nodes lets the gang start on exactly those two.
+    for node in &nodes[..2] {
+        for id in &by_node[node][6..] {
+            cancel(&server, &tenant, *id).await;
+        }
+    }
+    let running = server.wait_status(&tenant, gang, "running").await;
+    let gpus = gpu_ids(&running);
+    assert_eq!(gpus.len(), 16);
+    let used: HashSet<&str> = gpus.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(used, nodes[..2].iter().map(String::as_str).collect());
+}
+
+async fn production_preempts_batch_which_is_queued_again(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+
+    let batch = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "priority_class": "batch", "workload_class": "batch" }),
+        )
+        .await;
+    server.wait_status(&tenant, batch, "running").await;
+    let production = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "priority_class": "production", "workload_class": "inference" }),
+        )
+        .await;
+    let running = server.wait_status(&tenant, production, "running").await;
+    assert_eq!(gpu_ids(&running).len(), 8);
+    let requeued = server.wait_status(&tenant, batch, "queued").await;
+    assert_eq!(requeued["attempts"], 1);
+    assert!(requeued["placement"].as_array().is_some_and(Vec::is_empty));
+    assert!(requeued["pending_reason"].is_string());
+
+    // Once the production order ends, the batch order runs again.
+    cancel(&server, &tenant, production).await;
+    let again = server.wait_status(&tenant, batch, "running").await;
+    assert_eq!(again["attempts"], 2);
+}
+
+async fn quota_refuses_or_queues_and_raising_it_starts_the_order(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 3).await;
+    let tenant = server.signup("tenant").await;
+    let quotas_path = format!("/api/v1/admin/orgs/{}/quotas", tenant.org_id);
+    let set = server
+        .put(
+            &quotas_path,
+            &operator.token,
+            json!({ "quotas": [{ "gpu_model": "H100", "guaranteed_gpus": 8, "max_gpus": 8 }] }),
+        )
+        .await;
+    set.expect(StatusCode::OK);
+    assert_eq!(set.body[0]["max_gpus"], 8);
+
+    // More than the maximum at once can never run.
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+            &tenant.token,
+            json!({ "instance_type": "h100x8", "node_count": 2 }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "quota_exceeded");
+
+    let first = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&tenant, first, "running").await;
+    let second = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    let waiting = server
+        .wait_order(&tenant, second, "waiting for quota", |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("quota:"))
+        })
+        .await;
+    assert_eq!(waiting["status"], "queued");
+    let quotas = server
+        .get(
+            &format!("/api/v1/orgs/{}/quotas", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    quotas.expect(StatusCode::OK);
+    assert_eq!(quotas.body[0]["used_gpus"], 8);
+    assert_eq!(quotas.body[0]["gpu_model"], "H100");
+
+    // Tenants cannot change their own quota.
+    server
+        .put(&quotas_path, &tenant.token, json!({ "quotas": [] }))
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+
+    server
+        .put(
+            &quotas_path,
+            &operator.token,
+            json!({ "quotas": [{ "gpu_model": "H100", "guaranteed_gpus": 8, "max_gpus": 16 }] }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    server.wait_status(&tenant, second, "running").await;
+}
+
+async fn admission_refuses_what_can_never_run(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+    let before = server.table_counts().await;
+    let path = format!("/api/v1/orgs/{}/orders", tenant.org_id);
+    for (body, code) in [
+        (
+            json!({ "instance_type": "h100x8", "node_count": 3 }),
+            "never_fits",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "region": "r2" }),
+            "never_fits",
+        ),
+        (
+            json!({ "instance_type": "a100x8" }),
+            "unknown_instance_type",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "region": "mars" }),
+            "unknown_region",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "pricing_class": "reserved" }),
+            "not_offered",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "node_count": 0 }),
+            "validation_failed",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "duration_seconds": 5 }),
+            "validation_failed",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "deadline": "2001-01-01T00:00:00Z" }),
+            "validation_failed",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "pricing_class": "spot", "priority_class": "production" }),
+            "validation_failed",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "project_id": uuid::Uuid::new_v4() }),
+            "unknown_project",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "node_count": "two" }),
+            "invalid_body",
+        ),
+        (
+            json!({ "instance_type": "h100x8", "gpus": 8 }),
+            "invalid_body",
+        ),
+    ] {
+        let reply = server.post(&path, &tenant.token, body.clone()).await;
+        reply.expect_problem(StatusCode::UNPROCESSABLE_ENTITY, code);
+        assert!(!reply.str("/detail").is_empty(), "{body}");
+    }
+    // A viewer may look but not order; tenants may not use the admin API.
+    let viewer = server.member_of(&tenant, "viewer", "viewer").await;
+    server
+        .post(&path, &viewer.token, json!({ "instance_type": "h100x8" }))
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    for admin in ["/api/v1/admin/nodes", "/api/v1/admin/catalog/regions"] {
+        server
+            .post(admin, &tenant.token, json!({}))
+            .await
+            .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    }
+    let mut after = server.table_counts().await;
+    // The viewer's sign-up and membership are the only new rows.
+    after.retain(|(table, _)| {
+        !["users", "organizations", "memberships", "audit_log"].contains(&table.as_str())
+    });
+    let mut before = before;
+    before.retain(|(table, _)| {
+        !["users", "organizations", "memberships", "audit_log"].contains(&table.as_str())
+    });
+    assert_eq!(before, after);
+}
+
+async fn idempotent_order_creation_makes_one_order(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let path = format!("/api/v1/orgs/{}/orders", tenant.org_id);
+    let body = json!({ "instance_type": "h100x1" });
+    let mut ids = HashSet::new();
+    for _ in 0..3 {
+        let response = server
+            .keyed_post(&path, &tenant.token, "order-retry-1", &body)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let order: Value = response.json().await.expect("json");
+        ids.insert(order["id"].as_str().expect("id").to_owned());
+    }
+    assert_eq!(ids.len(), 1);
+    assert_eq!(server.count("SELECT COUNT(*) FROM orders").await, 1);
+}
+
+async fn parallel_orders_never_double_allocate_or_exceed_quota(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 8).await;
+    let tenants = [
+        server.signup("a").await,
+        server.signup("b").await,
+        server.signup("c").await,
+        server.signup("d").await,
+    ];
+    server
+        .put(
+            &format!("/api/v1/admin/orgs/{}/quotas", tenants[0].org_id),
+            &operator.token,
+            json!({ "quotas": [{ "gpu_model": "H100", "guaranteed_gpus": 0, "max_gpus": 10 }] }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let mut requests = Vec::new();
+    for i in 0..200 {
+        let tenant = &tenants[i % tenants.len()];
+        let body = if i % 5 == 0 {
+            json!({ "instance_type": "h100x4" })
+        } else {
+            json!({ "instance_type": "h100x1" })
+        };
+        let request = server
+            .http
+            .post(server.url(&format!("/api/v1/orgs/{}/orders", tenant.org_id)))
+            .bearer_auth(&tenant.token)
+            .json(&body)
+            .send();
+        requests.push(request);
+    }
+    let responses = futures_join(requests).await;
+    assert!(responses.iter().all(|s| *s == StatusCode::CREATED));
+    // Let the loop place what fits: 64 GPUs for far more asked.
+    let mut placed = 0;
+    for _ in 0..200 {
+        placed = server.count("SELECT COUNT(*) FROM gpu_claims").await;
+        let scheduled = server
+            .count("SELECT COUNT(*) FROM orders WHERE status IN ('scheduled', 'provisioning')")
+            .await;
+        if placed == 64 && scheduled == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    if placed != 64 {
+        let waiting = server
+            .get(
+                &format!("/api/v1/orgs/{}/orders?limit=3", tenants[1].org_id),
+                &tenants[1].token,
+            )
+            .await;
+        panic!("{placed} of 64 GPUs used; orders of b: {:#}", waiting.body);
+    }
+    // The claims' key makes a double allocation impossible; the live
+    // allocations agree with it GPU by GPU.
+    let mut seen = HashSet::new();
+    for tenant in &tenants {
+        let mut cursor = String::new();
+        loop {
+            let page = server
+                .get(
+                    &format!(
+                        "/api/v1/orgs/{}/orders?limit=200&cursor={cursor}",
+                        tenant.org_id
+                    ),
+                    &tenant.token,
+                )
+                .await;
+            page.expect(StatusCode::OK);
+            for order in page.items() {
+                for gpu in gpu_ids(order) {
+                    assert!(seen.insert(gpu.clone()), "GPU {gpu:?} held twice");
+                }
+            }
+            match page.body["next_cursor"].as_str() {
+                Some(next) => cursor = next.to_owned(),
+                None => break,
+            }
+        }
+    }
+    assert_eq!(seen.len(), 64);
+    let quota = server
+        .get(
+            &format!("/api/v1/orgs/{}/quotas", tenants[0].org_id),
+            &tenants[0].token,
+        )
+        .await;
+    let used = quota.body[0]["used_gpus"].as_i64().expect("used");
+    assert!(
+        used <= 10,
+        "tenant a holds {used} GPUs with a maximum of 10"
+    );
+}
+
+/// Sends every request at once and returns the statuses.
+async fn futures_join(
+    requests: Vec<
+        impl std::future::Future<Output = reqwest::Result<reqwest::Response>> + Send + 'static,
+    >,
+) -> Vec<StatusCode> {
+    let handles: Vec<_> = requests.into_iter().map(tokio::spawn).collect();
+    let mut statuses = Vec::new();
+    for handle in handles {
+        statuses.push(handle.await.expect("task").expect("response").status());
+    }
+    statuses
+}
+
+async fn draining_a_node_moves_its_work(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+    let id = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    let first = server.wait_status(&tenant, id, "running").await;
+    let node_id = first["placement"][0]["node_id"]
+        .as_str()
+        .expect("node")
+        .to_owned();
+    let from = first["placement"][0]["node_name"]
+        .as_str()
+        .expect("name")
+        .to_owned();
+
+    let drained = server
+        .post(
+            &format!("/api/v1/admin/nodes/{node_id}/drain"),
+            &operator.token,
+            json!({}),
+        )
+        .await;
+    drained.expect(StatusCode::OK);
+    assert_eq!(drained.body["state"], "draining");
+    let moved = server
+        .wait_order(&tenant, id, "running elsewhere", |o| {
+            o["status"] == "running"
+                && o["placement"][0]["node_name"].as_str() != Some(from.as_str())
+        })
+        .await;
+    assert_eq!(moved["attempts"], 2);
+    server
+        .wait_order(&tenant, id, "off the drained node", |_| true)
+        .await;
+    // A drained node with nothing on it can be removed; a busy one cannot.
+    for _ in 0..100 {
+        let node = server
+            .get(&format!("/api/v1/admin/nodes/{node_id}"), &operator.token)
+            .await;
+        if node.body["gpus"]
+            .as_array()
+            .is_some_and(|g| g.iter().all(|g| g["order_id"].is_null()))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    server
+        .delete(&format!("/api/v1/admin/nodes/{node_id}"), &operator.token)
+        .await
+        .expect(StatusCode::NO_CONTENT);
+    let busy = moved["placement"][0]["node_id"]
+        .as_str()
+        .expect("node")
+        .to_owned();
+    server
+        .delete(&format!("/api/v1/admin/nodes/{busy}"), &operator.token)
+        .await
+        .expect_problem(StatusCode::CONFLICT, "node_busy");
+}
+
+async fn one_replica_runs_the_loop_and_hands_it_over(engine: Engine) {
+    let first = TestServer::start(engine).await;
+    let operator = first.operator().await;
+    first.cluster(&operator, 1).await;
+    let second = first.replica(|_| {}).await;
+    let tenant = first.signup("tenant").await;
+    let id = first
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    first.wait_status(&tenant, id, "running").await;
+    let leaders = [&first, &second]
+        .iter()
+        .filter(|s| s.state.scheduler.is_leader())
+        .count();
+    assert_eq!(leaders, 1, "exactly one replica runs the loop");
+    let (mut leader, follower) = if first.state.scheduler.is_leader() {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    // Shut down as SIGTERM would; the database stays for the follower.
+    leader.stop();
+    // The follower takes the lease over and places new work.
+    let next = follower
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    follower.wait_status(&tenant, next, "running").await;
+    assert!(follower.state.scheduler.is_leader());
+    assert!(!leader.state.scheduler.is_leader());
+}
