@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261202_000001_tenancy;
 mod m20261202_000002_capacity;
+mod m20261202_000003_agents;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261202_000001_tenancy::Migration),
             Box::new(m20261202_000002_capacity::Migration),
+            Box::new(m20261202_000003_agents::Migration),
         ]
     }
 }

@@ -92,7 +92,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::catalog::routes())
         .merge(crate::inventory::nodes::routes())
         .merge(crate::quotas::routes())
-        .merge(crate::orders::routes());
+        .merge(crate::orders::routes())
+        .merge(crate::agents::routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(API_PREFIX, api)
         .merge(crate::health::routes())

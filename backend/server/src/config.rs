@@ -33,6 +33,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_SIMULATED_PROVISION_MS", "simulated_provision_ms"),
     ("GANTRY_SIMULATED_STOP_MS", "simulated_stop_ms"),
     ("GANTRY_SIMULATED_FAILURE_RATE", "simulated_failure_rate"),
+    (
+        "GANTRY_AGENT_HEARTBEAT_DEADLINE_SECONDS",
+        "agent_heartbeat_deadline_seconds",
+    ),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -84,6 +88,8 @@ pub struct Config {
     pub simulated_stop_ms: u64,
     /// The share of simulated starts that fail, 0 to 1.
     pub simulated_failure_rate: f64,
+    /// An agent node silent for longer than this becomes unhealthy.
+    pub agent_heartbeat_deadline_seconds: u64,
 }
 
 impl Default for Config {
@@ -108,6 +114,7 @@ impl Default for Config {
             simulated_provision_ms: 2000,
             simulated_stop_ms: 500,
             simulated_failure_rate: 0.0,
+            agent_heartbeat_deadline_seconds: 30,
         }
     }
 }
@@ -135,6 +142,10 @@ impl std::fmt::Debug for Config {
             .field("simulated_provision_ms", &self.simulated_provision_ms)
             .field("simulated_stop_ms", &self.simulated_stop_ms)
             .field("simulated_failure_rate", &self.simulated_failure_rate)
+            .field(
+                "agent_heartbeat_deadline_seconds",
+                &self.agent_heartbeat_deadline_seconds,
+            )
             .finish()
     }
 }
@@ -195,6 +206,10 @@ impl Config {
         anyhow::ensure!(
             self.scheduler_interval_ms > 0 && self.scheduler_lease_seconds > 0,
             "scheduler_interval_ms and scheduler_lease_seconds must be positive"
+        );
+        anyhow::ensure!(
+            self.agent_heartbeat_deadline_seconds > 0,
+            "agent_heartbeat_deadline_seconds must be positive"
         );
         anyhow::ensure!(
             (0.0..=1.0).contains(&self.simulated_failure_rate),

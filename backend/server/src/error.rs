@@ -169,6 +169,7 @@ pub enum Resource {
     InstanceType,
     Node,
     Order,
+    JoinToken,
 }
 
 impl Resource {
@@ -184,6 +185,7 @@ impl Resource {
             Self::InstanceType => ("instance_type_not_found", "instance type"),
             Self::Node => ("node_not_found", "node"),
             Self::Order => ("order_not_found", "order"),
+            Self::JoinToken => ("join_token_not_found", "join token"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Gantry's control plane: the REST API, tenancy and access, and (as the
 //! product grows) the scheduling loop, provisioning, metering and billing.
 
+pub mod agents;
 pub mod app;
 pub mod audit;
 pub mod auth;

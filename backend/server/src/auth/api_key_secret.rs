@@ -1,4 +1,6 @@
-//! API key tokens: `gk_<key id, 32 hex>_<secret, 43 base64url chars>`.
+//! Bearer secrets: `<prefix><row id, 32 hex>_<secret, 43 base64url chars>`,
+//! with `gk_` for API keys, `gj_` for node join tokens and `gn_` for node
+//! credentials.
 //!
 //! The id locates the row; only a SHA-256 of the secret is stored. A fast hash
 //! is right here, unlike for passwords, because the secret is 256 random
@@ -9,6 +11,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use uuid::Uuid;
 
 const PREFIX: &str = "gk_";
+/// Join tokens, with which an agent registers its node.
+pub const JOIN_PREFIX: &str = "gj_";
+/// Node credentials, with which a registered agent calls the agent API.
+pub const NODE_PREFIX: &str = "gn_";
 
 pub struct NewApiKey {
     pub id: Uuid,
@@ -18,13 +24,17 @@ pub struct NewApiKey {
 }
 
 pub fn generate() -> NewApiKey {
-    let id = Uuid::now_v7();
+    generate_with(PREFIX, Uuid::now_v7())
+}
+
+/// A new secret of another kind, for the row `id`.
+pub fn generate_with(prefix: &str, id: Uuid) -> NewApiKey {
     let mut secret = [0u8; 32];
     rand::Rng::fill_bytes(&mut rand::rng(), &mut secret);
     let secret = URL_SAFE_NO_PAD.encode(secret);
     NewApiKey {
         id,
-        token: format!("{PREFIX}{}_{secret}", id.simple()),
+        token: format!("{prefix}{}_{secret}", id.simple()),
         secret_hash: hash(&secret),
     }
 }
@@ -32,7 +42,12 @@ pub fn generate() -> NewApiKey {
 /// Splits a presented token into the key id and the hash of its secret, or
 /// `None` when it is not shaped like one of our keys.
 pub fn parse(token: &str) -> Option<(Uuid, String)> {
-    let rest = token.strip_prefix(PREFIX)?;
+    parse_with(PREFIX, token)
+}
+
+/// [`parse`] for a secret of another kind.
+pub fn parse_with(prefix: &str, token: &str) -> Option<(Uuid, String)> {
+    let rest = token.strip_prefix(prefix)?;
     let (id, secret) = rest.split_once('_')?;
     if id.len() != 32 || secret.len() != 43 {
         return None;
@@ -42,6 +57,12 @@ pub fn parse(token: &str) -> Option<(Uuid, String)> {
 
 pub fn looks_like_api_key(token: &str) -> bool {
     token.starts_with(PREFIX)
+}
+
+/// Whether the token is one of the agent API's, which its own extractor
+/// checks.
+pub fn is_agent_secret(token: &str) -> bool {
+    token.starts_with(JOIN_PREFIX) || token.starts_with(NODE_PREFIX)
 }
 
 fn hash(secret: &str) -> String {

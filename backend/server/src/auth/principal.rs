@@ -92,6 +92,9 @@ async fn resolve(state: &AppState, headers: &HeaderMap) -> Result<Option<Princip
                 "the Authorization header must be `Bearer <session token or API key>`",
             )
         })?;
+    if api_key_secret::is_agent_secret(token) {
+        return Ok(None);
+    }
     if api_key_secret::looks_like_api_key(token) {
         return resolve_api_key(state, token).await.map(Some);
     }

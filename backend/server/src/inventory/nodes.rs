@@ -294,6 +294,16 @@ async fn list_nodes(
 ) -> ApiResult<Json<Page<Node>>> {
     let request = query.validate()?;
     let mut select = node::Entity::find();
+    if filter
+        .region
+        .as_deref()
+        .is_some_and(|r| r.is_empty() || r.len() > 64)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "region must be a region name of 1 to 64 characters",
+        ));
+    }
     if let Some(name) = &filter.region {
         let region = region::Entity::find()
             .filter(region::Column::Name.eq(name))

@@ -30,14 +30,26 @@ pub async fn stop(
         .rows_affected)
 }
 
-/// Frees the order's GPUs: its claims go, its allocations become history.
+/// Frees the order's GPUs (on one node, or everywhere): its claims go,
+/// its allocations become history.
 pub async fn release(
     db: &impl ConnectionTrait,
     order_id: Uuid,
+    node_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
+    let mut live = allocation::Entity::find()
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.ne(AllocationState::Released));
+    if let Some(node_id) = node_id {
+        live = live.filter(allocation::Column::NodeId.eq(node_id));
+    }
+    let ids: Vec<Uuid> = live.all(db).await?.into_iter().map(|a| a.id).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
     gpu_claim::Entity::delete_many()
-        .filter(gpu_claim::Column::OrderId.eq(order_id))
+        .filter(gpu_claim::Column::AllocationId.is_in(ids.iter().copied()))
         .exec(db)
         .await?;
     allocation::Entity::update_many()
@@ -46,22 +58,31 @@ pub async fn release(
             Expr::value(AllocationState::Released),
         )
         .col_expr(allocation::Column::ReleasedAt, Expr::value(Some(now)))
-        .filter(allocation::Column::OrderId.eq(order_id))
-        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .filter(allocation::Column::Id.is_in(ids))
         .exec(db)
         .await?;
     Ok(())
 }
 
-/// Work has stopped on its nodes: the GPUs are freed and the order moves on.
-/// A preempted order is queued again; one that was cancelled, failed or
-/// completed records its end.
+/// Work has stopped on a node (or on all of them): its GPUs there are
+/// freed, and once the order holds none, it moves on. A preempted order is
+/// queued again; one that was cancelled, failed or completed records its
+/// end.
 pub async fn stopped(
     db: &impl ConnectionTrait,
     order_id: Uuid,
+    node_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
-    release(db, order_id, now).await?;
+    release(db, order_id, node_id, now).await?;
+    let holding = allocation::Entity::find()
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .one(db)
+        .await?;
+    if holding.is_some() {
+        return Ok(());
+    }
     order::Entity::update_many()
         .col_expr(order::Column::Status, Expr::value(OrderStatus::Queued))
         .col_expr(

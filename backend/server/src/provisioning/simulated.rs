@@ -64,7 +64,7 @@ impl Driver for SimulatedDriver {
             tokio::time::sleep(delay).await;
             let done = async {
                 let txn = crate::db::write(&db).await?;
-                lifecycle::stopped(&txn, order_id, Utc::now()).await?;
+                lifecycle::stopped(&txn, order_id, None, Utc::now()).await?;
                 txn.commit().await
             };
             match done.await {
@@ -111,7 +111,7 @@ async fn bring_up(db: &DatabaseConnection, order_id: Uuid, timing: Timing) -> Re
             .exec(&txn)
             .await?;
         if failed.rows_affected == 1 {
-            lifecycle::release(&txn, order_id, now).await?;
+            lifecycle::release(&txn, order_id, None, now).await?;
         }
         txn.commit().await?;
         return Ok(failed.rows_affected == 1);

@@ -21,7 +21,7 @@ use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::classes::{AllocationState, NodeState, OrderStatus};
+use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
 use crate::entities::{allocation, node, order};
 use crate::orders::lifecycle;
 use crate::provisioning::Driver;
@@ -114,6 +114,10 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
 async fn cycle(state: &AppState, driver: &dyn Driver, handed: &mut Handed) -> anyhow::Result<()> {
     let began = Instant::now();
     let now = Utc::now();
+    let deadline = chrono::Duration::seconds(
+        i64::try_from(state.config.agent_heartbeat_deadline_seconds).unwrap_or(30),
+    );
+    crate::agents::health::mark_silent(&state.db, deadline, now).await?;
     end_expired(state, now).await?;
     evacuate(state, now).await?;
     let loaded = load::load(&state.db, now).await?;
@@ -168,7 +172,8 @@ async fn end_expired(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> 
     Ok(())
 }
 
-/// Work on draining or unhealthy nodes is stopped and queued again.
+/// Work on draining nodes (and unhealthy simulated ones) is stopped and
+/// queued again.
 async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
     let leaving: Vec<Uuid> = node::Entity::find()
         .filter(node::Column::State.is_in([NodeState::Draining, NodeState::Unhealthy]))
@@ -211,25 +216,40 @@ async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
     Ok(())
 }
 
-/// Hands the driver every order being brought up or stopped that this
-/// process has not handed yet.
+/// Hands the simulated driver every order on simulated nodes being brought
+/// up or stopped that this process has not handed yet. Agents fetch their
+/// own work.
 async fn hand_over(
     state: &AppState,
     driver: &dyn Driver,
     handed: &mut Handed,
 ) -> Result<(), DbErr> {
+    let simulated: HashSet<Uuid> = node::Entity::find()
+        .filter(node::Column::Driver.eq(DriverKind::Simulated))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    let live: Vec<allocation::Model> = allocation::Entity::find()
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .filter(|a| simulated.contains(&a.node_id))
+        .collect();
+    let on_simulated: HashSet<Uuid> = live.iter().map(|a| a.order_id).collect();
     let coming_up: HashSet<Uuid> = order::Entity::find()
         .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))
         .all(&state.db)
         .await?
         .into_iter()
         .map(|o| o.id)
+        .filter(|id| on_simulated.contains(id))
         .collect();
-    let stopping: Vec<(Uuid, DateTime<Utc>)> = allocation::Entity::find()
-        .filter(allocation::Column::State.eq(AllocationState::Stopping))
-        .all(&state.db)
-        .await?
-        .into_iter()
+    let stopping: Vec<(Uuid, DateTime<Utc>)> = live
+        .iter()
+        .filter(|a| a.state == AllocationState::Stopping)
         .map(|a| (a.order_id, a.stop_at.unwrap_or_else(Utc::now)))
         .collect();
     handed.starts.retain(|id| coming_up.contains(id));

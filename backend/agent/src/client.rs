@@ -1,0 +1,154 @@
+//! The agent API as the agent calls it.
+
+use std::collections::HashMap;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::discovery::{Gpu, Sample};
+
+#[derive(Debug, Serialize)]
+pub struct Registration<'a> {
+    pub name: &'a str,
+    pub rack: &'a str,
+    pub labels: &'a [String],
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+    pub gpus: &'a [Gpu],
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Registered {
+    pub node_id: Uuid,
+    pub credential: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Run,
+    Stop,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Assignment {
+    pub order_id: Uuid,
+    pub action: Action,
+    pub gpu_ids: Vec<u32>,
+    pub env: HashMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Assignments {
+    assignments: Vec<Assignment>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadState {
+    Running,
+    Exited,
+    Stopped,
+    Failed,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub order_id: Uuid,
+    pub state: WorkloadState,
+    pub exit_code: Option<i32>,
+    pub message: Option<String>,
+}
+
+/// Why a call failed: the credential was refused (register again), or
+/// anything else (retry later).
+#[derive(Debug)]
+pub enum CallError {
+    Unauthorized,
+    Other(anyhow::Error),
+}
+
+impl From<reqwest::Error> for CallError {
+    fn from(error: reqwest::Error) -> Self {
+        Self::Other(error.into())
+    }
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    pub fn new(server: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(10))
+                .build()?,
+            base: format!("{}/api/v1/agent", server.trim_end_matches('/')),
+        })
+    }
+
+    pub async fn register(
+        &self,
+        join_token: &str,
+        registration: &Registration<'_>,
+    ) -> anyhow::Result<Registered> {
+        let response = self
+            .http
+            .post(format!("{}/register", self.base))
+            .bearer_auth(join_token)
+            .json(registration)
+            .send()
+            .await
+            .context("reaching the control plane")?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let body = response.text().await.unwrap_or_default();
+            bail!("registration refused ({status}): {body}");
+        }
+        Ok(response.json().await?)
+    }
+
+    async fn call<T: for<'de> Deserialize<'de>>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, CallError> {
+        let response = request.send().await?;
+        match response.status() {
+            reqwest::StatusCode::UNAUTHORIZED => Err(CallError::Unauthorized),
+            status if status.is_success() => Ok(response.json().await?),
+            status => {
+                let body = response.text().await.unwrap_or_default();
+                Err(CallError::Other(anyhow::anyhow!("{status}: {body}")))
+            }
+        }
+    }
+
+    pub async fn heartbeat(&self, credential: &str, gpus: &[Sample]) -> Result<(), CallError> {
+        let request = self
+            .http
+            .post(format!("{}/heartbeat", self.base))
+            .bearer_auth(credential)
+            .json(&serde_json::json!({ "gpus": gpus }));
+        self.call::<serde_json::Value>(request).await.map(|_| ())
+    }
+
+    pub async fn assignments(&self, credential: &str) -> Result<Vec<Assignment>, CallError> {
+        let request = self
+            .http
+            .get(format!("{}/assignments", self.base))
+            .bearer_auth(credential);
+        Ok(self.call::<Assignments>(request).await?.assignments)
+    }
+
+    pub async fn report(&self, credential: &str, report: &Report) -> Result<(), CallError> {
+        let request = self
+            .http
+            .post(format!("{}/status", self.base))
+            .bearer_auth(credential)
+            .json(report);
+        self.call::<serde_json::Value>(request).await.map(|_| ())
+    }
+}

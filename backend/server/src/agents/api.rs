@@ -1,0 +1,603 @@
+//! The agent API: register, heartbeat, assignments, status.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::health;
+use super::node_auth::{JoinToken, NodeAgent};
+use crate::app::AppState;
+use crate::auth::api_key_secret::{self, NODE_PREFIX};
+use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
+use crate::entities::{allocation, gpu, gpu_model, gpu_telemetry, node, order};
+use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::extract::ApiJson;
+use crate::inventory::nodes::{self, GpuSpec, NodeSpec};
+use crate::orders::lifecycle;
+use crate::validate::Fields;
+
+const GPUS_MAX: usize = 64;
+const MESSAGE_MAX: usize = 1000;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoveredGpu {
+    #[schema(minimum = 0, maximum = 63)]
+    pub index: i32,
+    /// A GPU model name from the catalog.
+    #[schema(min_length = 1, max_length = 64)]
+    pub model: String,
+    #[schema(min_length = 1, max_length = 64)]
+    pub uuid: String,
+    #[schema(minimum = 0)]
+    pub memory_mib: i64,
+    /// GPUs with the same domain share NVLink.
+    #[schema(minimum = 0, maximum = 63)]
+    pub nvlink_domain: i32,
+    #[serde(default)]
+    pub mig_enabled: bool,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Register {
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub name: String,
+    #[serde(default)]
+    #[schema(pattern = "^([a-z0-9][a-z0-9-]{0,62})?$")]
+    pub rack: String,
+    #[serde(default)]
+    #[schema(max_items = 32)]
+    pub labels: Vec<String>,
+    #[schema(minimum = 1)]
+    pub cpu_milli: i64,
+    #[schema(minimum = 1)]
+    pub memory_mib: i64,
+    #[schema(max_items = 64)]
+    pub gpus: Vec<DiscoveredGpu>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Registered {
+    pub node_id: Uuid,
+    /// The node's credential for every later call; shown once.
+    pub credential: String,
+    /// Heartbeats must come more often than this.
+    pub heartbeat_deadline_seconds: u64,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSample {
+    #[schema(minimum = 0, maximum = 63)]
+    pub index: i32,
+    #[schema(minimum = 0, maximum = 100)]
+    pub utilization_pct: i16,
+    #[schema(minimum = 0)]
+    pub memory_used_mib: i64,
+    #[schema(minimum = -50, maximum = 150)]
+    pub temperature_c: i16,
+    #[schema(minimum = 0, maximum = 5000)]
+    pub power_w: i32,
+    /// `false` when the driver reports a fault (XID errors, fallen off the bus).
+    #[serde(default = "healthy")]
+    pub healthy: bool,
+}
+
+fn healthy() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    #[serde(default)]
+    #[schema(max_items = 64)]
+    pub gpus: Vec<GpuSample>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HeartbeatAck {
+    pub node_id: Uuid,
+    pub state: NodeState,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Keep it running (start it if it is not).
+    Run,
+    /// Stop it: SIGTERM now, SIGKILL at `stop_at`.
+    Stop,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Assignment {
+    pub order_id: Uuid,
+    pub action: Action,
+    /// GPU indices on this node.
+    pub gpu_ids: Vec<u32>,
+    /// For `stop`: when the grace period ends.
+    pub stop_at: Option<DateTime<Utc>>,
+    /// Environment for the workload, `CUDA_VISIBLE_DEVICES` included.
+    pub env: HashMap<String, String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Assignments {
+    pub assignments: Vec<Assignment>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadState {
+    /// It is up.
+    Running,
+    /// It ended by itself with `exit_code`.
+    Exited,
+    /// It was stopped as asked.
+    Stopped,
+    /// It could not be started; `message` says why.
+    Failed,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatusReport {
+    pub order_id: Uuid,
+    pub state: WorkloadState,
+    pub exit_code: Option<i32>,
+    #[schema(max_length = 1000)]
+    pub message: Option<String>,
+    /// How the tenant reaches it, once running.
+    #[schema(value_type = Option<Object>)]
+    pub access: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusAck {
+    pub order_id: Uuid,
+    pub status: OrderStatus,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(register))
+        .routes(routes!(heartbeat))
+        .routes(routes!(assignments))
+        .routes(routes!(report_status))
+}
+
+/// Registers (or re-registers) a node with a join token.
+#[utoipa::path(
+    post,
+    path = "/agent/register",
+    tag = "agent",
+    request_body = Register,
+    responses((status = 201, description = "The node and its credential", body = Registered), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn register(
+    State(state): State<AppState>,
+    join: JoinToken,
+    ApiJson(request): ApiJson<Register>,
+) -> ApiResult<(StatusCode, Json<Registered>)> {
+    let mut fields = Fields::default();
+    fields.slug("name", &request.name);
+    if !request.rack.is_empty() {
+        fields.slug("rack", &request.rack);
+    }
+    for (i, label) in request.labels.iter().enumerate() {
+        fields.label(&format!("labels[{i}]"), label);
+    }
+    fields.range("cpu_milli", request.cpu_milli, 1, i64::MAX);
+    fields.range("memory_mib", request.memory_mib, 1, i64::MAX);
+    if request.gpus.len() > GPUS_MAX {
+        fields.push("gpus", format!("at most {GPUS_MAX} GPUs"));
+    }
+    let mut indices: Vec<i32> = request.gpus.iter().map(|g| g.index).collect();
+    indices.sort_unstable();
+    if indices
+        .iter()
+        .copied()
+        .ne(0..i32::try_from(indices.len()).unwrap_or(0))
+    {
+        fields.push("gpus", "indices must be 0, 1, … without gaps or repeats");
+    }
+    fields.finish()?;
+    let txn = crate::db::write(&state.db).await?;
+    let models: HashMap<String, gpu_model::Model> = gpu_model::Entity::find()
+        .all(&txn)
+        .await?
+        .into_iter()
+        .map(|m| (m.name.clone(), m))
+        .collect();
+    let missing: Vec<&str> = request
+        .gpus
+        .iter()
+        .filter(|g| !models.contains_key(&g.model))
+        .map(|g| g.model.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(ApiError::unprocessable(
+            "unknown_gpu_model",
+            format!("the catalog has no GPU model {missing:?}; an operator must add it first"),
+        ));
+    }
+    let existing = node::Entity::find()
+        .filter(node::Column::Name.eq(&request.name))
+        .one(&txn)
+        .await?;
+    let node_id = match existing {
+        Some(current) => reregister(&txn, current, &request, &models).await?,
+        None => {
+            let mut gpus: Vec<&DiscoveredGpu> = request.gpus.iter().collect();
+            gpus.sort_by_key(|g| g.index);
+            let spec = NodeSpec {
+                name: request.name.clone(),
+                region_id: join.token.region_id,
+                rack: request.rack.clone(),
+                instance_type_id: None,
+                cpu_milli: request.cpu_milli,
+                memory_mib: request.memory_mib,
+                labels: request.labels.clone(),
+                driver: DriverKind::Agent,
+                gpus: gpus
+                    .into_iter()
+                    .map(|g| GpuSpec {
+                        model_id: models[&g.model].id,
+                        hardware_uuid: g.uuid.clone(),
+                        memory_mib: g.memory_mib,
+                        nvlink_domain: g.nvlink_domain,
+                        mig_enabled: g.mig_enabled,
+                    })
+                    .collect(),
+            };
+            nodes::insert(&txn, spec).await?.id
+        }
+    };
+    let secret = api_key_secret::generate_with(NODE_PREFIX, node_id);
+    node::Entity::update_many()
+        .col_expr(
+            node::Column::CredentialHash,
+            Expr::value(Some(secret.secret_hash)),
+        )
+        .col_expr(node::Column::LastHeartbeatAt, Expr::value(Some(Utc::now())))
+        .filter(node::Column::Id.eq(node_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    state.scheduler.wake();
+    Ok((
+        StatusCode::CREATED,
+        Json(Registered {
+            node_id,
+            credential: secret.token,
+            heartbeat_deadline_seconds: state.config.agent_heartbeat_deadline_seconds,
+        }),
+    ))
+}
+
+/// An agent registering a node that exists again (a reinstall or a lost
+/// credential) gets a new credential, provided its GPUs are the same.
+async fn reregister(
+    db: &impl ConnectionTrait,
+    current: node::Model,
+    request: &Register,
+    models: &HashMap<String, gpu_model::Model>,
+) -> ApiResult<Uuid> {
+    if current.driver != DriverKind::Agent {
+        return Err(ApiError::conflict(
+            "name_taken",
+            format!("a simulated node named {:?} exists", current.name),
+        ));
+    }
+    let known = gpu::Entity::find()
+        .filter(gpu::Column::NodeId.eq(current.id))
+        .all(db)
+        .await?;
+    let shape = |index: i32, model: Uuid| (index, model);
+    let mut before: Vec<_> = known
+        .iter()
+        .map(|g| shape(g.index, g.gpu_model_id))
+        .collect();
+    let mut after: Vec<_> = request
+        .gpus
+        .iter()
+        .map(|g| shape(g.index, models[&g.model].id))
+        .collect();
+    before.sort_unstable();
+    after.sort_unstable();
+    if before != after {
+        return Err(ApiError::conflict(
+            "node_changed",
+            format!(
+                "node {} is registered with other GPUs; an operator must remove it first",
+                current.name
+            ),
+        ));
+    }
+    for g in &request.gpus {
+        gpu::Entity::update_many()
+            .col_expr(gpu::Column::HardwareUuid, Expr::value(g.uuid.clone()))
+            .col_expr(gpu::Column::MemoryMib, Expr::value(g.memory_mib))
+            .col_expr(gpu::Column::NvlinkDomain, Expr::value(g.nvlink_domain))
+            .col_expr(gpu::Column::MigEnabled, Expr::value(g.mig_enabled))
+            .filter(gpu::Column::NodeId.eq(current.id))
+            .filter(gpu::Column::Index.eq(g.index))
+            .exec(db)
+            .await?;
+    }
+    Ok(current.id)
+}
+
+/// Says the node is alive, with per-GPU telemetry.
+#[utoipa::path(
+    post,
+    path = "/agent/heartbeat",
+    tag = "agent",
+    request_body = Heartbeat,
+    responses((status = 200, description = "The node's state", body = HeartbeatAck), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn heartbeat(
+    State(state): State<AppState>,
+    agent: NodeAgent,
+    ApiJson(request): ApiJson<Heartbeat>,
+) -> ApiResult<Json<HeartbeatAck>> {
+    let mut fields = Fields::default();
+    if request.gpus.len() > GPUS_MAX {
+        fields.push("gpus", format!("at most {GPUS_MAX} GPUs"));
+    }
+    for (i, g) in request.gpus.iter().enumerate() {
+        fields.range(&format!("gpus[{i}].index"), g.index, 0, 63);
+        fields.range(
+            &format!("gpus[{i}].utilization_pct"),
+            g.utilization_pct,
+            0,
+            100,
+        );
+        fields.range(
+            &format!("gpus[{i}].memory_used_mib"),
+            g.memory_used_mib,
+            0,
+            i64::MAX,
+        );
+        fields.range(
+            &format!("gpus[{i}].temperature_c"),
+            g.temperature_c,
+            -50,
+            150,
+        );
+        fields.range(&format!("gpus[{i}].power_w"), g.power_w, 0, 5000);
+    }
+    fields.finish()?;
+    let now = Utc::now();
+    let node = agent.node;
+    let txn = crate::db::write(&state.db).await?;
+    let recovered = node.state == NodeState::Unhealthy;
+    let mut row: node::ActiveModel = node.clone().into();
+    row.last_heartbeat_at = Set(Some(now));
+    if recovered {
+        row.state = Set(NodeState::Ready);
+        health::record(
+            &txn,
+            node.id,
+            "node_recovered",
+            None,
+            serde_json::json!({}),
+            now,
+        )
+        .await?;
+    }
+    row.updated_at = Set(now);
+    let updated = row.update(&txn).await?;
+    for g in &request.gpus {
+        gpu::Entity::update_many()
+            .col_expr(gpu::Column::Healthy, Expr::value(g.healthy))
+            .filter(gpu::Column::NodeId.eq(node.id))
+            .filter(gpu::Column::Index.eq(g.index))
+            .exec(&txn)
+            .await?;
+    }
+    if !request.gpus.is_empty() {
+        let samples = request.gpus.iter().map(|g| gpu_telemetry::ActiveModel {
+            node_id: Set(node.id),
+            gpu_index: Set(g.index),
+            sampled_at: Set(now),
+            utilization_pct: Set(g.utilization_pct),
+            memory_used_mib: Set(g.memory_used_mib),
+            temperature_c: Set(g.temperature_c),
+            power_w: Set(g.power_w),
+        });
+        gpu_telemetry::Entity::insert_many(samples)
+            .on_conflict(
+                OnConflict::columns([
+                    gpu_telemetry::Column::NodeId,
+                    gpu_telemetry::Column::GpuIndex,
+                    gpu_telemetry::Column::SampledAt,
+                ])
+                .do_nothing()
+                .to_owned(),
+            )
+            .exec_without_returning(&txn)
+            .await?;
+    }
+    txn.commit().await?;
+    if recovered {
+        state.scheduler.wake();
+    }
+    Ok(Json(HeartbeatAck {
+        node_id: updated.id,
+        state: updated.state,
+    }))
+}
+
+/// What should run on this node now, and what must stop. Fetching an order
+/// being brought up marks it `provisioning`.
+#[utoipa::path(
+    get,
+    path = "/agent/assignments",
+    tag = "agent",
+    responses((status = 200, description = "This node's assignments", body = Assignments), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn assignments(
+    State(state): State<AppState>,
+    agent: NodeAgent,
+) -> ApiResult<Json<Assignments>> {
+    let live = allocation::Entity::find()
+        .filter(allocation::Column::NodeId.eq(agent.node.id))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .all(&state.db)
+        .await?;
+    let now = Utc::now();
+    order::Entity::update_many()
+        .col_expr(
+            order::Column::Status,
+            Expr::value(OrderStatus::Provisioning),
+        )
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
+        .filter(order::Column::Status.eq(OrderStatus::Scheduled))
+        .exec(&state.db)
+        .await?;
+    let assignments = live
+        .into_iter()
+        .map(|a| {
+            let gpu_ids: Vec<u32> = serde_json::from_str(&a.gpu_indices).unwrap_or_default();
+            let visible = gpu_ids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let env = HashMap::from([
+                ("CUDA_VISIBLE_DEVICES".to_owned(), visible),
+                ("GANTRY_ORDER_ID".to_owned(), a.order_id.to_string()),
+                ("GANTRY_ORG_ID".to_owned(), a.org_id.to_string()),
+            ]);
+            Assignment {
+                order_id: a.order_id,
+                action: if a.state == AllocationState::Active {
+                    Action::Run
+                } else {
+                    Action::Stop
+                },
+                gpu_ids,
+                stop_at: a.stop_at,
+                env,
+            }
+        })
+        .collect();
+    Ok(Json(Assignments { assignments }))
+}
+
+/// Reports what a workload on this node did.
+#[utoipa::path(
+    post,
+    path = "/agent/status",
+    tag = "agent",
+    request_body = StatusReport,
+    responses((status = 200, description = "The order's status after the report", body = StatusAck), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn report_status(
+    State(state): State<AppState>,
+    agent: NodeAgent,
+    ApiJson(report): ApiJson<StatusReport>,
+) -> ApiResult<Json<StatusAck>> {
+    let mut fields = Fields::default();
+    let message = report
+        .message
+        .as_deref()
+        .map(|m| fields.text("message", m, MESSAGE_MAX));
+    fields.finish()?;
+    let node = agent.node;
+    let now = Utc::now();
+    let txn = crate::db::write(&state.db).await?;
+    // An agent speaks only for orders that hold GPUs on its own node.
+    let holds = allocation::Entity::find()
+        .filter(allocation::Column::NodeId.eq(node.id))
+        .filter(allocation::Column::OrderId.eq(report.order_id))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .one(&txn)
+        .await?
+        .is_some();
+    if !holds {
+        return Err(ApiError::not_found(Resource::Order, report.order_id));
+    }
+    let coming_up = [OrderStatus::Scheduled, OrderStatus::Provisioning];
+    let alive = [
+        OrderStatus::Scheduled,
+        OrderStatus::Provisioning,
+        OrderStatus::Running,
+    ];
+    let set_status = |status: OrderStatus, from: &[OrderStatus]| {
+        order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(status))
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(report.order_id))
+            .filter(order::Column::Status.is_in(from.to_vec()))
+    };
+    match report.state {
+        WorkloadState::Running => {
+            let access = report.access.clone().unwrap_or_else(|| {
+                serde_json::json!({ "driver": "agent", "hosts": [{ "node": node.name, "host": node.name }] })
+            });
+            set_status(OrderStatus::Running, &coming_up)
+                .col_expr(order::Column::StartedAt, Expr::value(Some(now)))
+                .col_expr(order::Column::Access, Expr::value(Some(access.to_string())))
+                .exec(&txn)
+                .await?;
+        }
+        WorkloadState::Exited | WorkloadState::Failed => {
+            let (status, reason) = match (report.state, report.exit_code) {
+                (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
+                (WorkloadState::Exited, code) => (
+                    OrderStatus::Failed,
+                    Some(format!(
+                        "the workload exited with code {}",
+                        code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
+                    )),
+                ),
+                _ => (
+                    OrderStatus::Failed,
+                    Some(
+                        message
+                            .clone()
+                            .unwrap_or_else(|| "the agent could not start it".into()),
+                    ),
+                ),
+            };
+            set_status(status, &alive)
+                .col_expr(order::Column::FailureReason, Expr::value(reason))
+                .exec(&txn)
+                .await?;
+            lifecycle::stop(&txn, report.order_id, now).await?;
+            lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
+        }
+        WorkloadState::Stopped => {
+            lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
+        }
+    }
+    let current = order::Entity::find_by_id(report.order_id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+    txn.commit().await?;
+    state.scheduler.wake();
+    Ok(Json(StatusAck {
+        order_id: current.id,
+        status: current.status,
+    }))
+}
