@@ -314,6 +314,7 @@ impl MigrationTrait for Migration {
             .col(text_null(Orders::FailureReason))
             .col(text_null(Orders::Access))
             .col(integer(Orders::Attempts).default(0))
+            .col(string_len_null(Orders::IdempotencyKey, 400))
             .col(timestamp_with_time_zone_null(Orders::StartedAt))
             .col(timestamp_with_time_zone_null(Orders::EndedAt))
             .foreign_key(&mut fk(
@@ -360,6 +361,19 @@ impl MigrationTrait for Migration {
                     .table(Orders::Table)
                     .col(Orders::OrgId)
                     .col(Orders::Id)
+                    .to_owned(),
+            )
+            .await?;
+        // A retried create finds the order its first attempt committed, even
+        // when the server died before it could answer.
+        manager
+            .create_index(
+                Index::create()
+                    .name("uq_orders_org_idempotency_key")
+                    .table(Orders::Table)
+                    .col(Orders::OrgId)
+                    .col(Orders::IdempotencyKey)
+                    .unique()
                     .to_owned(),
             )
             .await?;
@@ -630,6 +644,7 @@ enum Orders {
     FailureReason,
     Access,
     Attempts,
+    IdempotencyKey,
     StartedAt,
     EndedAt,
     CreatedAt,

@@ -32,7 +32,7 @@ pub struct Sample {
 
 /// Where GPU facts come from.
 pub enum Source {
-    Nvml(Nvml),
+    Nvml(Box<Nvml>),
     Simulated(Vec<Gpu>),
 }
 
@@ -43,7 +43,7 @@ impl Source {
             return Ok(Self::Simulated(simulated(spec)?));
         }
         match Nvml::init() {
-            Ok(nvml) => Ok(Self::Nvml(nvml)),
+            Ok(nvml) => Ok(Self::Nvml(Box::new(nvml))),
             Err(error) => bail!(
                 "no NVIDIA driver found on this machine (NVML could not be loaded: {error}); \
                  to develop without GPUs, start the agent with --simulate-gpus 8xH100-SXM-80GB"
@@ -164,8 +164,8 @@ fn discover(nvml: &Nvml) -> anyhow::Result<Vec<Gpu>> {
             }
         }
     }
-    for i in 0..gpus.len() {
-        gpus[i].nvlink_domain = i32::try_from(root(&mut domain, i)).unwrap_or(0);
+    for (i, gpu) in gpus.iter_mut().enumerate() {
+        gpu.nvlink_domain = i32::try_from(root(&mut domain, i)).unwrap_or(0);
     }
     Ok(gpus)
 }

@@ -29,7 +29,11 @@ struct Cli {
     #[arg(long = "label")]
     labels: Vec<String>,
     /// Where the node credential is kept across restarts.
-    #[arg(long, env = "GANTRY_AGENT_STATE_DIR", default_value = "/var/lib/gantry-agent")]
+    #[arg(
+        long,
+        env = "GANTRY_AGENT_STATE_DIR",
+        default_value = "/var/lib/gantry-agent"
+    )]
     state_dir: PathBuf,
     /// Pretend to have GPUs (COUNTxMODEL, such as 8xH100-SXM-80GB) on a
     /// machine without an NVIDIA driver, for development.
@@ -43,7 +47,11 @@ struct Cli {
     discover: bool,
     /// What runs for each assigned workload (by `sh -c`), with
     /// `CUDA_VISIBLE_DEVICES` and `GANTRY_ORDER_ID` set.
-    #[arg(long, env = "GANTRY_WORKLOAD_COMMAND", default_value = "exec sleep infinity")]
+    #[arg(
+        long,
+        env = "GANTRY_WORKLOAD_COMMAND",
+        default_value = "exec sleep infinity"
+    )]
     workload_command: String,
     /// Between SIGTERM and SIGKILL when a workload is stopped.
     #[arg(long, default_value_t = 30.0)]
@@ -62,7 +70,9 @@ struct Saved {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();

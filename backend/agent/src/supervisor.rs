@@ -198,10 +198,7 @@ mod tests {
     #[tokio::test]
     async fn a_workload_sees_its_gpus_and_reports_its_exit_code() {
         let out = std::env::temp_dir().join(format!("gantry-agent-{}", Uuid::new_v4()));
-        let command = format!(
-            "echo \"$CUDA_VISIBLE_DEVICES\" > {}; exit 3",
-            out.display()
-        );
+        let command = format!("echo \"$CUDA_VISIBLE_DEVICES\" > {}; exit 3", out.display());
         let mut supervisor = Supervisor::new(command, Duration::from_secs(1));
         let started = supervisor.reconcile(&[assignment(Action::Run, &[2, 5])]);
         assert_eq!(started, vec![Event::Running(Uuid::from_u128(7))]);
@@ -217,7 +214,10 @@ mod tests {
         // The shell and its sleeping child ignore SIGTERM: only SIGKILL of
         // the group ends them both.
         let pid_file = std::env::temp_dir().join(format!("gantry-agent-{}", Uuid::new_v4()));
-        let command = format!("trap '' TERM; sleep 30 & echo $! > {}; wait", pid_file.display());
+        let command = format!(
+            "trap '' TERM; sleep 30 & echo $! > {}; wait",
+            pid_file.display()
+        );
         let mut supervisor = Supervisor::new(command, Duration::from_millis(200));
         supervisor.reconcile(&[assignment(Action::Run, &[0])]);
         let mut child = String::new();
@@ -229,15 +229,29 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let began = Instant::now();
-        assert!(supervisor.reconcile(&[assignment(Action::Stop, &[0])]).is_empty());
+        assert!(
+            supervisor
+                .reconcile(&[assignment(Action::Stop, &[0])])
+                .is_empty()
+        );
         let events = events_until(&mut supervisor, 1).await;
         assert_eq!(events, vec![Event::Stopped(Uuid::from_u128(7))]);
         assert!(began.elapsed() >= Duration::from_millis(200));
         // Dead (reaped, or a zombie waiting for its reaper), not sleeping.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.trim())).unwrap_or_default();
-        let state = stat.rsplit(')').next().unwrap_or_default().trim_start().chars().next();
-        assert!(matches!(state, None | Some('Z' | 'X')), "the sleeping child was killed with its group: {stat}");
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", child.trim())).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .trim_start()
+            .chars()
+            .next();
+        assert!(
+            matches!(state, None | Some('Z' | 'X')),
+            "the sleeping child was killed with its group: {stat}"
+        );
         std::fs::remove_file(pid_file).ok();
         assert!(supervisor.busy_gpus().is_empty());
     }

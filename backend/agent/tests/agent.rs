@@ -35,7 +35,14 @@ fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
         dir = dir.display()
     );
     let child = Command::new(env!("CARGO_BIN_EXE_gantry-agent"))
-        .args(["--server", &server.base, "--join-token", token, "--name", "gpu-box-1"])
+        .args([
+            "--server",
+            &server.base,
+            "--join-token",
+            token,
+            "--name",
+            "gpu-box-1",
+        ])
         .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms", "100"])
         .args(["--grace-seconds", "1", "--workload-command", &command])
         .arg("--state-dir")
@@ -80,7 +87,10 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     instance.expect(StatusCode::CREATED);
     server
         .post(
-            &format!("/api/v1/admin/catalog/instance-types/{}/prices", instance.id("/id")),
+            &format!(
+                "/api/v1/admin/catalog/instance-types/{}/prices",
+                instance.id("/id")
+            ),
             op,
             json!({ "pricing_class": "on_demand", "hourly_micros": 5_000_000 }),
         )
@@ -113,9 +123,13 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
 
     // A short workload runs on exactly its GPUs and completes.
     let tenant = server.signup("tenant").await;
-    let first = server.order(&tenant, json!({ "instance_type": "h100x2" })).await;
+    let first = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
     let running = server
-        .wait_order(&tenant, first, "placed", |o| !o["placement"].as_array().is_some_and(Vec::is_empty))
+        .wait_order(&tenant, first, "placed", |o| {
+            !o["placement"].as_array().is_some_and(Vec::is_empty)
+        })
         .await;
     let gpus: Vec<String> = running["placement"][0]["gpu_ids"]
         .as_array()
@@ -126,7 +140,8 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     let done = server.wait_status(&tenant, first, "completed").await;
     assert!(done["placement"].as_array().is_some_and(Vec::is_empty));
     assert!(done["ended_at"].is_string());
-    let seen = std::fs::read_to_string(dir.join(format!("{first}.gpus"))).expect("the workload ran");
+    let seen =
+        std::fs::read_to_string(dir.join(format!("{first}.gpus"))).expect("the workload ran");
     assert_eq!(seen.trim(), gpus.join(","));
     assert!(server.count("SELECT COUNT(*) FROM gpu_telemetry").await > 0);
 
@@ -134,7 +149,10 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     // unhealthy and the training order is queued again.
     std::fs::write(dir.join("hold"), "").expect("hold file");
     let second = server
-        .order(&tenant, json!({ "instance_type": "h100x2", "workload_class": "training" }))
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x2", "workload_class": "training" }),
+        )
         .await;
     let up = server.wait_status(&tenant, second, "running").await;
     assert_eq!(up["access"]["driver"], "agent");
@@ -143,7 +161,9 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     let requeued = server.wait_status(&tenant, second, "queued").await;
     assert!(requeued["pending_reason"].is_string(), "{requeued}");
     assert!(requeued["placement"].as_array().is_some_and(Vec::is_empty));
-    let unhealthy = server.get(&format!("/api/v1/admin/nodes/{node_id}"), op).await;
+    let unhealthy = server
+        .get(&format!("/api/v1/admin/nodes/{node_id}"), op)
+        .await;
     assert_eq!(unhealthy.body["state"], "unhealthy");
     assert_eq!(
         server

@@ -93,7 +93,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::inventory::nodes::routes())
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
-        .merge(crate::agents::routes());
+        .merge(crate::agents::routes())
+        .merge(crate::scheduling::status::routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(API_PREFIX, api)
         .merge(crate::health::routes())

@@ -29,6 +29,8 @@ pub struct Model {
     /// JSON access details, once running.
     pub access: Option<String>,
     pub attempts: i32,
+    /// The `Idempotency-Key` it was created with, unique per organization.
+    pub idempotency_key: Option<String>,
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

@@ -140,7 +140,17 @@ async fn claim(
         idempotency_key::Entity::insert(row).exec(&state.db).await?;
         return Ok(Claim::Fresh);
     };
-    if existing.created_at < Utc::now() - Duration::hours(RETENTION_HOURS) {
+    // A claim without a response that is older than the longest a request
+    // may run was left by a server that died mid-request: the retry takes
+    // it over. (Handlers whose writes must not repeat, such as order
+    // creation, also record the key with what they create.)
+    let abandoned = existing.response_status.is_none()
+        && existing.created_at
+            < Utc::now()
+                - Duration::seconds(
+                    i64::try_from(state.config.request_timeout_seconds).unwrap_or(30) + 5,
+                );
+    if abandoned || existing.created_at < Utc::now() - Duration::hours(RETENTION_HOURS) {
         idempotency_key::Entity::delete_by_id((scope.to_owned(), key.to_owned()))
             .exec(&state.db)
             .await?;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -287,8 +287,14 @@ async fn get_order(
 async fn create_order(
     State(state): State<AppState>,
     access: OrgAccess<need::Member>,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<CreateOrder>,
 ) -> ApiResult<(StatusCode, Json<Order>)> {
+    // Keys are private to the caller, as the idempotency layer keeps them.
+    let idempotency_key = headers
+        .get(crate::http::idempotency::HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|key| format!("{}:{key}", access.scope.principal.idempotency_scope()));
     let now = Utc::now();
     let node_count = request.node_count.unwrap_or(1);
     let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
@@ -311,6 +317,16 @@ async fn create_order(
     fields.finish()?;
     let scope = &access.scope;
     let txn = crate::db::write(&state.db).await?;
+    if let Some(key) = &idempotency_key
+        && let Some(existing) = scope
+            .select::<order::Entity>()
+            .filter(order::Column::IdempotencyKey.eq(key))
+            .one(&txn)
+            .await?
+    {
+        txn.commit().await?;
+        return Ok((StatusCode::CREATED, Json(view(&state.db, existing).await?)));
+    }
     let instance = crate::catalog::instance_type_by_ref(&txn, &request.instance_type)
         .await
         .map_err(|_| {
@@ -382,6 +398,7 @@ async fn create_order(
         failure_reason: Set(None),
         access: Set(None),
         attempts: Set(0),
+        idempotency_key: Set(idempotency_key),
         started_at: Set(None),
         ended_at: Set(None),
         created_at: Set(now),

@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod lease;
 pub mod load;
+pub mod status;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -31,13 +32,30 @@ use crate::provisioning::simulated::{SimulatedDriver, Timing};
 pub const LEASE: &str = "scheduler";
 
 /// What request handlers and drivers use to reach the loop.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct SchedulerHandle {
     wake: Arc<Notify>,
     leader: Arc<AtomicBool>,
+    /// This process's name on the lease.
+    holder: Arc<str>,
+}
+
+impl Default for SchedulerHandle {
+    fn default() -> Self {
+        Self {
+            wake: Arc::default(),
+            leader: Arc::default(),
+            holder: Uuid::new_v4().to_string().into(),
+        }
+    }
 }
 
 impl SchedulerHandle {
+    /// This process's name on the scheduler lease.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
     /// Asks for a cycle soon; several requests before it runs make one.
     pub fn wake(&self) {
         self.wake.notify_one();
@@ -59,7 +77,7 @@ struct Handed {
 
 /// Runs the loop until `stop` turns true, then gives the lease up.
 pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
-    let holder = Uuid::new_v4().to_string();
+    let holder = state.scheduler.holder().to_owned();
     let config = &state.config;
     let ttl =
         chrono::Duration::seconds(i64::try_from(config.scheduler_lease_seconds).unwrap_or(10));

@@ -1,0 +1,278 @@
+//! The `gantry` binary as separate processes on one database: killed with
+//! SIGKILL while it places and provisions orders, and run as two replicas
+//! sharing the scheduler lease.
+
+#[allow(dead_code)]
+#[path = "../../../tests/api/support.rs"]
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{Engine, JWT_SECRET, Tenant, TestServer};
+
+on_both_engines!(
+    kill_9_while_placing_loses_and_duplicates_nothing,
+    two_replicas_share_one_lease_and_a_killed_leader_hands_it_over,
+);
+
+/// A `gantry serve` process, killed with SIGKILL when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+    _data: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed when dropped.
+    pub struct Dir(pub std::path::PathBuf);
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            std::fs::remove_dir_all(&self.0).ok();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+impl Server {
+    async fn start(database_url: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let data = std::env::temp_dir().join(format!("gantry-process-{}", uuid::Uuid::new_v4()));
+        let child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .arg("serve")
+            .env("DATABASE_URL", database_url)
+            .env("GANTRY_DATA_DIR", &data)
+            .env("GANTRY_LISTEN", format!("127.0.0.1:{port}"))
+            .env("GANTRY_JWT_SECRET", JWT_SECRET)
+            .env("GANTRY_DEMO", "false")
+            .env("GANTRY_RATE_LIMIT_PER_SECOND", "100000")
+            .env("GANTRY_RATE_LIMIT_BURST", "100000")
+            .env("GANTRY_REQUEST_TIMEOUT_SECONDS", "1")
+            .env("GANTRY_SCHEDULER_INTERVAL_MS", "200")
+            .env("GANTRY_SCHEDULER_LEASE_SECONDS", "2")
+            .env("GANTRY_SIMULATED_PROVISION_MS", "2000")
+            .env("GANTRY_SIMULATED_STOP_MS", "100")
+            .env("GANTRY_DATABASE_MAX_CONNECTIONS", "5")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start gantry serve");
+        let server = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+            _data: tempdir::Dir(data),
+        };
+        for _ in 0..200 {
+            if let Ok(reply) = server
+                .http
+                .get(format!("{}/readyz", server.base))
+                .send()
+                .await
+                && reply.status() == StatusCode::OK
+            {
+                return server;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("gantry serve did not become ready");
+    }
+
+    fn kill_9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().ok();
+    }
+
+    async fn get(&self, path: &str, token: &str) -> Value {
+        let reply = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(reply.status(), StatusCode::OK);
+        reply.json().await.expect("json")
+    }
+
+    /// Creates an order with a key, retrying while the key is held by a
+    /// request the killed process never finished.
+    async fn order(&self, tenant: &Tenant, key: &str) -> String {
+        for _ in 0..200 {
+            let reply = self
+                .http
+                .post(format!(
+                    "{}/api/v1/orgs/{}/orders",
+                    self.base, tenant.org_id
+                ))
+                .bearer_auth(&tenant.token)
+                .header("Idempotency-Key", key)
+                .json(&json!({ "instance_type": "h100x1" }))
+                .send()
+                .await
+                .expect("request");
+            match reply.status() {
+                StatusCode::CREATED => {
+                    let order: Value = reply.json().await.expect("json");
+                    return order["id"].as_str().expect("id").to_owned();
+                }
+                StatusCode::CONFLICT => tokio::time::sleep(Duration::from_millis(100)).await,
+                other => panic!(
+                    "order {key}: {other}: {}",
+                    reply.text().await.unwrap_or_default()
+                ),
+            }
+        }
+        panic!("order {key} stayed locked");
+    }
+}
+
+/// A database with a 4-node, 32-GPU cluster, a tenant and an operator; the
+/// in-process server that built it is shut down.
+async fn prepared(engine: Engine) -> (TestServer, Tenant, Tenant) {
+    let mut setup = TestServer::start(engine).await;
+    let operator = setup.operator().await;
+    setup.cluster(&operator, 4).await;
+    let tenant = setup.signup("tenant").await;
+    setup.stop();
+    (setup, operator, tenant)
+}
+
+async fn kill_9_while_placing_loses_and_duplicates_nothing(engine: Engine) {
+    let (setup, _operator, tenant) = prepared(engine).await;
+    let url = setup.state.config.database_url();
+    let first = Server::start(&url).await;
+    let sent: Vec<_> = (0..40)
+        .map(|i| {
+            let http = first.http.clone();
+            let request = http
+                .post(format!(
+                    "{}/api/v1/orgs/{}/orders",
+                    first.base, tenant.org_id
+                ))
+                .bearer_auth(&tenant.token)
+                .header("Idempotency-Key", format!("crash-{i}"))
+                .json(&json!({ "instance_type": "h100x1" }));
+            tokio::spawn(async move { request.send().await.map(|r| r.status()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    first.kill_9();
+    for request in sent {
+        // Requests in flight when the process died fail; their retries follow.
+        request.await.ok();
+    }
+    let mid_flight = setup
+        .count("SELECT COUNT(*) FROM orders WHERE status IN ('scheduled', 'provisioning')")
+        .await;
+    assert!(mid_flight > 0, "the process died while bringing orders up");
+
+    let second = Server::start(&url).await;
+    let mut ids = std::collections::HashSet::new();
+    for i in 0..40 {
+        ids.insert(second.order(&tenant, &format!("crash-{i}")).await);
+    }
+    assert_eq!(ids.len(), 40, "one order per key");
+    assert_eq!(setup.count("SELECT COUNT(*) FROM orders").await, 40);
+
+    // The loop resumes: every GPU is placed and brought up, the rest waits.
+    let orders_path = format!("/api/v1/orgs/{}/orders?limit=200", tenant.org_id);
+    let mut orders = Value::Null;
+    for _ in 0..200 {
+        orders = second.get(&orders_path, &tenant.token).await;
+        let running = orders["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter(|o| o["status"] == "running")
+            .count();
+        if running == 32 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let items = orders["items"].as_array().expect("items");
+    let mut gpus = std::collections::HashSet::new();
+    for order in items {
+        for placement in order["placement"].as_array().expect("placement") {
+            for gpu in placement["gpu_ids"].as_array().expect("gpus") {
+                assert!(
+                    gpus.insert((placement["node_name"].to_string(), gpu.to_string())),
+                    "a GPU is held twice"
+                );
+            }
+        }
+    }
+    let status = |s: &str| items.iter().filter(|o| o["status"] == s).count();
+    assert_eq!((status("running"), status("queued")), (32, 8), "{orders:#}");
+    assert_eq!(gpus.len(), 32);
+    assert_eq!(setup.count("SELECT COUNT(*) FROM gpu_claims").await, 32);
+}
+
+async fn two_replicas_share_one_lease_and_a_killed_leader_hands_it_over(engine: Engine) {
+    let (_setup, operator, tenant) = prepared(engine).await;
+    let url = _setup.state.config.database_url();
+    let replicas = [Server::start(&url).await, Server::start(&url).await];
+    let mut leaders = Vec::new();
+    for _ in 0..100 {
+        leaders.clear();
+        for (i, replica) in replicas.iter().enumerate() {
+            let status = replica
+                .get("/api/v1/admin/scheduler", &operator.token)
+                .await;
+            if status["leading"] == true {
+                assert_eq!(status["lease_holder"], status["replica"]);
+                leaders.push(i);
+            }
+        }
+        if !leaders.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(leaders.len(), 1, "exactly one replica runs the loop");
+    let [a, b] = replicas;
+    let (leader, follower) = if leaders[0] == 0 { (a, b) } else { (b, a) };
+    leader.kill_9();
+
+    // The lease expires unrenewed and the follower takes it.
+    let mut took_over = false;
+    for _ in 0..100 {
+        let status = follower
+            .get("/api/v1/admin/scheduler", &operator.token)
+            .await;
+        if status["leading"] == true {
+            took_over = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(took_over, "the follower took the lease over");
+    let id = follower.order(&tenant, "after-failover").await;
+    for _ in 0..100 {
+        let order = follower
+            .get(
+                &format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id),
+                &tenant.token,
+            )
+            .await;
+        if order["status"] == "running" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the new leader never ran the order");
+}
