@@ -14,10 +14,12 @@ crate::on_both_engines!(
     gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees,
     production_preempts_batch_which_is_queued_again,
     quota_refuses_or_queues_and_raising_it_starts_the_order,
+    project_and_regional_maximums_hold_work_back,
     admission_refuses_what_can_never_run,
     idempotent_order_creation_makes_one_order,
     parallel_orders_never_double_allocate_or_exceed_quota,
     draining_a_node_moves_its_work,
+    what_if_shows_what_more_nodes_would_start,
     one_replica_runs_the_loop_and_hands_it_over,
 );
 
@@ -327,6 +329,76 @@ async fn quota_refuses_or_queues_and_raising_it_starts_the_order(engine: Engine)
         .await
         .expect(StatusCode::OK);
     server.wait_status(&tenant, second, "running").await;
+}
+
+async fn project_and_regional_maximums_hold_work_back(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 3).await;
+    server.add_nodes(&operator, "r2", 4..=5).await;
+    let tenant = server.signup("tenant").await;
+    let project = server
+        .post(
+            &format!("/api/v1/orgs/{}/projects", tenant.org_id),
+            &tenant.token,
+            json!({ "name": "vision" }),
+        )
+        .await;
+    project.expect(StatusCode::CREATED);
+    let project_id = project.id("/id");
+    server
+        .put(
+            &format!("/api/v1/admin/orgs/{}/quotas", tenant.org_id),
+            &operator.token,
+            json!({ "quotas": [
+                { "gpu_model": "H100", "project_id": project_id, "guaranteed_gpus": 0, "max_gpus": 8 },
+                { "gpu_model": "H100", "region": "r2", "guaranteed_gpus": 0, "max_gpus": 0 },
+            ] }),
+        )
+        .await
+        .expect(StatusCode::OK);
+
+    let in_project = json!({ "instance_type": "h100x8", "project_id": project_id, "region": "r1" });
+    let first = server.order(&tenant, in_project.clone()).await;
+    server.wait_status(&tenant, first, "running").await;
+    let second = server.order(&tenant, in_project).await;
+    server
+        .wait_order(&tenant, second, "held by the project maximum", |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("quota: a project or regional maximum"))
+        })
+        .await;
+    // Outside the project the order runs, but not in the region whose
+    // quota is zero.
+    let anywhere = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    let running = server.wait_status(&tenant, anywhere, "running").await;
+    let node = running["placement"][0]["node_name"].as_str().expect("node");
+    assert!(!["n4", "n5"].contains(&node), "placed in r2 on {node}");
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+            &tenant.token,
+            json!({ "instance_type": "h100x8", "region": "r2" }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "quota_exceeded");
+    let quotas = server
+        .get(
+            &format!("/api/v1/orgs/{}/quotas", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    let project_use = quotas
+        .body
+        .as_array()
+        .expect("quotas")
+        .iter()
+        .find(|q| q["project_id"] == project_id.to_string())
+        .expect("project quota");
+    assert_eq!(project_use["used_gpus"], 8);
 }
 
 async fn admission_refuses_what_can_never_run(engine: Engine) {
@@ -641,4 +713,68 @@ async fn one_replica_runs_the_loop_and_hands_it_over(engine: Engine) {
     follower.wait_status(&tenant, next, "running").await;
     assert!(follower.state.scheduler.is_leader());
     assert!(!leader.state.scheduler.is_leader());
+}
+
+async fn what_if_shows_what_more_nodes_would_start(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let first = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&tenant, first, "running").await;
+    let second = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server
+        .wait_order(&tenant, second, "waiting", |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("capacity"))
+        })
+        .await;
+    let before = server.table_counts().await;
+    let answer = server
+        .post(
+            "/api/v1/admin/what-if",
+            &operator.token,
+            json!({ "extra_nodes": [{ "instance_type": "h100x8", "region": "r1", "count": 1 }] }),
+        )
+        .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["before"]["starts"], 0);
+    assert_eq!(answer.body["before"]["waiting"], 1);
+    assert_eq!(answer.body["after"]["starts"], 1);
+    assert_eq!(answer.body["after"]["started_gpus"], 8.0);
+    // A quota of zero for the tenant would leave it waiting even with the node.
+    let capped = server
+        .post(
+            "/api/v1/admin/what-if",
+            &operator.token,
+            json!({
+                "extra_nodes": [{ "instance_type": "h100x8", "region": "r1", "count": 1 }],
+                "quotas": [{ "org_id": tenant.org_id, "gpu_model": "H100", "guaranteed_gpus": 0, "max_gpus": 8 }],
+            }),
+        )
+        .await;
+    capped.expect(StatusCode::OK);
+    assert_eq!(capped.body["after"]["starts"], 0);
+    assert_eq!(
+        before,
+        server.table_counts().await,
+        "a what-if changes nothing"
+    );
+    server
+        .post(
+            "/api/v1/admin/what-if",
+            &operator.token,
+            json!({ "extra_nodes": [{ "instance_type": "a100x8", "region": "r1", "count": 1 }] }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "unknown_reference");
+    server
+        .post("/api/v1/admin/what-if", &tenant.token, json!({}))
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
 }

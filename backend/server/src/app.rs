@@ -94,7 +94,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
         .merge(crate::agents::routes())
-        .merge(crate::scheduling::status::routes());
+        .merge(crate::scheduling::status::routes())
+        .merge(crate::scheduling::what_if::routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .nest(API_PREFIX, api)
         .merge(crate::health::routes())

@@ -87,6 +87,17 @@ pub async fn apply(
             applied.waiting += 1;
         }
     }
+    for held in &loaded.held {
+        let waiting = engine::Waiting {
+            workload: held.order_id.to_string(),
+            reasons: Vec::new(),
+            estimated_start: None,
+            estimate_rests_on: Vec::new(),
+        };
+        if record_reason(&txn, loaded, &waiting, Some(held.reason.clone()), now).await? {
+            applied.waiting += 1;
+        }
+    }
     txn.commit().await?;
     Ok(applied)
 }
@@ -185,19 +196,35 @@ async fn record_wait(
     waiting: &engine::Waiting,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let Some(id) = order_id(&waiting.workload) else {
-        return Ok(false);
-    };
-    let Some(current) = loaded.orders.get(&id) else {
-        return Ok(false);
-    };
     let reason = waiting
         .reasons
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ");
-    let reason = (!reason.is_empty()).then_some(reason);
+    record_reason(
+        txn,
+        loaded,
+        waiting,
+        (!reason.is_empty()).then_some(reason),
+        now,
+    )
+    .await
+}
+
+async fn record_reason(
+    txn: &impl ConnectionTrait,
+    loaded: &Loaded,
+    waiting: &engine::Waiting,
+    reason: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let Some(id) = order_id(&waiting.workload) else {
+        return Ok(false);
+    };
+    let Some(current) = loaded.orders.get(&id) else {
+        return Ok(false);
+    };
     let estimate = waiting.estimated_start.map(at);
     if current.pending_reason == reason && current.estimated_start == estimate {
         return Ok(false);

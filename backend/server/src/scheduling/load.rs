@@ -21,6 +21,9 @@ pub struct Loaded {
     pub nodes: HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
     /// Orders the engine saw, by id.
     pub orders: HashMap<Uuid, order::Model>,
+    /// Queued orders kept from the engine this cycle by a project or
+    /// regional quota.
+    pub held: Vec<super::scoped::Held>,
 }
 
 pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loaded, DbErr> {
@@ -88,7 +91,8 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
         });
     }
 
-    let mut queues = queues(db, &model_name).await?;
+    let quota_rows = quota::Entity::find().all(db).await?;
+    let mut queues = queues(&quota_rows, &model_name);
     let live = allocation::Entity::find()
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(db)
@@ -144,7 +148,19 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
         .map(|o| workload(o, &types, &model_name, &region_names))
         .collect();
     pending.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut used: super::scoped::Use = HashMap::new();
+    let node_regions: HashMap<Uuid, Uuid> = node_rows.iter().map(|n| (n.id, n.region_id)).collect();
+    for a in &live {
+        if let (Some(o), Some(region)) = (orders.get(&a.order_id), node_regions.get(&a.node_id)) {
+            let gpus = serde_json::from_str::<Vec<u32>>(&a.gpu_indices).map_or(0, |g| g.len());
+            *used
+                .entry((o.org_id, o.gpu_model_id, *region, o.project_id))
+                .or_default() += i64::try_from(gpus).unwrap_or(0);
+        }
+    }
+    let held = super::scoped::hold_back(&mut pending, &orders, &quota_rows, used, &region_names);
     Ok(Loaded {
+        held,
         snapshot: engine::OwnedSnapshot {
             cluster: engine::Cluster {
                 nodes: cluster_nodes,
@@ -218,16 +234,11 @@ fn engine_region(
 
 /// One queue per organization with quotas: its organization-wide quota per
 /// GPU model.
-async fn queues(
-    db: &impl ConnectionTrait,
-    model_name: &impl Fn(&Uuid) -> String,
-) -> Result<Vec<engine::Queue>, DbErr> {
+fn queues(rows: &[quota::Model], model_name: &impl Fn(&Uuid) -> String) -> Vec<engine::Queue> {
     let mut queues: BTreeMap<Uuid, engine::Queue> = BTreeMap::new();
-    for q in quota::Entity::find()
-        .filter(quota::Column::ProjectId.is_null())
-        .filter(quota::Column::RegionId.is_null())
-        .all(db)
-        .await?
+    for q in rows
+        .iter()
+        .filter(|q| q.project_id.is_none() && q.region_id.is_none())
     {
         let queue = queues
             .entry(q.org_id)
@@ -241,7 +252,7 @@ async fn queues(
             },
         );
     }
-    Ok(queues.into_values().collect())
+    queues.into_values().collect()
 }
 
 fn workload(

@@ -7,7 +7,9 @@
 pub mod apply;
 pub mod lease;
 pub mod load;
+pub mod scoped;
 pub mod status;
+pub mod what_if;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -138,25 +140,45 @@ async fn cycle(state: &AppState, driver: &dyn Driver, handed: &mut Handed) -> an
     crate::agents::health::mark_silent(&state.db, deadline, now).await?;
     end_expired(state, now).await?;
     evacuate(state, now).await?;
+    let loading = Instant::now();
     let loaded = load::load(&state.db, now).await?;
+    let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
     let pending = loaded.snapshot.pending.len();
+    let deciding = Instant::now();
     let (loaded, decisions) = tokio::task::spawn_blocking(move || {
         let decisions = loaded.snapshot.decide(&Policy::default());
         (loaded, decisions)
     })
     .await?;
+    let decide_ms = deciding.elapsed().as_secs_f64() * 1000.0;
+    let writing = Instant::now();
     let applied = apply::apply(&state.db, &loaded, &decisions, now).await?;
+    let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
     hand_over(state, driver, handed).await?;
-    if applied.started + applied.preempted + applied.rejected > 0 {
+    let total_ms = began.elapsed().as_secs_f64() * 1000.0;
+    let changed = applied.started + applied.preempted + applied.rejected > 0;
+    if changed {
         tracing::info!(
             pending,
             started = applied.started,
             preempted = applied.preempted,
             rejected = applied.rejected,
-            elapsed_ms = began.elapsed().as_millis() as u64,
+            total_ms,
             "scheduling cycle"
         );
     }
+    tracing::debug!(
+        pending,
+        running = loaded.snapshot.running.len(),
+        nodes = loaded.snapshot.cluster.nodes.len(),
+        started = applied.started,
+        reasons_written = applied.waiting,
+        load_ms,
+        decide_ms,
+        write_ms,
+        total_ms,
+        "cycle timing"
+    );
     Ok(())
 }
 
