@@ -50,6 +50,30 @@ pub async fn record(db: &impl ConnectionTrait, change: Change<'_>) -> Result<(),
     .map(drop)
 }
 
+/// Records an operator's change to something no organization owns (the
+/// catalog, nodes, join tokens).
+pub async fn platform(
+    db: &impl ConnectionTrait,
+    actor: &Actor,
+    action: &'static str,
+    target_type: &'static str,
+    target_id: impl ToString,
+    details: serde_json::Value,
+) -> Result<(), sea_orm::DbErr> {
+    record(
+        db,
+        Change {
+            org_id: None,
+            action,
+            target_type,
+            target_id: Some(target_id.to_string()),
+            details,
+            actor,
+        },
+    )
+    .await
+}
+
 /// One audit row.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditEntry {

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::audit::{self, Change};
+use crate::audit;
 use crate::auth::api_key_secret::{self, JOIN_PREFIX};
 use crate::auth::principal::{Actor, Operator};
 use crate::entities::join_token;
@@ -121,16 +121,13 @@ async fn create_join_token(
     }
     .insert(&txn)
     .await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "join_token.create",
-            target_type: "join_token",
-            target_id: Some(id.to_string()),
-            details: serde_json::json!({ "region": region.name, "expires_at": row.expires_at }),
-            actor: &actor,
-        },
+        &actor,
+        "join_token.create",
+        "join_token",
+        id,
+        serde_json::json!({ "region": region.name, "expires_at": row.expires_at }),
     )
     .await?;
     txn.commit().await?;
@@ -172,18 +169,8 @@ async fn revoke_join_token(
         let mut row: join_token::ActiveModel = current.into();
         row.revoked_at = Set(Some(Utc::now()));
         row.update(&txn).await?;
-        audit::record(
-            &txn,
-            Change {
-                org_id: None,
-                action: "join_token.revoke",
-                target_type: "join_token",
-                target_id: Some(id.to_string()),
-                details: serde_json::json!({}),
-                actor: &actor,
-            },
-        )
-        .await?;
+        let details = serde_json::json!({});
+        audit::platform(&txn, &actor, "join_token.revoke", "join_token", id, details).await?;
     }
     txn.commit().await?;
     Ok(StatusCode::NO_CONTENT)

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::{in_use, name_taken};
 use crate::app::AppState;
-use crate::audit::{self, Change};
+use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
 use crate::entities::{gpu, gpu_model, instance_type};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
@@ -187,16 +187,13 @@ async fn create_gpu_model(
     }
     .insert(&txn)
     .await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "gpu_model.create",
-            target_type: "gpu_model",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({ "name": row.name }),
-            actor: &actor,
-        },
+        &actor,
+        "gpu_model.create",
+        "gpu_model",
+        row.id,
+        serde_json::json!({ "name": row.name }),
     )
     .await?;
     txn.commit().await?;
@@ -248,16 +245,13 @@ async fn update_gpu_model(
     }
     row.updated_at = Set(Utc::now());
     let updated = row.update(&txn).await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "gpu_model.update",
-            target_type: "gpu_model",
-            target_id: Some(updated.id.to_string()),
-            details: serde_json::json!({ "name": updated.name }),
-            actor: &actor,
-        },
+        &actor,
+        "gpu_model.update",
+        "gpu_model",
+        updated.id,
+        serde_json::json!({ "name": updated.name }),
     )
     .await?;
     txn.commit().await?;
@@ -299,16 +293,13 @@ async fn delete_gpu_model(
     gpu_model::Entity::delete_by_id(current.id)
         .exec(&txn)
         .await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "gpu_model.delete",
-            target_type: "gpu_model",
-            target_id: Some(current.id.to_string()),
-            details: serde_json::json!({ "name": current.name }),
-            actor: &actor,
-        },
+        &actor,
+        "gpu_model.delete",
+        "gpu_model",
+        current.id,
+        serde_json::json!({ "name": current.name }),
     )
     .await?;
     txn.commit().await?;

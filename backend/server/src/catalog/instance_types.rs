@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::prices::{self, Price};
 use super::{in_use, name_taken};
 use crate::app::AppState;
-use crate::audit::{self, Change};
+use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
 use crate::entities::{gpu_model, instance_type, node, order};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
@@ -233,16 +233,13 @@ async fn create_instance_type(
     }
     .insert(&txn)
     .await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "instance_type.create",
-            target_type: "instance_type",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({ "name": row.name, "gpu_model": model.name }),
-            actor: &actor,
-        },
+        &actor,
+        "instance_type.create",
+        "instance_type",
+        row.id,
+        serde_json::json!({ "name": row.name, "gpu_model": model.name }),
     )
     .await?;
     txn.commit().await?;
@@ -291,20 +288,17 @@ async fn update_instance_type(
     }
     row.updated_at = Set(Utc::now());
     let updated = row.update(&txn).await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "instance_type.update",
-            target_type: "instance_type",
-            target_id: Some(updated.id.to_string()),
-            details: serde_json::json!({
-                "vcpus": updated.vcpus,
-                "memory_gib": updated.memory_gib,
-                "disk_gib": updated.disk_gib,
-            }),
-            actor: &actor,
-        },
+        &actor,
+        "instance_type.update",
+        "instance_type",
+        updated.id,
+        serde_json::json!({
+            "vcpus": updated.vcpus,
+            "memory_gib": updated.memory_gib,
+            "disk_gib": updated.disk_gib,
+        }),
     )
     .await?;
     txn.commit().await?;
@@ -346,16 +340,13 @@ async fn delete_instance_type(
     instance_type::Entity::delete_by_id(current.id)
         .exec(&txn)
         .await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "instance_type.delete",
-            target_type: "instance_type",
-            target_id: Some(current.id.to_string()),
-            details: serde_json::json!({ "name": current.name }),
-            actor: &actor,
-        },
+        &actor,
+        "instance_type.delete",
+        "instance_type",
+        current.id,
+        serde_json::json!({ "name": current.name }),
     )
     .await?;
     txn.commit().await?;

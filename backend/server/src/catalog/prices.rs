@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::audit::{self, Change};
+use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
 use crate::classes::PricingClass;
 use crate::entities::{instance_type, price, region};
@@ -209,22 +209,19 @@ async fn create_price(
     }
     .insert(&txn)
     .await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "price.create",
-            target_type: "instance_type",
-            target_id: Some(instance.id.to_string()),
-            details: serde_json::json!({
-                "instance_type": instance.name,
-                "pricing_class": row.pricing_class,
-                "region": region.as_ref().map(|r| &r.name),
-                "hourly_micros": row.hourly_micros,
-                "effective_from": row.effective_from,
-            }),
-            actor: &actor,
-        },
+        &actor,
+        "price.create",
+        "instance_type",
+        instance.id,
+        serde_json::json!({
+            "instance_type": instance.name,
+            "pricing_class": row.pricing_class,
+            "region": region.as_ref().map(|r| &r.name),
+            "hourly_micros": row.hourly_micros,
+            "effective_from": row.effective_from,
+        }),
     )
     .await?;
     txn.commit().await?;

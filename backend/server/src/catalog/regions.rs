@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{in_use, name_taken};
 use crate::app::AppState;
-use crate::audit::{self, Change};
+use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
 use crate::entities::{node, region};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
@@ -269,16 +269,13 @@ async fn create_region(
     };
     set_off_peak(&mut row, request.off_peak);
     let row = row.insert(&txn).await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "region.create",
-            target_type: "region",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({ "name": row.name }),
-            actor: &actor,
-        },
+        &actor,
+        "region.create",
+        "region",
+        row.id,
+        serde_json::json!({ "name": row.name }),
     )
     .await?;
     txn.commit().await?;
@@ -335,16 +332,13 @@ async fn update_region(
     }
     row.updated_at = Set(Utc::now());
     let updated = row.update(&txn).await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "region.update",
-            target_type: "region",
-            target_id: Some(updated.id.to_string()),
-            details: serde_json::json!({ "name": updated.name }),
-            actor: &actor,
-        },
+        &actor,
+        "region.update",
+        "region",
+        updated.id,
+        serde_json::json!({ "name": updated.name }),
     )
     .await?;
     txn.commit().await?;
@@ -383,16 +377,13 @@ async fn delete_region(
         return Err(in_use("region", &current.name, &format!("{orders} orders")));
     }
     region::Entity::delete_by_id(current.id).exec(&txn).await?;
-    audit::record(
+    audit::platform(
         &txn,
-        Change {
-            org_id: None,
-            action: "region.delete",
-            target_type: "region",
-            target_id: Some(current.id.to_string()),
-            details: serde_json::json!({ "name": current.name }),
-            actor: &actor,
-        },
+        &actor,
+        "region.delete",
+        "region",
+        current.id,
+        serde_json::json!({ "name": current.name }),
     )
     .await?;
     txn.commit().await?;

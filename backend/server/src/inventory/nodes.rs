@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::audit::{self, Change};
+use crate::audit;
 use crate::auth::principal::{Actor, Operator};
 use crate::classes::{AllocationState, DriverKind, NodeState};
 use crate::entities::{allocation, gpu, gpu_claim, gpu_model, instance_type, node, region};
@@ -410,18 +410,7 @@ async fn create_simulated_node(
         &model,
     );
     let row = insert(&txn, spec).await?;
-    audit::record(
-        &txn,
-        Change {
-            org_id: None,
-            action: "node.create",
-            target_type: "node",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({ "name": row.name, "driver": row.driver, "instance_type": instance.name }),
-            actor: &actor,
-        },
-    )
-    .await?;
+    audit::platform(&txn, &actor, "node.create", "node", row.id, serde_json::json!({ "name": row.name, "driver": row.driver, "instance_type": instance.name })).await?;
     txn.commit().await?;
     state.scheduler.wake();
     Ok((StatusCode::CREATED, Json(view(&state.db, row).await?)))
@@ -448,22 +437,13 @@ async fn set_state(
     row.state = Set(to);
     row.updated_at = Set(Utc::now());
     let updated = row.update(&txn).await?;
-    audit::record(
-        &txn,
-        Change {
-            org_id: None,
-            action: match to {
-                NodeState::Cordoned => "node.cordon",
-                NodeState::Draining => "node.drain",
-                _ => "node.uncordon",
-            },
-            target_type: "node",
-            target_id: Some(updated.id.to_string()),
-            details: serde_json::json!({ "name": updated.name, "from": current.state, "to": to }),
-            actor,
-        },
-    )
-    .await?;
+    let action = match to {
+        NodeState::Cordoned => "node.cordon",
+        NodeState::Draining => "node.drain",
+        _ => "node.uncordon",
+    };
+    let details = serde_json::json!({ "name": updated.name, "from": current.state, "to": to });
+    audit::platform(&txn, actor, action, "node", updated.id, details).await?;
     txn.commit().await?;
     state.scheduler.wake();
     Ok(Json(view(&state.db, updated).await?))
@@ -556,18 +536,8 @@ async fn delete_node(
         ));
     }
     node::Entity::delete_by_id(current.id).exec(&txn).await?;
-    audit::record(
-        &txn,
-        Change {
-            org_id: None,
-            action: "node.delete",
-            target_type: "node",
-            target_id: Some(current.id.to_string()),
-            details: serde_json::json!({ "name": current.name }),
-            actor: &actor,
-        },
-    )
-    .await?;
+    let details = serde_json::json!({ "name": current.name });
+    audit::platform(&txn, &actor, "node.delete", "node", current.id, details).await?;
     txn.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }
