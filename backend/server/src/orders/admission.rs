@@ -3,7 +3,7 @@
 //! cluster, above the maximum quota, not offered at its pricing class) is
 //! refused at once; one that can run later is queued.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use crate::classes::PricingClass;
@@ -101,28 +101,35 @@ async fn within_max_quota(db: &impl ConnectionTrait, request: &Request<'_>) -> A
 }
 
 async fn fits_somewhere(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
-    let mut nodes = node::Entity::find();
+    let instance = request.instance;
+    let mut nodes = node::Entity::find()
+        .select_only()
+        .column(node::Column::Id)
+        .filter(node::Column::CpuMilli.gte(i64::from(instance.vcpus) * 1000))
+        .filter(node::Column::MemoryMib.gte(i64::from(instance.memory_gib) * 1024));
     if let Some(region) = request.region {
         nodes = nodes.filter(node::Column::RegionId.eq(region.id));
     }
-    let nodes = nodes.all(db).await?;
-    let gpus = gpu::Entity::find()
-        .filter(gpu::Column::NodeId.is_in(nodes.iter().map(|n| n.id)))
+    let big_enough: std::collections::HashSet<Uuid> = nodes
+        .into_tuple::<Uuid>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let gpus: Vec<Uuid> = gpu::Entity::find()
+        .select_only()
+        .column(gpu::Column::NodeId)
         .filter(gpu::Column::GpuModelId.eq(request.model.id))
+        .into_tuple()
         .all(db)
         .await?;
     let mut per_node: std::collections::HashMap<Uuid, i32> = std::collections::HashMap::new();
-    for g in &gpus {
-        *per_node.entry(g.node_id).or_default() += 1;
+    for node_id in gpus.into_iter().filter(|n| big_enough.contains(n)) {
+        *per_node.entry(node_id).or_default() += 1;
     }
-    let instance = request.instance;
-    let hosts = nodes
-        .iter()
-        .filter(|n| {
-            per_node.get(&n.id).copied().unwrap_or(0) >= instance.gpus_per_node
-                && n.cpu_milli >= i64::from(instance.vcpus) * 1000
-                && n.memory_mib >= i64::from(instance.memory_gib) * 1024
-        })
+    let hosts = per_node
+        .values()
+        .filter(|count| **count >= instance.gpus_per_node)
         .count();
     let needed = usize::try_from(request.node_count).unwrap_or(usize::MAX);
     if hosts >= needed {

@@ -316,18 +316,19 @@ async fn create_order(
     };
     fields.finish()?;
     let scope = &access.scope;
-    let txn = crate::db::write(&state.db).await?;
+    // Everything is read before the write transaction, which then holds
+    // SQLite's single write lock only for the insert.
+    let db = &state.db;
     if let Some(key) = &idempotency_key
         && let Some(existing) = scope
             .select::<order::Entity>()
             .filter(order::Column::IdempotencyKey.eq(key))
-            .one(&txn)
+            .one(db)
             .await?
     {
-        txn.commit().await?;
-        return Ok((StatusCode::CREATED, Json(view(&state.db, existing).await?)));
+        return Ok((StatusCode::CREATED, Json(view(db, existing).await?)));
     }
-    let instance = crate::catalog::instance_type_by_ref(&txn, &request.instance_type)
+    let instance = crate::catalog::instance_type_by_ref(db, &request.instance_type)
         .await
         .map_err(|_| {
             ApiError::unprocessable(
@@ -336,24 +337,20 @@ async fn create_order(
             )
         })?;
     let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
-        .one(&txn)
+        .one(db)
         .await?
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
     let region = match &request.region {
-        Some(reference) => Some(
-            crate::catalog::region_by_ref(&txn, reference)
-                .await
-                .map_err(|_| {
-                    ApiError::unprocessable("unknown_region", format!("no region {reference:?}"))
-                })?,
-        ),
+        Some(reference) => Some(crate::catalog::region_by_ref(db, reference).await.map_err(
+            |_| ApiError::unprocessable("unknown_region", format!("no region {reference:?}")),
+        )?),
         None => None,
     };
     if let Some(project_id) = request.project_id
         && scope
             .select::<project::Entity>()
             .filter(project::Column::Id.eq(project_id))
-            .one(&txn)
+            .one(db)
             .await?
             .is_none()
     {
@@ -363,7 +360,7 @@ async fn create_order(
         ));
     }
     admission::admit(
-        &txn,
+        db,
         &admission::Request {
             org_id: scope.org_id,
             project_id: request.project_id,
@@ -375,6 +372,7 @@ async fn create_order(
         },
     )
     .await?;
+    let txn = crate::db::write(db).await?;
     let row = order::ActiveModel {
         id: Set(Uuid::now_v7()),
         org_id: Set(scope.org_id),
