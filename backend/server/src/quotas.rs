@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::{Actor, Operator};
 use crate::classes::AllocationState;
-use crate::entities::{allocation, gpu_model, node, order, organization, project, quota};
+use crate::entities::{allocation, node, order, organization, project, quota};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, path_uuid};
 use crate::tenancy::access::{OrgAccess, need};
@@ -138,13 +138,8 @@ async fn views(db: &impl ConnectionTrait, org_id: Uuid) -> ApiResult<Vec<Quota>>
         .all(db)
         .await?;
     let used = used(db, org_id).await?;
-    let models: HashMap<Uuid, String> = gpu_model::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| (m.id, m.name))
-        .collect();
-    let regions = crate::catalog::prices::region_names(db).await?;
+    let models = crate::catalog::gpu_model_names(db).await?;
+    let regions = crate::catalog::region_names(db).await?;
     let mut views: Vec<Quota> = rows
         .into_iter()
         .map(|q| Quota {

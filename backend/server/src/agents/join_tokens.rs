@@ -63,7 +63,7 @@ async fn list_join_tokens(
     State(state): State<AppState>,
     _operator: Operator,
 ) -> ApiResult<Json<Vec<JoinTokenInfo>>> {
-    let regions = crate::catalog::prices::region_names(&state.db).await?;
+    let regions = crate::catalog::region_names(&state.db).await?;
     let rows = join_token::Entity::find()
         .order_by_desc(join_token::Column::Id)
         .all(&state.db)
@@ -102,11 +102,7 @@ async fn create_join_token(
     fields.range("expires_in_seconds", ttl, 60, TTL_MAX);
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
-    let region = crate::catalog::region_by_ref(&txn, &request.region)
-        .await
-        .map_err(|_| {
-            ApiError::unprocessable("unknown_region", format!("no region {:?}", request.region))
-        })?;
+    let region = crate::catalog::region_in_body(&txn, &request.region).await?;
     let id = Uuid::now_v7();
     let secret = api_key_secret::generate_with(JOIN_PREFIX, id);
     let now = Utc::now();

@@ -19,7 +19,7 @@ use super::{in_use, name_taken};
 use crate::app::AppState;
 use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
-use crate::entities::{gpu_model, instance_type, node, order};
+use crate::entities::{instance_type, node, order};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -104,12 +104,7 @@ async fn views(
 ) -> ApiResult<Vec<InstanceType>> {
     let ids: Vec<Uuid> = rows.iter().map(|t| t.id).collect();
     let mut prices = prices::current(db, &ids, Utc::now()).await?;
-    let models: std::collections::HashMap<Uuid, String> = gpu_model::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| (m.id, m.name))
-        .collect();
+    let models = super::gpu_model_names(db).await?;
     Ok(rows
         .into_iter()
         .map(|row| InstanceType {
@@ -203,14 +198,7 @@ async fn create_instance_type(
     fields.range("disk_gib", request.disk_gib, 0, DISK_GIB_MAX);
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
-    let model = super::gpu_model_by_ref(&txn, &request.gpu_model)
-        .await
-        .map_err(|_| {
-            ApiError::unprocessable(
-                "unknown_gpu_model",
-                format!("no GPU model {:?}", request.gpu_model),
-            )
-        })?;
+    let model = super::gpu_model_in_body(&txn, &request.gpu_model).await?;
     if instance_type::Entity::find()
         .filter(instance_type::Column::Name.eq(&request.name))
         .one(&txn)

@@ -7,7 +7,9 @@ pub mod instance_types;
 pub mod prices;
 pub mod regions;
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use std::collections::HashMap;
+
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use utoipa_axum::router::OpenApiRouter;
 use uuid::Uuid;
 
@@ -45,6 +47,64 @@ macro_rules! by_reference {
 by_reference!(region_by_ref, region, Resource::Region);
 by_reference!(gpu_model_by_ref, gpu_model, Resource::GpuModel);
 by_reference!(instance_type_by_ref, instance_type, Resource::InstanceType);
+
+/// Like the `…_by_ref` lookups, for a reference in a request body: an
+/// unknown one is an invalid request (422), not a missing resource.
+macro_rules! in_body {
+    ($fn_name:ident, $lookup:ident, $entity:ident, $code:literal, $what:literal) => {
+        pub async fn $fn_name(
+            db: &impl ConnectionTrait,
+            reference: &str,
+        ) -> ApiResult<$entity::Model> {
+            $lookup(db, reference).await.map_err(|_| {
+                ApiError::unprocessable($code, format!(concat!("no ", $what, " {:?}"), reference))
+            })
+        }
+    };
+}
+
+in_body!(
+    region_in_body,
+    region_by_ref,
+    region,
+    "unknown_region",
+    "region"
+);
+in_body!(
+    gpu_model_in_body,
+    gpu_model_by_ref,
+    gpu_model,
+    "unknown_gpu_model",
+    "GPU model"
+);
+in_body!(
+    instance_type_in_body,
+    instance_type_by_ref,
+    instance_type,
+    "unknown_instance_type",
+    "instance type"
+);
+
+/// Names by id of every row of a catalog table, for showing references.
+macro_rules! names {
+    ($fn_name:ident, $entity:ident) => {
+        pub async fn $fn_name(db: &impl ConnectionTrait) -> ApiResult<HashMap<Uuid, String>> {
+            Ok($entity::Entity::find()
+                .select_only()
+                .column($entity::Column::Id)
+                .column($entity::Column::Name)
+                .into_tuple::<(Uuid, String)>()
+                .all(db)
+                .await?
+                .into_iter()
+                .collect())
+        }
+    };
+}
+
+names!(region_names, region);
+names!(gpu_model_names, gpu_model);
+names!(instance_type_names, instance_type);
 
 /// Refuses a name another row of the same table already has.
 fn name_taken(what: &str, name: &str) -> ApiError {

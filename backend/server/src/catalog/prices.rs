@@ -21,7 +21,7 @@ use crate::app::AppState;
 use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
 use crate::classes::PricingClass;
-use crate::entities::{instance_type, price, region};
+use crate::entities::{instance_type, price};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, path_uuid};
 use crate::validate::Fields;
@@ -74,16 +74,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(create_price))
 }
 
-/// Region names by id, for showing prices.
-pub async fn region_names(db: &impl ConnectionTrait) -> ApiResult<HashMap<Uuid, String>> {
-    Ok(region::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|r| (r.id, r.name))
-        .collect())
-}
-
 /// The prices in force at `at` for each instance type: per pricing class
 /// and region, the latest version that has taken effect.
 pub async fn current(
@@ -91,7 +81,7 @@ pub async fn current(
     types: &[Uuid],
     at: DateTime<Utc>,
 ) -> ApiResult<HashMap<Uuid, Vec<Price>>> {
-    let regions = region_names(db).await?;
+    let regions = super::region_names(db).await?;
     let rows = price::Entity::find()
         .filter(price::Column::InstanceTypeId.is_in(types.iter().copied()))
         .filter(price::Column::EffectiveFrom.lte(at))
@@ -144,7 +134,7 @@ async fn list_prices(
     params: RawPathParams,
 ) -> ApiResult<Json<Vec<Price>>> {
     let instance = find_type(&state.db, &params).await?;
-    let regions = region_names(&state.db).await?;
+    let regions = super::region_names(&state.db).await?;
     let rows = price::Entity::find()
         .filter(price::Column::InstanceTypeId.eq(instance.id))
         .order_by_desc(price::Column::EffectiveFrom)
@@ -193,9 +183,7 @@ async fn create_price(
     let txn = crate::db::write(&state.db).await?;
     let instance = find_type(&txn, &params).await?;
     let region = match &request.region {
-        Some(reference) => Some(super::region_by_ref(&txn, reference).await.map_err(|_| {
-            ApiError::unprocessable("unknown_region", format!("no region {reference:?}"))
-        })?),
+        Some(reference) => Some(super::region_in_body(&txn, reference).await?),
         None => None,
     };
     let row = price::ActiveModel {

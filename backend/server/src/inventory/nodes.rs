@@ -212,19 +212,9 @@ async fn find(db: &impl ConnectionTrait, params: &RawPathParams) -> ApiResult<no
 
 async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<Vec<Node>> {
     let ids: Vec<Uuid> = rows.iter().map(|n| n.id).collect();
-    let regions = crate::catalog::prices::region_names(db).await?;
-    let types: HashMap<Uuid, String> = instance_type::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|t| (t.id, t.name))
-        .collect();
-    let models: HashMap<Uuid, String> = gpu_model::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| (m.id, m.name))
-        .collect();
+    let regions = crate::catalog::region_names(db).await?;
+    let types = crate::catalog::instance_type_names(db).await?;
+    let models = crate::catalog::gpu_model_names(db).await?;
     let gpus = gpu::Entity::find()
         .filter(gpu::Column::NodeId.is_in(ids.iter().copied()))
         .order_by_asc(gpu::Column::Index)
@@ -373,19 +363,8 @@ async fn create_simulated_node(
     }
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
-    let region = crate::catalog::region_by_ref(&txn, &request.region)
-        .await
-        .map_err(|_| {
-            ApiError::unprocessable("unknown_region", format!("no region {:?}", request.region))
-        })?;
-    let instance = crate::catalog::instance_type_by_ref(&txn, &request.instance_type)
-        .await
-        .map_err(|_| {
-            ApiError::unprocessable(
-                "unknown_instance_type",
-                format!("no instance type {:?}", request.instance_type),
-            )
-        })?;
+    let region = crate::catalog::region_in_body(&txn, &request.region).await?;
+    let instance = crate::catalog::instance_type_in_body(&txn, &request.instance_type).await?;
     let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
         .one(&txn)
         .await?

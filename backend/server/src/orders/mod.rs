@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
-use crate::entities::{allocation, gpu_model, instance_type, node, order, project};
+use crate::entities::{allocation, gpu_model, node, order, project};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -122,19 +122,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// Orders as tenants see them.
 pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiResult<Vec<Order>> {
-    let types: HashMap<Uuid, String> = instance_type::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|t| (t.id, t.name))
-        .collect();
-    let models: HashMap<Uuid, String> = gpu_model::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| (m.id, m.name))
-        .collect();
-    let regions = crate::catalog::prices::region_names(db).await?;
+    let types = crate::catalog::instance_type_names(db).await?;
+    let models = crate::catalog::gpu_model_names(db).await?;
+    let regions = crate::catalog::region_names(db).await?;
     let live = allocation::Entity::find()
         .filter(allocation::Column::OrderId.is_in(rows.iter().map(|o| o.id)))
         .filter(allocation::Column::State.ne(AllocationState::Released))
@@ -328,22 +318,13 @@ async fn create_order(
     {
         return Ok((StatusCode::CREATED, Json(view(db, existing).await?)));
     }
-    let instance = crate::catalog::instance_type_by_ref(db, &request.instance_type)
-        .await
-        .map_err(|_| {
-            ApiError::unprocessable(
-                "unknown_instance_type",
-                format!("no instance type {:?}", request.instance_type),
-            )
-        })?;
+    let instance = crate::catalog::instance_type_in_body(db, &request.instance_type).await?;
     let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
         .one(db)
         .await?
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
     let region = match &request.region {
-        Some(reference) => Some(crate::catalog::region_by_ref(db, reference).await.map_err(
-            |_| ApiError::unprocessable("unknown_region", format!("no region {reference:?}")),
-        )?),
+        Some(reference) => Some(crate::catalog::region_in_body(db, reference).await?),
         None => None,
     };
     if let Some(project_id) = request.project_id

@@ -24,6 +24,7 @@ use crate::http::extract::ApiJson;
 use crate::validate::Fields;
 
 const NODES_MAX: i32 = 10_000;
+const GPUS_MAX: u32 = 1_000_000;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -144,6 +145,17 @@ async fn what_if(
             1,
             NODES_MAX,
         );
+    }
+    for (i, quota) in request.quotas.iter().enumerate() {
+        fields.range(
+            &format!("quotas[{i}].guaranteed_gpus"),
+            quota.guaranteed_gpus,
+            0,
+            GPUS_MAX,
+        );
+        if let Some(max) = quota.max_gpus {
+            fields.range(&format!("quotas[{i}].max_gpus"), max, 0, GPUS_MAX);
+        }
     }
     if request.extra_nodes.len() > 20 || request.quotas.len() > 200 {
         fields.push("extra_nodes", "at most 20 node groups and 200 quotas");
