@@ -705,7 +705,7 @@ async fn one_replica_runs_the_loop_and_hands_it_over(engine: Engine) {
         (second, first)
     };
     // Shut down as SIGTERM would; the database stays for the follower.
-    leader.stop();
+    leader.stop().await;
     // The follower takes the lease over and places new work.
     let next = follower
         .order(&tenant, json!({ "instance_type": "h100x1" }))

@@ -44,6 +44,7 @@ pub struct TestServer {
     pub http: reqwest::Client,
     pub state: AppState,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    serving: Option<tokio::task::JoinHandle<()>>,
     data_dir: PathBuf,
     postgres_database: Option<String>,
 }
@@ -111,34 +112,68 @@ impl TestServer {
     }
 
     async fn serve(config: Config, data_dir: PathBuf, postgres_database: Option<String>) -> Self {
-        let state = AppState::start(config).await.expect("server state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let base = format!("http://{}", listener.local_addr().expect("address"));
+        let (state, shutdown, serving) = Self::serve_on(config, listener).await;
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            state,
+            shutdown: Some(shutdown),
+            serving: Some(serving),
+            data_dir,
+            postgres_database,
+        }
+    }
+
+    async fn serve_on(
+        config: Config,
+        listener: tokio::net::TcpListener,
+    ) -> (
+        AppState,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let state = AppState::start(config).await.expect("server state");
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = state.clone();
-        tokio::spawn(async move {
+        let handle = tokio::spawn(async move {
             app::serve(listener, serving, async {
                 stopped.await.ok();
             })
             .await
             .expect("serve");
         });
-        Self {
-            base,
-            http: reqwest::Client::new(),
-            state,
-            shutdown: Some(shutdown),
-            data_dir,
-            postgres_database,
-        }
+        (state, shutdown, handle)
     }
 
-    /// Shuts the server down as SIGTERM would, keeping its database.
-    pub fn stop(&mut self) {
+    /// Restarts the server on the same address and database as a deploy
+    /// would: it shuts down gracefully (scheduler lease included), stays
+    /// away for `downtime`, and comes back with fresh in-memory state.
+    #[allow(dead_code, reason = "only the agent's tests restart a server")]
+    pub async fn restart(&mut self, downtime: std::time::Duration) {
+        self.stop().await;
+        tokio::time::sleep(downtime).await;
+        let address = self.base.trim_start_matches("http://");
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .expect("bind the same address again");
+        let (state, shutdown, serving) = Self::serve_on(self.state.config.clone(), listener).await;
+        self.state = state;
+        self.shutdown = Some(shutdown);
+        self.serving = Some(serving);
+    }
+
+    /// Shuts the server down as SIGTERM would, keeping its database, and
+    /// waits until it has.
+    pub async fn stop(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             shutdown.send(()).ok();
+        }
+        if let Some(serving) = self.serving.take() {
+            serving.await.expect("the server shut down cleanly");
         }
     }
 

@@ -108,7 +108,13 @@ async fn main() -> anyhow::Result<()> {
     let mut supervisor = Supervisor::new(
         cli.workload_command.clone(),
         Duration::from_secs_f64(cli.grace_seconds.max(0.0)),
-    );
+        &cli.state_dir,
+    )
+    .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
+    let running = supervisor.adopt();
+    if running > 0 {
+        tracing::info!(running, "took back workloads from before the restart");
+    }
     let mut unsent: Vec<Report> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -2,11 +2,19 @@
 //! process in its own process group with `CUDA_VISIBLE_DEVICES` set to
 //! exactly its GPUs; an assignment to stop (or one that disappeared) gets
 //! SIGTERM for the whole group, then SIGKILL when the grace period ends.
+//!
+//! Workloads outlive the agent: a ledger in the state directory names each
+//! one's process group, so a restarted agent takes them back instead of
+//! starting them a second time on the same GPUs, and a small shell wrapper
+//! leaves each exit code in a file, so one that ended while the agent was
+//! away is still reported with its code.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
@@ -21,9 +29,20 @@ pub enum Event {
     Failed(Uuid, String),
 }
 
+/// Runs the workload command (`$1`) and writes its exit code to `$2`. The
+/// wrapper catches SIGTERM instead of dying of it, so the workload gets its
+/// whole grace period and the code is still written.
+const WRAPPER: &str = r#"trap : TERM; sh -c "$1"; code=$?; echo "$code" > "$2"; exit "$code""#;
+
 struct Workload {
-    child: Child,
+    /// None for a workload taken back from an earlier run of the agent: not
+    /// our child, so it is watched through its process group.
+    child: Option<Child>,
+    /// 0 when the group is gone: nothing may be signalled in its name.
     pgid: i32,
+    /// The group leader's start time, which tells it from a later process
+    /// that reuses the number.
+    started: u64,
     gpus: Vec<u32>,
     /// When SIGKILL follows the SIGTERM already sent.
     kill_at: Option<Instant>,
@@ -31,19 +50,99 @@ struct Workload {
     orphaned: bool,
 }
 
+/// A ledger entry: enough to find a workload's processes again, and to
+/// tell them from unrelated ones that reuse the number after a reboot.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    pgid: i32,
+    /// The group leader's start time in clock ticks since boot.
+    started: u64,
+    gpus: Vec<u32>,
+}
+
 pub struct Supervisor {
     command: String,
     grace: Duration,
+    state_dir: PathBuf,
     workloads: HashMap<Uuid, Workload>,
 }
 
 impl Supervisor {
-    /// `command` is run by `sh -c` for every workload.
-    pub fn new(command: String, grace: Duration) -> Self {
-        Self {
+    /// `command` is run by `sh -c` for every workload; `state_dir` keeps the
+    /// ledger and exit codes across agent restarts.
+    pub fn new(command: String, grace: Duration, state_dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(state_dir.join("exits"))?;
+        Ok(Self {
             command,
             grace,
+            state_dir: state_dir.to_owned(),
             workloads: HashMap::new(),
+        })
+    }
+
+    /// Takes back the workloads an earlier run of the agent left behind;
+    /// answers how many are still running. Those that ended meanwhile are
+    /// reported by the next `poll`.
+    pub fn adopt(&mut self) -> usize {
+        let ledger: HashMap<Uuid, Record> = std::fs::read(self.ledger_path())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        let mut running = 0;
+        for (id, record) in ledger {
+            let alive = leader_running(record.pgid, record.started);
+            running += usize::from(alive);
+            tracing::info!(order = %id, pgid = record.pgid, alive, "took back workload");
+            self.workloads.insert(
+                id,
+                Workload {
+                    child: None,
+                    pgid: if alive { record.pgid } else { 0 },
+                    started: record.started,
+                    gpus: record.gpus,
+                    kill_at: None,
+                    orphaned: false,
+                },
+            );
+        }
+        running
+    }
+
+    fn ledger_path(&self) -> PathBuf {
+        self.state_dir.join("workloads.json")
+    }
+
+    fn exit_path(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("exits").join(id.to_string())
+    }
+
+    /// Rewrites the ledger whole (through a rename, so a crash leaves the
+    /// old one or the new one).
+    fn save(&self) {
+        let ledger: HashMap<Uuid, Record> = self
+            .workloads
+            .iter()
+            .filter(|(_, w)| w.pgid > 0)
+            .map(|(id, w)| {
+                (
+                    *id,
+                    Record {
+                        pgid: w.pgid,
+                        started: w.started,
+                        gpus: w.gpus.clone(),
+                    },
+                )
+            })
+            .collect();
+        let written = serde_json::to_vec(&ledger)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| {
+                let next = self.state_dir.join("workloads.json.next");
+                std::fs::write(&next, bytes)?;
+                std::fs::rename(next, self.ledger_path())
+            });
+        if let Err(error) = written {
+            tracing::warn!(%error, "cannot write the workload ledger");
         }
     }
 
@@ -82,9 +181,14 @@ impl Supervisor {
 
     fn start(&mut self, assignment: &Assignment) -> Event {
         let id = assignment.order_id;
+        let exit_path = self.exit_path(id);
+        std::fs::remove_file(&exit_path).ok();
         let spawned = Command::new("sh")
             .arg("-c")
+            .arg(WRAPPER)
+            .arg("gantry-workload")
             .arg(&self.command)
+            .arg(&exit_path)
             .envs(&assignment.env)
             .stdin(Stdio::null())
             .process_group(0)
@@ -92,17 +196,20 @@ impl Supervisor {
         match spawned {
             Ok(child) => {
                 let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+                let started = leader(pgid).map_or(0, |(_, started)| started);
                 tracing::info!(order = %id, gpus = ?assignment.gpu_ids, pgid, "started workload");
                 self.workloads.insert(
                     id,
                     Workload {
-                        child,
+                        child: Some(child),
                         pgid,
+                        started,
                         gpus: assignment.gpu_ids.clone(),
                         kill_at: None,
                         orphaned: false,
                     },
                 );
+                self.save();
                 Event::Running(id)
             }
             Err(error) => Event::Failed(id, format!("could not start the workload: {error}")),
@@ -126,32 +233,71 @@ impl Supervisor {
         let mut events = Vec::new();
         let mut done = Vec::new();
         for (id, workload) in &mut self.workloads {
-            match workload.child.try_wait() {
-                Ok(Some(status)) => {
+            let ended = match &mut workload.child {
+                Some(child) => match child.try_wait() {
+                    Ok(ended) => ended.map(|status| status.code()),
+                    Err(error) => {
+                        tracing::warn!(order = %id, %error, "cannot read workload state");
+                        None
+                    }
+                },
+                None if leader_running(workload.pgid, workload.started) => None,
+                // Not our child: the wrapper's file holds its exit code.
+                None => Some(
+                    std::fs::read_to_string(self.state_dir.join("exits").join(id.to_string()))
+                        .ok()
+                        .and_then(|code| code.trim().parse().ok()),
+                ),
+            };
+            match ended {
+                Some(code) => {
                     // The group may outlive its leader: nothing of it stays.
                     signal_group(workload.pgid, libc::SIGKILL);
                     done.push(*id);
                     match (workload.kill_at, workload.orphaned) {
                         (Some(_), true) => {}
                         (Some(_), false) => events.push(Event::Stopped(*id)),
-                        (None, _) => events.push(Event::Exited(*id, status.code())),
+                        (None, _) => events.push(Event::Exited(*id, code)),
                     }
                 }
-                Ok(None) => {
+                None => {
                     if workload.kill_at.is_some_and(|at| Instant::now() >= at) {
                         signal_group(workload.pgid, libc::SIGKILL);
                     }
                 }
-                Err(error) => {
-                    tracing::warn!(order = %id, %error, "cannot read workload state");
-                }
             }
         }
-        for id in done {
-            self.workloads.remove(&id);
+        for id in &done {
+            self.workloads.remove(id);
+            std::fs::remove_file(self.exit_path(*id)).ok();
+        }
+        if !done.is_empty() {
+            self.save();
         }
         events
     }
+}
+
+/// Whether a taken-back workload's leader still runs. Its group is judged
+/// by its leader, as for our own children; a zombie counts as ended, since
+/// whoever inherited it may never reap it.
+fn leader_running(pgid: i32, started: u64) -> bool {
+    pgid > 0
+        && leader(pgid)
+            .is_some_and(|(state, since)| since == started && !matches!(state, 'Z' | 'X'))
+}
+
+/// A process's state letter and start time (clock ticks since boot), from
+/// /proc.
+fn leader(pid: i32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields are counted
+    // after its closing parenthesis, from the state (the 3rd field) to the
+    // start time (the 22nd).
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let started = fields.nth(18)?.parse().ok()?;
+    Some((state, started))
 }
 
 fn signal_group(pgid: i32, signal: i32) {
@@ -183,6 +329,20 @@ mod tests {
         }
     }
 
+    fn state_dir() -> PathBuf {
+        std::env::temp_dir().join(format!("gantry-agent-state-{}", Uuid::new_v4()))
+    }
+
+    /// Lets a test stand in for the init process that inherits a dead
+    /// agent's workloads: it reaps the child in the background.
+    fn orphan(supervisor: &mut Supervisor) {
+        for workload in supervisor.workloads.values_mut() {
+            if let Some(mut child) = workload.child.take() {
+                tokio::spawn(async move { child.wait().await });
+            }
+        }
+    }
+
     async fn events_until(supervisor: &mut Supervisor, want: usize) -> Vec<Event> {
         let mut events = Vec::new();
         for _ in 0..200 {
@@ -199,7 +359,8 @@ mod tests {
     async fn a_workload_sees_its_gpus_and_reports_its_exit_code() {
         let out = std::env::temp_dir().join(format!("gantry-agent-{}", Uuid::new_v4()));
         let command = format!("echo \"$CUDA_VISIBLE_DEVICES\" > {}; exit 3", out.display());
-        let mut supervisor = Supervisor::new(command, Duration::from_secs(1));
+        let mut supervisor =
+            Supervisor::new(command, Duration::from_secs(1), &state_dir()).expect("state dir");
         let started = supervisor.reconcile(&[assignment(Action::Run, &[2, 5])]);
         assert_eq!(started, vec![Event::Running(Uuid::from_u128(7))]);
         assert_eq!(supervisor.busy_gpus(), vec![2, 5]);
@@ -218,7 +379,8 @@ mod tests {
             "trap '' TERM; sleep 30 & echo $! > {}; wait",
             pid_file.display()
         );
-        let mut supervisor = Supervisor::new(command, Duration::from_millis(200));
+        let mut supervisor =
+            Supervisor::new(command, Duration::from_millis(200), &state_dir()).expect("state dir");
         supervisor.reconcile(&[assignment(Action::Run, &[0])]);
         let mut child = String::new();
         for _ in 0..100 {
@@ -254,5 +416,58 @@ mod tests {
         );
         std::fs::remove_file(pid_file).ok();
         assert!(supervisor.busy_gpus().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restarted_agent_takes_its_workloads_back_with_their_exit_codes() {
+        let dir = state_dir();
+        let marker = dir.join("release");
+        // Runs until the marker appears, then exits 5.
+        let command = format!(
+            "while [ ! -e {} ]; do sleep 0.05; done; exit 5",
+            marker.display()
+        );
+        let run = assignment(Action::Run, &[1, 3]);
+        let mut before =
+            Supervisor::new(command.clone(), Duration::from_secs(1), &dir).expect("state dir");
+        before.reconcile(std::slice::from_ref(&run));
+        orphan(&mut before);
+        drop(before);
+
+        let mut after = Supervisor::new(command, Duration::from_secs(1), &dir).expect("state dir");
+        assert_eq!(after.adopt(), 1);
+        assert_eq!(after.busy_gpus(), vec![1, 3]);
+        // Still assigned: taken back, not started a second time.
+        assert!(after.reconcile(std::slice::from_ref(&run)).is_empty());
+        assert!(after.poll().is_empty());
+        std::fs::write(&marker, "").expect("marker");
+        let events = events_until(&mut after, 1).await;
+        assert_eq!(events, vec![Event::Exited(Uuid::from_u128(7), Some(5))]);
+
+        // A workload that ended while no agent watched is reported once.
+        std::fs::remove_file(&marker).ok();
+        let command = "exit 4".to_owned();
+        let mut before =
+            Supervisor::new(command.clone(), Duration::from_secs(1), &dir).expect("state dir");
+        before.reconcile(std::slice::from_ref(&run));
+        orphan(&mut before);
+        drop(before);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut after = Supervisor::new(command, Duration::from_secs(1), &dir).expect("state dir");
+        assert_eq!(after.adopt(), 0);
+        assert!(after.reconcile(std::slice::from_ref(&run)).is_empty());
+        assert_eq!(
+            after.poll(),
+            vec![Event::Exited(Uuid::from_u128(7), Some(4))]
+        );
+        assert!(after.busy_gpus().is_empty());
+        let mut again =
+            Supervisor::new(String::new(), Duration::from_secs(1), &dir).expect("state dir");
+        assert_eq!(again.adopt(), 0);
+        assert!(
+            again.poll().is_empty(),
+            "the ledger forgot the reported workload"
+        );
+        std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -9,12 +9,16 @@ mod support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{Engine, TestServer};
 
-on_both_engines!(agent_runs_work_on_exact_gpus_and_its_death_requeues_it);
+on_both_engines!(
+    agent_runs_work_on_exact_gpus_and_its_death_requeues_it,
+    restarts_of_the_control_plane_and_the_agent_keep_work_running,
+);
 
 /// The agent process, killed with SIGKILL when dropped.
 struct Agent(Child);
@@ -54,13 +58,8 @@ fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
     Agent(child)
 }
 
-async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine) {
-    let server = TestServer::start_with(engine, |config| {
-        config.agent_heartbeat_deadline_seconds = 2;
-    })
-    .await;
-    let operator = server.operator().await;
-    let op = &operator.token;
+/// A one-region catalog with a 2×H100 instance type; answers a join token.
+async fn lab(server: &TestServer, op: &str) -> String {
     server
         .post(
             "/api/v1/admin/catalog/regions",
@@ -100,22 +99,173 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
         .post("/api/v1/admin/join-tokens", op, json!({ "region": "lab" }))
         .await;
     join.expect(StatusCode::CREATED);
-    let token = join.str("/token");
+    join.str("/token")
+}
+
+/// The agent's node once it has registered.
+async fn registered(server: &TestServer, op: &str) -> Value {
+    for _ in 0..200 {
+        let nodes = server.get("/api/v1/admin/nodes", op).await;
+        if let Some(found) = nodes.items().iter().find(|n| n["name"] == "gpu-box-1") {
+            return found.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the agent never registered");
+}
+
+/// Whether a process is alive (signal 0 probes without touching it).
+fn alive(pid: &str) -> bool {
+    Command::new("kill")
+        .args(["-0", pid])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+async fn restarts_of_the_control_plane_and_the_agent_keep_work_running(engine: Engine) {
+    let mut server = TestServer::start_with(engine, |config| {
+        config.agent_heartbeat_deadline_seconds = 10;
+    })
+    .await;
+    let operator = server.operator().await;
+    let op = &operator.token;
+    let token = lab(&server, op).await;
+    let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("work dir");
+    std::fs::write(dir.join("hold"), "").expect("hold file");
+    let mut agent = spawn_agent(&server, &token, &dir);
+    let node_id = registered(&server, op).await["id"]
+        .as_str()
+        .expect("node id")
+        .to_owned();
+
+    // Two workloads fill the node's four GPUs.
+    let tenant = server.signup("tenant").await;
+    let ends_while_away = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
+    let keeps_running = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
+    let kept = server.wait_status(&tenant, keeps_running, "running").await;
+    server
+        .wait_status(&tenant, ends_while_away, "running")
+        .await;
+    let pid_of = |order: uuid::Uuid| {
+        std::fs::read_to_string(dir.join(format!("{order}.pid")))
+            .expect("the workload started")
+            .trim()
+            .to_owned()
+    };
+    let (ending, kept_pid) = (pid_of(ends_while_away), pid_of(keeps_running));
+
+    // The control plane goes away for several agent rounds; meanwhile one
+    // workload ends on the node.
+    let restarted = tokio::spawn({
+        let pid = ending.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            Command::new("kill").args(["-9", &pid]).status().ok();
+        }
+    });
+    server.restart(Duration::from_secs(2)).await;
+    restarted.await.expect("the workload was ended");
+
+    // Back up: the ending the agent saw while away arrives, the other
+    // workload was never touched, and the node stayed healthy.
+    let ended = server.wait_status(&tenant, ends_while_away, "failed").await;
+    assert!(ended["placement"].as_array().is_some_and(Vec::is_empty));
+    let still = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{keeps_running}", tenant.org_id),
+            &tenant.token,
+        )
+        .await
+        .body
+        .clone();
+    assert_eq!(still["status"], "running");
+    assert_eq!(still["placement"], kept["placement"]);
+    assert!(alive(&kept_pid), "the workload survived the restart");
+    assert_eq!(pid_of(keeps_running), kept_pid, "and was not started again");
+    let before = server
+        .get(&format!("/api/v1/admin/nodes/{node_id}"), op)
+        .await
+        .body["last_heartbeat_at"]
+        .clone();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let node = server
+        .get(&format!("/api/v1/admin/nodes/{node_id}"), op)
+        .await;
+    assert_eq!(node.body["state"], "ready");
+    assert_ne!(node.body["last_heartbeat_at"], before, "heartbeats resumed");
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM node_events WHERE kind = 'allocation_lost'")
+            .await,
+        0
+    );
+
+    // The agent itself dies and comes back (an upgrade, an OOM kill): it
+    // takes the workload back instead of starting it again on its GPUs.
+    agent.0.kill().expect("kill the agent");
+    agent.0.wait().ok();
+    let _agent = spawn_agent(&server, &token, &dir);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(alive(&kept_pid));
+    assert_eq!(pid_of(keeps_running), kept_pid, "not started a second time");
+    let still = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{keeps_running}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(still.body["status"], "running");
+
+    // Orders given after the restarts reach the agent: a cancel stops the
+    // surviving workload and frees its GPUs.
+    server
+        .post(
+            &format!(
+                "/api/v1/orgs/{}/orders/{keeps_running}/cancel",
+                tenant.org_id
+            ),
+            &tenant.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::OK);
+    server
+        .wait_order(&tenant, keeps_running, "released", |o| {
+            o["placement"].as_array().is_some_and(Vec::is_empty) && o["ended_at"].is_string()
+        })
+        .await;
+    for _ in 0..100 {
+        if !alive(&kept_pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!alive(&kept_pid), "the cancel stopped the workload");
+    assert_eq!(server.count("SELECT COUNT(*) FROM gpu_claims").await, 0);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine) {
+    let server = TestServer::start_with(engine, |config| {
+        config.agent_heartbeat_deadline_seconds = 2;
+    })
+    .await;
+    let operator = server.operator().await;
+    let op = &operator.token;
+    let token = lab(&server, op).await;
 
     let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("work dir");
     let mut agent = spawn_agent(&server, &token, &dir);
 
     // The node registers with its four GPUs.
-    let mut node = serde_json::Value::Null;
-    for _ in 0..200 {
-        let nodes = server.get("/api/v1/admin/nodes", op).await;
-        if let Some(found) = nodes.items().iter().find(|n| n["name"] == "gpu-box-1") {
-            node = found.clone();
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let node = registered(&server, op).await;
     assert_eq!(node["driver"], "agent", "the agent registered: {node}");
     assert_eq!(node["region"], "lab");
     assert_eq!(node["gpus"].as_array().map(Vec::len), Some(4));

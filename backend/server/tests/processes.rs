@@ -147,7 +147,7 @@ async fn prepared(engine: Engine) -> (TestServer, Tenant, Tenant) {
     let operator = setup.operator().await;
     setup.cluster(&operator, 4).await;
     let tenant = setup.signup("tenant").await;
-    setup.stop();
+    setup.stop().await;
     (setup, operator, tenant)
 }
 
