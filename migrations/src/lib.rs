@@ -7,6 +7,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261202_000001_tenancy;
 mod m20261202_000002_capacity;
 mod m20261202_000003_agents;
+mod m20261203_000004_metering;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000001_tenancy::Migration),
             Box::new(m20261202_000002_capacity::Migration),
             Box::new(m20261202_000003_agents::Migration),
+            Box::new(m20261203_000004_metering::Migration),
         ]
     }
 }

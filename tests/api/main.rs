@@ -9,3 +9,4 @@ mod isolation;
 mod migrations;
 mod openapi;
 mod orders;
+mod usage;

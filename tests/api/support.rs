@@ -429,6 +429,66 @@ impl TestServer {
         row.try_get_by_index::<i64>(0).expect("count value")
     }
 
+    /// Waits until every allocation that ran has been released and metered
+    /// to its end, then checks that its usage records cover it exactly once,
+    /// from the second it began running to the second it was released;
+    /// answers the GPU-seconds they hold.
+    pub async fn metered_exactly(&self) -> i64 {
+        use gantry_server::entities::{allocation, usage_record};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+        let mut ran = Vec::new();
+        for _ in 0..400 {
+            ran = allocation::Entity::find()
+                .filter(allocation::Column::RunningSince.is_not_null())
+                .all(self.db())
+                .await
+                .expect("allocations");
+            let closed = |a: &allocation::Model| {
+                a.released_at.map(|r| r.timestamp()) == a.metered_until.map(|m| m.timestamp())
+                    && a.released_at.is_some()
+            };
+            if ran.iter().all(closed) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let records = usage_record::Entity::find()
+            .order_by_asc(usage_record::Column::PeriodStart)
+            .all(self.db())
+            .await
+            .expect("usage records");
+        let mut gpu_seconds = 0;
+        for a in &ran {
+            let (Some(began), Some(released)) = (a.running_since, a.released_at) else {
+                panic!("allocation {} never ended: {a:?}", a.id);
+            };
+            let mut cursor = began.timestamp();
+            for r in records.iter().filter(|r| r.allocation_id == a.id) {
+                assert_eq!(
+                    r.period_start.timestamp(),
+                    cursor,
+                    "a gap or overlap: {r:?}"
+                );
+                assert_eq!(r.seconds, r.period_end.timestamp() - cursor);
+                assert!((0..=r.seconds).contains(&r.excluded_seconds));
+                cursor = r.period_end.timestamp();
+                gpu_seconds += i64::from(r.gpus) * r.seconds;
+            }
+            assert_eq!(
+                cursor,
+                released.timestamp(),
+                "metered to its release: {a:?}"
+            );
+        }
+        assert!(
+            records
+                .iter()
+                .all(|r| ran.iter().any(|a| a.id == r.allocation_id)),
+            "every record belongs to an allocation that ran"
+        );
+        gpu_seconds
+    }
+
     /// Row counts of every table, to prove a refused request changed nothing.
     pub async fn table_counts(&self) -> Vec<(String, i64)> {
         let mut counts = Vec::new();
@@ -445,6 +505,7 @@ impl TestServer {
             "gpu_claims",
             "quotas",
             "nodes",
+            "usage_records",
         ] {
             let row = self
                 .db()

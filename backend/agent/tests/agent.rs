@@ -11,7 +11,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use gantry_server::entities::usage_record;
 use reqwest::StatusCode;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use support::{Engine, TestServer};
 
@@ -322,6 +324,38 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
         1
     );
     assert_eq!(server.count("SELECT COUNT(*) FROM gpu_claims").await, 0);
+
+    // The time from the last heartbeat to the release was down through the
+    // node's fault: measured, not billed.
+    let gpu_seconds = server.metered_exactly().await;
+    let excluded: i64 = usage_record::Entity::find()
+        .filter(usage_record::Column::OrderId.eq(second))
+        .all(server.db())
+        .await
+        .expect("usage records")
+        .iter()
+        .map(|r| i64::from(r.gpus) * r.excluded_seconds)
+        .sum();
+    assert!(
+        excluded >= 2,
+        "two GPUs down for a second or more: {excluded}"
+    );
+    let from = (chrono::Utc::now() - chrono::TimeDelta::hours(1)).format("%Y-%m-%dT%H:%M:%SZ");
+    let usage = server
+        .get(
+            &format!(
+                "/api/v1/orgs/{}/usage?group_by=order&from={from}",
+                tenant.org_id
+            ),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(usage.body["totals"]["gpu_seconds"], gpu_seconds);
+    assert_eq!(usage.body["totals"]["excluded_gpu_seconds"], excluded);
+    assert_eq!(
+        usage.body["totals"]["billable_gpu_seconds"],
+        gpu_seconds - excluded
+    );
 
     // The dead agent's workload outlives it in its own process group.
     if let Ok(pid) = std::fs::read_to_string(dir.join(format!("{second}.pid"))) {

@@ -93,6 +93,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::inventory::nodes::routes())
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
+        .merge(crate::metering::usage::routes())
         .merge(crate::agents::routes())
         .merge(crate::scheduling::status::routes())
         .merge(crate::scheduling::what_if::routes());

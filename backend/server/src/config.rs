@@ -37,6 +37,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "GANTRY_AGENT_HEARTBEAT_DEADLINE_SECONDS",
         "agent_heartbeat_deadline_seconds",
     ),
+    (
+        "GANTRY_METERING_INTERVAL_SECONDS",
+        "metering_interval_seconds",
+    ),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -90,6 +94,9 @@ pub struct Config {
     pub simulated_failure_rate: f64,
     /// An agent node silent for longer than this becomes unhealthy.
     pub agent_heartbeat_deadline_seconds: u64,
+    /// The length of a usage record of running work; a divisor of 3600, so
+    /// that records never cross an hour.
+    pub metering_interval_seconds: u64,
 }
 
 impl Default for Config {
@@ -115,6 +122,7 @@ impl Default for Config {
             simulated_stop_ms: 500,
             simulated_failure_rate: 0.0,
             agent_heartbeat_deadline_seconds: 30,
+            metering_interval_seconds: 60,
         }
     }
 }
@@ -146,6 +154,7 @@ impl std::fmt::Debug for Config {
                 "agent_heartbeat_deadline_seconds",
                 &self.agent_heartbeat_deadline_seconds,
             )
+            .field("metering_interval_seconds", &self.metering_interval_seconds)
             .finish()
     }
 }
@@ -210,6 +219,11 @@ impl Config {
         anyhow::ensure!(
             self.agent_heartbeat_deadline_seconds > 0,
             "agent_heartbeat_deadline_seconds must be positive"
+        );
+        anyhow::ensure!(
+            (1..=3600).contains(&self.metering_interval_seconds)
+                && 3600 % self.metering_interval_seconds == 0,
+            "metering_interval_seconds must divide 3600 (1, 2, …, 60, …, 3600)"
         );
         anyhow::ensure!(
             (0.0..=1.0).contains(&self.simulated_failure_rate),

@@ -16,6 +16,7 @@ pub mod error;
 pub mod health;
 pub mod http;
 pub mod inventory;
+pub mod metering;
 pub mod openapi;
 pub mod operators;
 pub mod orders;

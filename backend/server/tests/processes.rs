@@ -15,6 +15,7 @@ use support::{Engine, JWT_SECRET, Tenant, TestServer};
 
 on_both_engines!(
     kill_9_while_placing_loses_and_duplicates_nothing,
+    kill_9_while_metering_loses_and_double_counts_no_usage,
     two_replicas_share_one_lease_and_a_killed_leader_hands_it_over,
 );
 
@@ -66,6 +67,8 @@ impl Server {
             .env("GANTRY_SIMULATED_PROVISION_MS", "2000")
             .env("GANTRY_SIMULATED_STOP_MS", "100")
             .env("GANTRY_DATABASE_MAX_CONNECTIONS", "5")
+            .env("GANTRY_METERING_INTERVAL_SECONDS", "1")
+            .env("GANTRY_AGENT_HEARTBEAT_DEADLINE_SECONDS", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -220,6 +223,57 @@ async fn kill_9_while_placing_loses_and_duplicates_nothing(engine: Engine) {
     assert_eq!((status("running"), status("queued")), (32, 8), "{orders:#}");
     assert_eq!(gpus.len(), 32);
     assert_eq!(setup.count("SELECT COUNT(*) FROM gpu_claims").await, 32);
+}
+
+async fn kill_9_while_metering_loses_and_double_counts_no_usage(engine: Engine) {
+    let (setup, _operator, tenant) = prepared(engine).await;
+    let url = setup.state.config.database_url();
+    let mut server = Server::start(&url).await;
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        ids.push(server.order(&tenant, &format!("metered-{i}")).await);
+    }
+    for id in &ids {
+        let path = format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id);
+        for _ in 0..100 {
+            if server.get(&path, &tenant.token).await["status"] == "running" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Killed at uneven moments while metering runs every second, and down
+    // for a while each time: the records written so far stay, the time the
+    // process was away is metered once it is back.
+    for pause_ms in [1_300, 3_100, 2_700] {
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        server.kill_9();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        server = Server::start(&url).await;
+    }
+    assert!(setup.count("SELECT COUNT(*) FROM usage_records").await > 0);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    for id in &ids {
+        let reply = server
+            .http
+            .post(format!(
+                "{}/api/v1/orgs/{}/orders/{id}/cancel",
+                server.base, tenant.org_id
+            ))
+            .bearer_auth(&tenant.token)
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("cancel");
+        assert_eq!(reply.status(), StatusCode::OK);
+    }
+    // Each allocation is covered second by second from its start to its
+    // release, with no gap and no span counted twice.
+    let gpu_seconds = setup.metered_exactly().await;
+    assert!(
+        gpu_seconds >= 6 * 6,
+        "six 1-GPU orders ran over six seconds: {gpu_seconds}"
+    );
 }
 
 async fn two_replicas_share_one_lease_and_a_killed_leader_hands_it_over(engine: Engine) {

@@ -536,7 +536,6 @@ async fn report_status(
     if !holds {
         return Err(ApiError::not_found(Resource::Order, report.order_id));
     }
-    let coming_up = [OrderStatus::Scheduled, OrderStatus::Provisioning];
     let alive = [
         OrderStatus::Scheduled,
         OrderStatus::Provisioning,
@@ -554,11 +553,7 @@ async fn report_status(
             let access = report.access.clone().unwrap_or_else(|| {
                 serde_json::json!({ "driver": "agent", "hosts": [{ "node": node.name, "host": node.name }] })
             });
-            set_status(OrderStatus::Running, &coming_up)
-                .col_expr(order::Column::StartedAt, Expr::value(Some(now)))
-                .col_expr(order::Column::Access, Expr::value(Some(access.to_string())))
-                .exec(&txn)
-                .await?;
+            lifecycle::came_up(&txn, report.order_id, access.to_string(), now).await?;
         }
         WorkloadState::Exited | WorkloadState::Failed => {
             let (status, reason) = match (report.state, report.exit_code) {

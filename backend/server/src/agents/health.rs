@@ -75,6 +75,17 @@ pub async fn mark_silent(
             "reason": "heartbeats stopped",
         });
         record(&txn, n.id, "node_unhealthy", None, details.clone(), now).await?;
+        // The work there has been down since the last sign of life: from
+        // then on it is measured but not billed.
+        allocation::Entity::update_many()
+            .col_expr(
+                allocation::Column::DownFrom,
+                Expr::value(Some(n.last_heartbeat_at.unwrap_or(now))),
+            )
+            .filter(allocation::Column::NodeId.eq(n.id))
+            .filter(allocation::Column::State.ne(AllocationState::Released))
+            .exec(&txn)
+            .await?;
         let hit: Vec<Uuid> = allocation::Entity::find()
             .filter(allocation::Column::NodeId.eq(n.id))
             .filter(allocation::Column::State.ne(AllocationState::Released))

@@ -17,6 +17,13 @@ pub struct Model {
     pub stop_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub released_at: Option<DateTimeUtc>,
+    /// When its order began running on it; metering starts here.
+    pub running_since: Option<DateTimeUtc>,
+    /// When a provider fault (its node going silent) took it down: from
+    /// here to its release, time is measured but not billed.
+    pub down_from: Option<DateTimeUtc>,
+    /// How far usage records cover it (whole seconds).
+    pub metered_until: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -20,4 +20,5 @@ pub mod price;
 pub mod project;
 pub mod quota;
 pub mod region;
+pub mod usage_record;
 pub mod user;

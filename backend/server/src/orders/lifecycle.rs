@@ -10,6 +10,37 @@ use uuid::Uuid;
 use crate::classes::{AllocationState, OrderStatus};
 use crate::entities::{allocation, gpu_claim, order};
 
+/// The order came up: it runs with `access`, and metering of its
+/// allocations starts now. Answers false when it was no longer coming up
+/// (cancelled meanwhile, or already running).
+pub async fn came_up(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+    access: String,
+    now: DateTime<Utc>,
+) -> Result<bool, sea_orm::DbErr> {
+    let updated = order::Entity::update_many()
+        .col_expr(order::Column::Status, Expr::value(OrderStatus::Running))
+        .col_expr(order::Column::StartedAt, Expr::value(Some(now)))
+        .col_expr(order::Column::Access, Expr::value(Some(access)))
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))
+        .exec(db)
+        .await?;
+    if updated.rows_affected == 0 {
+        return Ok(false);
+    }
+    allocation::Entity::update_many()
+        .col_expr(allocation::Column::RunningSince, Expr::value(Some(now)))
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.eq(AllocationState::Active))
+        .filter(allocation::Column::RunningSince.is_null())
+        .exec(db)
+        .await?;
+    Ok(true)
+}
+
 /// Asks the order's running allocations to stop by `stop_at`; their GPUs
 /// stay held until the driver reports the stop.
 pub async fn stop(

@@ -117,15 +117,9 @@ async fn bring_up(db: &DatabaseConnection, order_id: Uuid, timing: Timing) -> Re
         return Ok(failed.rows_affected == 1);
     }
     let access = access_details(db, order_id).await?;
-    order::Entity::update_many()
-        .col_expr(order::Column::Status, Expr::value(OrderStatus::Running))
-        .col_expr(order::Column::StartedAt, Expr::value(Some(now)))
-        .col_expr(order::Column::Access, Expr::value(Some(access)))
-        .col_expr(order::Column::UpdatedAt, Expr::value(now))
-        .filter(order::Column::Id.eq(order_id))
-        .filter(order::Column::Status.is_in(coming_up))
-        .exec(db)
-        .await?;
+    let txn = crate::db::write(db).await?;
+    lifecycle::came_up(&txn, order_id, access, now).await?;
+    txn.commit().await?;
     Ok(false)
 }
 

@@ -162,6 +162,9 @@ async fn start(
                 stop_at: Set(None),
                 created_at: Set(now),
                 released_at: Set(None),
+                running_since: Set(None),
+                down_from: Set(None),
+                metered_until: Set(None),
             },
             txn,
         )

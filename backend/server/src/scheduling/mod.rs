@@ -138,6 +138,10 @@ async fn cycle(state: &AppState, driver: &dyn Driver, handed: &mut Handed) -> an
         i64::try_from(state.config.agent_heartbeat_deadline_seconds).unwrap_or(30),
     );
     crate::agents::health::mark_silent(&state.db, deadline, now).await?;
+    // Right after the silent nodes are marked: every fault before
+    // `now − deadline` is known, so spans up to there are final.
+    let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
+    crate::metering::meter(&state.db, now - deadline, interval).await?;
     end_expired(state, now).await?;
     evacuate(state, now).await?;
     let loading = Instant::now();

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
-use crate::entities::{api_key, audit_log, membership, order, project};
+use crate::entities::{api_key, audit_log, membership, order, project, usage_record};
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
 
@@ -45,6 +45,9 @@ impl TenantOwned for membership::Entity {
 impl TenantOwned for order::Entity {
     const ORG_ID: Self::Column = order::Column::OrgId;
 }
+impl TenantOwned for usage_record::Entity {
+    const ORG_ID: Self::Column = usage_record::Column::OrgId;
+}
 
 impl OrgScope {
     /// Every row of `E` that belongs to this organization.
@@ -72,6 +75,8 @@ pub mod need {
     pub struct Member;
     /// `admin` or above.
     pub struct Admin;
+    /// `billing`, `admin` or `owner`.
+    pub struct Billing;
 
     impl Need for AnyRole {
         const REQUIREMENT: Requirement = Requirement::AnyRole;
@@ -81,6 +86,9 @@ pub mod need {
     }
     impl Need for Admin {
         const REQUIREMENT: Requirement = Requirement::Admin;
+    }
+    impl Need for Billing {
+        const REQUIREMENT: Requirement = Requirement::Billing;
     }
 }
 

@@ -47,6 +47,8 @@ pub enum Requirement {
     Admin,
     /// `owner` only.
     Owner,
+    /// `billing`, `admin` or `owner`: reads usage, invoices and SLA reports.
+    Billing,
 }
 
 impl OrgRole {
@@ -57,6 +59,7 @@ impl OrgRole {
             Requirement::Member => matches!(self, Owner | Admin | Member),
             Requirement::Admin => matches!(self, Owner | Admin),
             Requirement::Owner => self == Owner,
+            Requirement::Billing => matches!(self, Owner | Admin | Billing),
         }
     }
 
@@ -78,6 +81,7 @@ impl Requirement {
             Self::Member => "the member role or above",
             Self::Admin => "the admin role or above",
             Self::Owner => "the owner role",
+            Self::Billing => "the billing, admin or owner role",
         }
     }
 }

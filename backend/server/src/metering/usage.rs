@@ -1,0 +1,513 @@
+//! The usage API: metered GPU-seconds of an organization (or, for
+//! operators, of all of them) over a period, grouped and totalled, as JSON
+//! or CSV.
+//!
+//! A record belongs to the period its span starts in. Spans never cross an
+//! hour (UTC), so any period on whole hours, and every day, is exact.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Select, TryGetableMany,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::principal::Operator;
+use crate::classes::PricingClass;
+use crate::entities::{order, organization, project, usage_record};
+use crate::error::{ApiError, ApiResult, ProblemResponses};
+use crate::http::extract::ApiQuery;
+use crate::tenancy::access::{OrgAccess, need};
+
+/// The longest period one request may cover.
+const PERIOD_MAX_DAYS: i64 = 400;
+
+/// How usage is grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    /// The UTC day the usage started in.
+    #[default]
+    Day,
+    Order,
+    GpuModel,
+    Project,
+    Region,
+    InstanceType,
+    PricingClass,
+    /// Operators only.
+    Organization,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    #[default]
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UsageQuery {
+    /// Start of the period (inclusive, RFC 3339); the first of this month
+    /// (UTC) when absent.
+    pub from: Option<DateTime<Utc>>,
+    /// End of the period (exclusive); now when absent. At most 400 days
+    /// after `from`.
+    pub to: Option<DateTime<Utc>>,
+    /// `day` when absent.
+    pub group_by: Option<GroupBy>,
+    /// `json` when absent; `csv` answers `text/csv`.
+    pub format: Option<Format>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OrgFilter {
+    /// Only this organization.
+    pub org_id: Option<Uuid>,
+}
+
+/// GPU-seconds, measured and billable: time a provider fault had an
+/// allocation down is measured but excluded from billing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct UsageFigures {
+    /// GPUs × seconds held while running.
+    pub gpu_seconds: i64,
+    /// `gpu_seconds` less `excluded_gpu_seconds`: what is billed.
+    pub billable_gpu_seconds: i64,
+    /// GPUs × seconds down through a provider fault.
+    pub excluded_gpu_seconds: i64,
+    /// Nodes × seconds held while running.
+    pub node_seconds: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UsageGroup {
+    /// The day (`YYYY-MM-DD`), or the id of the order, GPU model, project,
+    /// region, instance type or organization; the pricing class; empty for
+    /// usage outside any project.
+    pub key: String,
+    /// A readable name for `key`.
+    pub label: String,
+    #[serde(flatten)]
+    pub figures: UsageFigures,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Usage {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub group_by: GroupBy,
+    pub groups: Vec<UsageGroup>,
+    pub totals: UsageFigures,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(org_usage))
+        .routes(routes!(all_usage))
+}
+
+/// The organization's metered usage over a period, grouped and totalled.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/usage",
+    tag = "usage",
+    params(("org_id" = Uuid, Path, description = "Organization id"), UsageQuery),
+    responses(
+        (status = 200, description = "Usage with totals, as JSON or (`format=csv`) CSV",
+         content((Usage = "application/json"), (String = "text/csv"))),
+        ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn org_usage(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Billing>,
+    ApiQuery(query): ApiQuery<UsageQuery>,
+) -> ApiResult<Response> {
+    let group_by = query.group_by.unwrap_or_default();
+    if group_by == GroupBy::Organization {
+        return Err(ApiError::unprocessable(
+            "invalid_group_by",
+            "group_by=organization is for operators; an organization's usage is its own",
+        ));
+    }
+    let (from, to) = period(&query, Utc::now())?;
+    let usage = summarize(
+        &state.db,
+        access.scope.select::<usage_record::Entity>(),
+        from,
+        to,
+        group_by,
+    )
+    .await?;
+    Ok(respond(usage, query.format.unwrap_or_default()))
+}
+
+/// Metered usage across organizations, for operators.
+#[utoipa::path(
+    get,
+    path = "/admin/usage",
+    tag = "admin",
+    params(UsageQuery, OrgFilter),
+    responses(
+        (status = 200, description = "Usage with totals, as JSON or (`format=csv`) CSV",
+         content((Usage = "application/json"), (String = "text/csv"))),
+        ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn all_usage(
+    State(state): State<AppState>,
+    _operator: Operator,
+    ApiQuery(query): ApiQuery<UsageQuery>,
+    ApiQuery(filter): ApiQuery<OrgFilter>,
+) -> ApiResult<Response> {
+    let (from, to) = period(&query, Utc::now())?;
+    let mut select = usage_record::Entity::find();
+    if let Some(org_id) = filter.org_id {
+        select = select.filter(usage_record::Column::OrgId.eq(org_id));
+    }
+    let usage = summarize(
+        &state.db,
+        select,
+        from,
+        to,
+        query.group_by.unwrap_or_default(),
+    )
+    .await?;
+    Ok(respond(usage, query.format.unwrap_or_default()))
+}
+
+/// The period asked for, checked.
+fn period(query: &UsageQuery, now: DateTime<Utc>) -> ApiResult<(DateTime<Utc>, DateTime<Utc>)> {
+    let from = match query.from {
+        Some(from) => from,
+        None => Utc
+            .with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0)
+            .single()
+            .unwrap_or(now),
+    };
+    let to = query.to.unwrap_or(now);
+    if from >= to {
+        return Err(ApiError::unprocessable(
+            "invalid_period",
+            format!("`from` ({from}) must be before `to` ({to})"),
+        ));
+    }
+    if to - from > TimeDelta::days(PERIOD_MAX_DAYS) {
+        return Err(ApiError::unprocessable(
+            "invalid_period",
+            format!("a period may cover at most {PERIOD_MAX_DAYS} days; ask for several"),
+        ));
+    }
+    Ok((from, to))
+}
+
+/// Sums over SQL; the products are cast so that PostgreSQL answers a
+/// BIGINT, as SQLite does, rather than a NUMERIC.
+fn sums(select: Select<usage_record::Entity>) -> Select<usage_record::Entity> {
+    select
+        .column_as(
+            Expr::cust("CAST(SUM(gpus * seconds) AS BIGINT)"),
+            "gpu_seconds",
+        )
+        .column_as(
+            Expr::cust("CAST(SUM(gpus * excluded_seconds) AS BIGINT)"),
+            "excluded_gpu_seconds",
+        )
+        .column_as(Expr::cust("CAST(SUM(seconds) AS BIGINT)"), "node_seconds")
+}
+
+/// Grouped sums of `records` whose span starts in `[from, to)`.
+pub async fn summarize(
+    db: &impl ConnectionTrait,
+    records: Select<usage_record::Entity>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    group_by: GroupBy,
+) -> ApiResult<Usage> {
+    use usage_record::Column as C;
+    let records = records
+        .filter(C::PeriodStart.gte(from))
+        .filter(C::PeriodStart.lt(to))
+        .select_only();
+    let mut groups: Vec<UsageGroup> = match group_by {
+        GroupBy::Day => grouped::<String>(db, records, C::UsageDay)
+            .await?
+            .into_iter()
+            .map(|(day, figures)| UsageGroup {
+                label: day.clone(),
+                key: day,
+                figures,
+            })
+            .collect(),
+        GroupBy::PricingClass => grouped::<PricingClass>(db, records, C::PricingClass)
+            .await?
+            .into_iter()
+            .map(|(class, figures)| UsageGroup {
+                key: class.as_str().to_owned(),
+                label: class.as_str().to_owned(),
+                figures,
+            })
+            .collect(),
+        GroupBy::Project => {
+            let rows = grouped::<Option<Uuid>>(db, records, C::ProjectId).await?;
+            let names = project_names(db, rows.iter().filter_map(|(id, _)| *id)).await?;
+            rows.into_iter()
+                .map(|(id, figures)| UsageGroup {
+                    key: id.map(|id| id.to_string()).unwrap_or_default(),
+                    label: id
+                        .and_then(|id| names.get(&id).cloned())
+                        .unwrap_or_else(|| "(no project)".into()),
+                    figures,
+                })
+                .collect()
+        }
+        by_id => {
+            let column = match by_id {
+                GroupBy::Order => C::OrderId,
+                GroupBy::GpuModel => C::GpuModelId,
+                GroupBy::Region => C::RegionId,
+                GroupBy::InstanceType => C::InstanceTypeId,
+                _ => C::OrgId,
+            };
+            let rows = grouped::<Uuid>(db, records, column).await?;
+            let names = names_of(db, by_id, rows.iter().map(|(id, _)| *id)).await?;
+            rows.into_iter()
+                .map(|(id, figures)| UsageGroup {
+                    key: id.to_string(),
+                    label: names.get(&id).cloned().unwrap_or_else(|| id.to_string()),
+                    figures,
+                })
+                .collect()
+        }
+    };
+    groups.sort_by(|a, b| a.key.cmp(&b.key));
+    let totals = groups
+        .iter()
+        .fold(UsageFigures::default(), |sum, g| UsageFigures {
+            gpu_seconds: sum.gpu_seconds + g.figures.gpu_seconds,
+            billable_gpu_seconds: sum.billable_gpu_seconds + g.figures.billable_gpu_seconds,
+            excluded_gpu_seconds: sum.excluded_gpu_seconds + g.figures.excluded_gpu_seconds,
+            node_seconds: sum.node_seconds + g.figures.node_seconds,
+        });
+    Ok(Usage {
+        from,
+        to,
+        group_by,
+        groups,
+        totals,
+    })
+}
+
+async fn grouped<K>(
+    db: &impl ConnectionTrait,
+    records: Select<usage_record::Entity>,
+    column: usage_record::Column,
+) -> ApiResult<Vec<(K, UsageFigures)>>
+where
+    K: sea_orm::TryGetable,
+    (K, i64, i64, i64): TryGetableMany,
+{
+    let rows: Vec<(K, i64, i64, i64)> = sums(records.column_as(column, "key"))
+        .group_by(column)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(key, gpu_seconds, excluded_gpu_seconds, node_seconds)| {
+            (
+                key,
+                UsageFigures {
+                    gpu_seconds,
+                    billable_gpu_seconds: gpu_seconds - excluded_gpu_seconds,
+                    excluded_gpu_seconds,
+                    node_seconds,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Readable names for the ids a grouping by `by` produced.
+async fn names_of(
+    db: &impl ConnectionTrait,
+    by: GroupBy,
+    ids: impl Iterator<Item = Uuid>,
+) -> ApiResult<HashMap<Uuid, String>> {
+    Ok(match by {
+        GroupBy::GpuModel => crate::catalog::gpu_model_names(db).await?,
+        GroupBy::Region => crate::catalog::region_names(db).await?,
+        GroupBy::InstanceType => crate::catalog::instance_type_names(db).await?,
+        GroupBy::Organization => organization::Entity::find()
+            .filter(organization::Column::Id.is_in(ids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|o| (o.id, o.name))
+            .collect(),
+        GroupBy::Order => {
+            let types = crate::catalog::instance_type_names(db).await?;
+            order::Entity::find()
+                .filter(order::Column::Id.is_in(ids))
+                .all(db)
+                .await?
+                .into_iter()
+                .map(|o| {
+                    let shape = types.get(&o.instance_type_id).map_or("?", String::as_str);
+                    let created = o.created_at.format("%Y-%m-%d %H:%M UTC");
+                    (
+                        o.id,
+                        format!("{shape} × {} ordered {created}", o.node_count),
+                    )
+                })
+                .collect()
+        }
+        GroupBy::Day | GroupBy::Project | GroupBy::PricingClass => HashMap::new(),
+    })
+}
+
+async fn project_names(
+    db: &impl ConnectionTrait,
+    ids: impl Iterator<Item = Uuid>,
+) -> ApiResult<HashMap<Uuid, String>> {
+    Ok(project::Entity::find()
+        .filter(project::Column::Id.is_in(ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p.name))
+        .collect())
+}
+
+fn respond(usage: Usage, format: Format) -> Response {
+    match format {
+        Format::Json => Json(usage).into_response(),
+        Format::Csv => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"usage.csv\"",
+                ),
+            ],
+            to_csv(&usage),
+        )
+            .into_response(),
+    }
+}
+
+/// One row per group, then the totals; names are quoted as RFC 4180 asks.
+fn to_csv(usage: &Usage) -> String {
+    let mut out = String::from(
+        "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds\n",
+    );
+    let group_by = serde_json::to_value(usage.group_by)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let rows = usage
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                group_by.as_str(),
+                g.key.as_str(),
+                g.label.as_str(),
+                g.figures,
+            )
+        })
+        .chain(std::iter::once(("total", "", "", usage.totals)));
+    for (group, key, label, f) in rows {
+        let _ = writeln!(
+            out,
+            "{group},{key},{},{},{},{},{}",
+            quoted(label),
+            f.gpu_seconds,
+            f.billable_gpu_seconds,
+            f.excluded_gpu_seconds,
+            f.node_seconds
+        );
+    }
+    out
+}
+
+fn quoted(field: &str) -> String {
+    format!("\"{}\"", field.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_labels_and_ends_with_the_totals() {
+        let figures = UsageFigures {
+            gpu_seconds: 7_200,
+            billable_gpu_seconds: 7_000,
+            excluded_gpu_seconds: 200,
+            node_seconds: 900,
+        };
+        let usage = Usage {
+            from: DateTime::UNIX_EPOCH,
+            to: DateTime::UNIX_EPOCH + TimeDelta::days(1),
+            group_by: GroupBy::Project,
+            groups: vec![UsageGroup {
+                key: "p".into(),
+                label: "the \"big\" run, again".into(),
+                figures,
+            }],
+            totals: figures,
+        };
+        assert_eq!(
+            to_csv(&usage),
+            "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds\n\
+             project,p,\"the \"\"big\"\" run, again\",7200,7000,200,900\n\
+             total,,\"\",7200,7000,200,900\n"
+        );
+    }
+
+    #[test]
+    fn a_period_must_be_ordered_and_bounded() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 12, 3, 10, 0, 0)
+            .single()
+            .expect("time");
+        let (from, to) = period(&UsageQuery::default(), now).expect("default period");
+        assert_eq!(
+            from,
+            Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0)
+                .single()
+                .expect("time")
+        );
+        assert_eq!(to, now);
+        let backwards = UsageQuery {
+            from: Some(now),
+            to: Some(now - TimeDelta::hours(1)),
+            ..UsageQuery::default()
+        };
+        assert!(period(&backwards, now).is_err());
+        let too_long = UsageQuery {
+            from: Some(now - TimeDelta::days(500)),
+            ..UsageQuery::default()
+        };
+        assert!(period(&too_long, now).is_err());
+    }
+}
