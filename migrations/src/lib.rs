@@ -8,6 +8,7 @@ mod m20261202_000001_tenancy;
 mod m20261202_000002_capacity;
 mod m20261202_000003_agents;
 mod m20261203_000004_metering;
+mod m20261203_000005_billing;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000002_capacity::Migration),
             Box::new(m20261202_000003_agents::Migration),
             Box::new(m20261203_000004_metering::Migration),
+            Box::new(m20261203_000005_billing::Migration),
         ]
     }
 }

@@ -4,6 +4,7 @@
 mod support;
 
 mod bad_input;
+mod billing;
 mod flows;
 mod isolation;
 mod migrations;

@@ -158,17 +158,6 @@ async fn order_runs_on_exact_gpus_and_cancel_releases_them(engine: Engine) {
     assert!(listed.items().is_empty());
 }
 
-async fn cancel(server: &TestServer, tenant: &crate::support::Tenant, id: uuid::Uuid) {
-    server
-        .post(
-            &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
-            &tenant.token,
-            json!({}),
-        )
-        .await
-        .expect(StatusCode::OK);
-}
-
 async fn gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees(engine: Engine) {
     let server = TestServer::start(engine).await;
     let operator = server.operator().await;
@@ -199,7 +188,7 @@ async fn gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees(engine: 
     let nodes: Vec<String> = by_node.keys().cloned().collect();
     for node in &nodes {
         for id in &by_node[node][..6] {
-            cancel(&server, &tenant, *id).await;
+            server.cancel(&tenant, *id).await;
         }
     }
     let gang = server
@@ -221,7 +210,7 @@ async fn gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees(engine: 
     // Emptying two nodes lets the gang start on exactly those two.
     for node in &nodes[..2] {
         for id in &by_node[node][6..] {
-            cancel(&server, &tenant, *id).await;
+            server.cancel(&tenant, *id).await;
         }
     }
     let running = server.wait_status(&tenant, gang, "running").await;
@@ -258,7 +247,7 @@ async fn production_preempts_batch_which_is_queued_again(engine: Engine) {
     assert!(requeued["pending_reason"].is_string());
 
     // Once the production order ends, the batch order runs again.
-    cancel(&server, &tenant, production).await;
+    server.cancel(&tenant, production).await;
     let again = server.wait_status(&tenant, batch, "running").await;
     assert_eq!(again["attempts"], 2);
 }

@@ -409,6 +409,17 @@ impl TestServer {
         panic!("order {order} never became {what}; last seen: {last:#}");
     }
 
+    /// Cancels an order, which must be accepted.
+    pub async fn cancel(&self, tenant: &Tenant, order: Uuid) {
+        self.post(
+            &format!("/api/v1/orgs/{}/orders/{order}/cancel", tenant.org_id),
+            &tenant.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::OK);
+    }
+
     /// Polls an order until it reaches `status`.
     pub async fn wait_status(&self, tenant: &Tenant, order: Uuid, status: &str) -> Value {
         self.wait_order(tenant, order, status, |o| o["status"] == status)

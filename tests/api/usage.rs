@@ -56,14 +56,7 @@ async fn run_and_cancel(server: &TestServer, tenant: &Tenant, orders: &[Value]) 
     }
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
     for id in &ids {
-        server
-            .post(
-                &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
-                &tenant.token,
-                json!({}),
-            )
-            .await
-            .expect(StatusCode::OK);
+        server.cancel(tenant, *id).await;
     }
     ids
 }

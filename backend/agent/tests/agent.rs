@@ -226,17 +226,7 @@ async fn restarts_of_the_control_plane_and_the_agent_keep_work_running(engine: E
 
     // Orders given after the restarts reach the agent: a cancel stops the
     // surviving workload and frees its GPUs.
-    server
-        .post(
-            &format!(
-                "/api/v1/orgs/{}/orders/{keeps_running}/cancel",
-                tenant.org_id
-            ),
-            &tenant.token,
-            json!({}),
-        )
-        .await
-        .expect(StatusCode::OK);
+    server.cancel(&tenant, keeps_running).await;
     server
         .wait_order(&tenant, keeps_running, "released", |o| {
             o["placement"].as_array().is_some_and(Vec::is_empty) && o["ended_at"].is_string()

@@ -42,6 +42,7 @@ pub struct Shared {
     pub login_throttle: LoginThrottle,
     pub rate_limits: RateLimits,
     pub scheduler: SchedulerHandle,
+    pub clock: crate::clock::Clock,
     pub config: Config,
 }
 
@@ -75,6 +76,7 @@ impl AppState {
             login_throttle: LoginThrottle::new(config.login_max_failures),
             rate_limits: RateLimits::new(config.rate_limit_per_second, config.rate_limit_burst),
             scheduler: SchedulerHandle::default(),
+            clock: crate::clock::Clock::default(),
             config,
         })))
     }
@@ -94,6 +96,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
         .merge(crate::metering::usage::routes())
+        .merge(crate::billing::api::routes())
         .merge(crate::agents::routes())
         .merge(crate::scheduling::status::routes())
         .merge(crate::scheduling::what_if::routes());

@@ -147,3 +147,28 @@ impl From<WorkloadClass> for engine::WorkloadClass {
         }
     }
 }
+
+stored_enum! {
+    /// Where an invoice is: a draft is re-rated until it is finalized, and
+    /// from then on never changes but for being paid or voided.
+    InvoiceStatus {
+        Draft = "draft",
+        Finalized = "finalized",
+        Paid = "paid",
+        Void = "void",
+    }
+}
+
+stored_enum! {
+    /// What an invoice line is.
+    LineKind {
+        /// Rated usage of one instance type, pricing class, region and price.
+        Usage = "usage",
+        /// Time down through a provider fault: shown, not charged.
+        Downtime = "downtime",
+        /// The organization's standing discount.
+        Discount = "discount",
+        /// A manual credit or charge by an operator, with its reason.
+        Adjustment = "adjustment",
+    }
+}

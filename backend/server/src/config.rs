@@ -41,6 +41,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "GANTRY_METERING_INTERVAL_SECONDS",
         "metering_interval_seconds",
     ),
+    ("GANTRY_CURRENCY", "currency"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -97,6 +98,9 @@ pub struct Config {
     /// The length of a usage record of running work; a divisor of 3600, so
     /// that records never cross an hour.
     pub metering_interval_seconds: u64,
+    /// The one currency prices and invoices are in (ISO 4217); amounts are
+    /// integer micro-units of it.
+    pub currency: String,
 }
 
 impl Default for Config {
@@ -123,6 +127,7 @@ impl Default for Config {
             simulated_failure_rate: 0.0,
             agent_heartbeat_deadline_seconds: 30,
             metering_interval_seconds: 60,
+            currency: "USD".into(),
         }
     }
 }
@@ -155,6 +160,7 @@ impl std::fmt::Debug for Config {
                 &self.agent_heartbeat_deadline_seconds,
             )
             .field("metering_interval_seconds", &self.metering_interval_seconds)
+            .field("currency", &self.currency)
             .finish()
     }
 }
@@ -224,6 +230,10 @@ impl Config {
             (1..=3600).contains(&self.metering_interval_seconds)
                 && 3600 % self.metering_interval_seconds == 0,
             "metering_interval_seconds must divide 3600 (1, 2, …, 60, …, 3600)"
+        );
+        anyhow::ensure!(
+            self.currency.len() == 3 && self.currency.bytes().all(|b| b.is_ascii_uppercase()),
+            "currency must be an ISO 4217 code such as USD"
         );
         anyhow::ensure!(
             (0.0..=1.0).contains(&self.simulated_failure_rate),

@@ -170,6 +170,7 @@ pub enum Resource {
     Node,
     Order,
     JoinToken,
+    Invoice,
 }
 
 impl Resource {
@@ -186,6 +187,7 @@ impl Resource {
             Self::Node => ("node_not_found", "node"),
             Self::Order => ("order_not_found", "order"),
             Self::JoinToken => ("join_token_not_found", "join token"),
+            Self::Invoice => ("invoice_not_found", "invoice"),
         }
     }
 }

@@ -29,6 +29,7 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
         (name = "orders", description = "GPU capacity a tenant orders, and where it runs"),
         (name = "quotas", description = "How many GPUs an organization may hold"),
         (name = "usage", description = "Metered GPU-seconds, measured and billable"),
+        (name = "billing", description = "Invoices rated from usage"),
         (name = "agent", description = "The node agent's API: join token, then node credential"),
         (name = "admin", description = "The operator API"),
         (name = "health", description = "Liveness and readiness"),

@@ -19,9 +19,9 @@ use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::{Actor, Operator};
 use crate::classes::AllocationState;
-use crate::entities::{allocation, node, order, organization, project, quota};
-use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
-use crate::http::extract::{ApiJson, path_uuid};
+use crate::entities::{allocation, node, order, project, quota};
+use crate::error::{ApiResult, ProblemResponses};
+use crate::http::extract::ApiJson;
 use crate::tenancy::access::{OrgAccess, need};
 use crate::validate::Fields;
 
@@ -173,17 +173,6 @@ async fn list_quotas(
     Ok(Json(views(&state.db, access.scope.org_id).await?))
 }
 
-async fn find_org(
-    db: &impl ConnectionTrait,
-    params: &RawPathParams,
-) -> ApiResult<organization::Model> {
-    let id = path_uuid(params, "org_id", Resource::Organization)?;
-    organization::Entity::find_by_id(id)
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Organization, id))
-}
-
 /// Any organization's quotas and current use.
 #[utoipa::path(
     get,
@@ -198,7 +187,7 @@ async fn admin_list_quotas(
     _operator: Operator,
     params: RawPathParams,
 ) -> ApiResult<Json<Vec<Quota>>> {
-    let org = find_org(&state.db, &params).await?;
+    let org = crate::tenancy::orgs::from_path(&state.db, &params).await?;
     Ok(Json(views(&state.db, org.id).await?))
 }
 
@@ -242,7 +231,7 @@ async fn set_quotas(
     }
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
-    let org = find_org(&txn, &params).await?;
+    let org = crate::tenancy::orgs::from_path(&txn, &params).await?;
     let mut rows = Vec::new();
     let mut seen = HashSet::new();
     let mut fields = Fields::default();

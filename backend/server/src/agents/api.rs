@@ -272,7 +272,10 @@ async fn register(
             node::Column::CredentialHash,
             Expr::value(Some(secret.secret_hash)),
         )
-        .col_expr(node::Column::LastHeartbeatAt, Expr::value(Some(Utc::now())))
+        .col_expr(
+            node::Column::LastHeartbeatAt,
+            Expr::value(Some(state.clock.now())),
+        )
         .filter(node::Column::Id.eq(node_id))
         .exec(&txn)
         .await?;
@@ -382,7 +385,7 @@ async fn heartbeat(
         fields.range(&format!("gpus[{i}].power_w"), g.power_w, 0, 5000);
     }
     fields.finish()?;
-    let now = Utc::now();
+    let now = state.clock.now();
     let node = agent.node;
     let txn = crate::db::write(&state.db).await?;
     let recovered = node.state == NodeState::Unhealthy;
@@ -461,7 +464,7 @@ async fn assignments(
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(&state.db)
         .await?;
-    let now = Utc::now();
+    let now = state.clock.now();
     order::Entity::update_many()
         .col_expr(
             order::Column::Status,
@@ -523,7 +526,7 @@ async fn report_status(
         .map(|m| fields.text("message", m, MESSAGE_MAX));
     fields.finish()?;
     let node = agent.node;
-    let now = Utc::now();
+    let now = state.clock.now();
     let txn = crate::db::write(&state.db).await?;
     // An agent speaks only for orders that hold GPUs on its own node.
     let holds = allocation::Entity::find()

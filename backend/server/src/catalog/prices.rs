@@ -168,7 +168,7 @@ async fn create_price(
     params: RawPathParams,
     ApiJson(request): ApiJson<CreatePrice>,
 ) -> ApiResult<(StatusCode, Json<Price>)> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let mut fields = Fields::default();
     fields.range("hourly_micros", request.hourly_micros, 0, HOURLY_MICROS_MAX);
     // A minute of slack for clocks that differ between client and server.

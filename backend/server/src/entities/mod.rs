@@ -3,12 +3,15 @@
 pub mod allocation;
 pub mod api_key;
 pub mod audit_log;
+pub mod billing_account;
 pub mod gpu;
 pub mod gpu_claim;
 pub mod gpu_model;
 pub mod gpu_telemetry;
 pub mod idempotency_key;
 pub mod instance_type;
+pub mod invoice;
+pub mod invoice_line;
 pub mod join_token;
 pub mod lease;
 pub mod membership;

@@ -147,7 +147,7 @@ async fn org_usage(
             "group_by=organization is for operators; an organization's usage is its own",
         ));
     }
-    let (from, to) = period(&query, Utc::now())?;
+    let (from, to) = period(&query, state.clock.now())?;
     let usage = summarize(
         &state.db,
         access.scope.select::<usage_record::Entity>(),
@@ -178,7 +178,7 @@ async fn all_usage(
     ApiQuery(query): ApiQuery<UsageQuery>,
     ApiQuery(filter): ApiQuery<OrgFilter>,
 ) -> ApiResult<Response> {
-    let (from, to) = period(&query, Utc::now())?;
+    let (from, to) = period(&query, state.clock.now())?;
     let mut select = usage_record::Entity::find();
     if let Some(org_id) = filter.org_id {
         select = select.filter(usage_record::Column::OrgId.eq(org_id));

@@ -285,7 +285,7 @@ async fn create_order(
         .get(crate::http::idempotency::HEADER)
         .and_then(|v| v.to_str().ok())
         .map(|key| format!("{}:{key}", access.scope.principal.idempotency_scope()));
-    let now = Utc::now();
+    let now = state.clock.now();
     let node_count = request.node_count.unwrap_or(1);
     let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
     let mut fields = Fields::default();
@@ -445,7 +445,7 @@ async fn cancel_order(
         }
         _ => {}
     }
-    let now = Utc::now();
+    let now = state.clock.now();
     let holding = lifecycle::stop(&txn, current.id, now).await?;
     let mut row: order::ActiveModel = current.clone().into();
     row.status = Set(OrderStatus::Cancelled);

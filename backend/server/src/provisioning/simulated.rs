@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::Driver;
 use crate::classes::{AllocationState, OrderStatus};
+use crate::clock::Clock;
 use crate::entities::{allocation, node, order};
 use crate::orders::lifecycle;
 use crate::scheduling::SchedulerHandle;
@@ -27,14 +28,21 @@ pub struct Timing {
 pub struct SimulatedDriver {
     db: DatabaseConnection,
     scheduler: SchedulerHandle,
+    clock: Clock,
     timing: Timing,
 }
 
 impl SimulatedDriver {
-    pub fn new(db: DatabaseConnection, scheduler: SchedulerHandle, timing: Timing) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        scheduler: SchedulerHandle,
+        clock: Clock,
+        timing: Timing,
+    ) -> Self {
         Self {
             db,
             scheduler,
+            clock,
             timing,
         }
     }
@@ -44,9 +52,10 @@ impl Driver for SimulatedDriver {
     fn start(&self, order_id: Uuid) {
         let db = self.db.clone();
         let scheduler = self.scheduler.clone();
+        let clock = self.clock.clone();
         let timing = self.timing;
         tokio::spawn(async move {
-            match bring_up(&db, order_id, timing).await {
+            match bring_up(&db, &clock, order_id, timing).await {
                 Ok(true) => scheduler.wake(),
                 Ok(false) => {}
                 Err(error) => tracing::warn!(%error, %order_id, "simulated start failed"),
@@ -57,14 +66,15 @@ impl Driver for SimulatedDriver {
     fn stop(&self, order_id: Uuid, stop_at: DateTime<Utc>) {
         let db = self.db.clone();
         let scheduler = self.scheduler.clone();
+        let clock = self.clock.clone();
         // Work is given until its stop time, then stopping takes its time.
-        let until_stop = (stop_at - Utc::now()).to_std().unwrap_or_default();
+        let until_stop = (stop_at - clock.now()).to_std().unwrap_or_default();
         let delay = until_stop.min(self.timing.stop) + self.timing.stop;
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
             let done = async {
                 let txn = crate::db::write(&db).await?;
-                lifecycle::stopped(&txn, order_id, None, Utc::now()).await?;
+                lifecycle::stopped(&txn, order_id, None, clock.now()).await?;
                 txn.commit().await
             };
             match done.await {
@@ -77,10 +87,15 @@ impl Driver for SimulatedDriver {
 
 /// Walks an order from scheduled through provisioning to running (or to a
 /// simulated failure). `Ok(true)` when GPUs were freed by a failure.
-async fn bring_up(db: &DatabaseConnection, order_id: Uuid, timing: Timing) -> Result<bool, DbErr> {
+async fn bring_up(
+    db: &DatabaseConnection,
+    clock: &Clock,
+    order_id: Uuid,
+    timing: Timing,
+) -> Result<bool, DbErr> {
     let half = timing.provision / 2;
     tokio::time::sleep(half).await;
-    let now = Utc::now();
+    let now = clock.now();
     order::Entity::update_many()
         .col_expr(
             order::Column::Status,
@@ -92,7 +107,7 @@ async fn bring_up(db: &DatabaseConnection, order_id: Uuid, timing: Timing) -> Re
         .exec(db)
         .await?;
     tokio::time::sleep(timing.provision - half).await;
-    let now = Utc::now();
+    let now = clock.now();
     let coming_up = [OrderStatus::Scheduled, OrderStatus::Provisioning];
     if timing.failure_rate > 0.0 && rand::random::<f64>() < timing.failure_rate {
         let txn = crate::db::write(db).await?;

@@ -69,6 +69,9 @@ impl SchedulerHandle {
     }
 }
 
+/// How often the leader looks for last month's usage still to invoice.
+const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
+
 /// Orders already handed to the driver by this process, so each is handed
 /// once per process (and again after a restart).
 #[derive(Default)]
@@ -87,6 +90,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let driver = SimulatedDriver::new(
         state.db.clone(),
         state.scheduler.clone(),
+        state.clock.clone(),
         Timing {
             provision: Duration::from_millis(config.simulated_provision_ms),
             stop: Duration::from_millis(config.simulated_stop_ms),
@@ -94,6 +98,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         },
     );
     let mut handed = Handed::default();
+    let mut month_checked: Option<DateTime<Utc>> = None;
     loop {
         match lease::hold(&state.db, LEASE, &holder, ttl).await {
             Ok(true) => {
@@ -101,7 +106,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                     tracing::info!(%holder, "this process now runs the scheduling loop");
                 }
                 state.scheduler.leader.store(true, Ordering::Relaxed);
-                if let Err(error) = cycle(&state, &driver, &mut handed).await {
+                if let Err(error) = cycle(&state, &driver, &mut handed, &mut month_checked).await {
                     tracing::warn!(%error, "scheduling cycle failed; retrying");
                 }
             }
@@ -131,17 +136,39 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
 /// One pass: ends work that reached its duration, moves work off draining
 /// and unhealthy nodes, places what waits, and hands the results to the
 /// driver.
-async fn cycle(state: &AppState, driver: &dyn Driver, handed: &mut Handed) -> anyhow::Result<()> {
+async fn cycle(
+    state: &AppState,
+    driver: &dyn Driver,
+    handed: &mut Handed,
+    month_checked: &mut Option<DateTime<Utc>>,
+) -> anyhow::Result<()> {
     let began = Instant::now();
-    let now = Utc::now();
+    let now = state.clock.now();
     let deadline = chrono::Duration::seconds(
         i64::try_from(state.config.agent_heartbeat_deadline_seconds).unwrap_or(30),
     );
     crate::agents::health::mark_silent(&state.db, deadline, now).await?;
     // Right after the silent nodes are marked: every fault before
-    // `now − deadline` is known, so spans up to there are final.
+    // `now − deadline` is known, so spans up to there are final. Billing
+    // trouble is logged and retried next cycle; it never holds placement up.
     let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
-    crate::metering::meter(&state.db, now - deadline, interval).await?;
+    if let Err(error) = crate::metering::meter(&state.db, now - deadline, interval).await {
+        tracing::warn!(%error, "metering failed; retrying next cycle");
+    }
+    if month_checked.is_none_or(|at| now - at >= MONTH_CHECK_EVERY) {
+        *month_checked = Some(now);
+        let settle = crate::billing::invoices::settle_time(
+            state.config.agent_heartbeat_deadline_seconds,
+            state.config.metering_interval_seconds,
+        );
+        match crate::billing::invoices::close_month(&state.db, &state.config.currency, now, settle)
+            .await
+        {
+            Ok(0) => {}
+            Ok(invoiced) => tracing::info!(invoiced, "finalized last month's invoices"),
+            Err(error) => tracing::warn!(%error, "could not close last month; retrying"),
+        }
+    }
     end_expired(state, now).await?;
     evacuate(state, now).await?;
     let loading = Instant::now();

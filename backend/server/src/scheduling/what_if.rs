@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::extract::State;
-use chrono::Utc;
 use gantry_scheduler as engine;
 use gantry_sim::whatif::{self, Change};
 use sea_orm::EntityTrait;
@@ -205,7 +204,7 @@ async fn what_if(
             });
         }
     }
-    let loaded = super::load::load(&state.db, Utc::now()).await?;
+    let loaded = super::load::load(&state.db, state.clock.now()).await?;
     let snapshot = loaded.snapshot;
     for (i, q) in request.quotas.iter().enumerate() {
         let model = crate::catalog::gpu_model_by_ref(&state.db, &q.gpu_model)

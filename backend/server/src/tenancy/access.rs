@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
-use crate::entities::{api_key, audit_log, membership, order, project, usage_record};
+use crate::entities::{api_key, audit_log, invoice, membership, order, project, usage_record};
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
 
@@ -44,6 +44,9 @@ impl TenantOwned for membership::Entity {
 }
 impl TenantOwned for order::Entity {
     const ORG_ID: Self::Column = order::Column::OrgId;
+}
+impl TenantOwned for invoice::Entity {
+    const ORG_ID: Self::Column = invoice::Column::OrgId;
 }
 impl TenantOwned for usage_record::Entity {
     const ORG_ID: Self::Column = usage_record::Column::OrgId;

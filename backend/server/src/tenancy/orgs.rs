@@ -112,6 +112,23 @@ pub async fn create_in(
 /// that checks such as "the last owner stays" cannot race with another
 /// change to the same organization (a row lock on PostgreSQL, the database
 /// write lock on SQLite).
+/// The organization named by the `{org_id}` path parameter, for operator
+/// routes (tenant routes go through `OrgAccess`).
+pub async fn from_path(
+    db: &impl ConnectionTrait,
+    params: &axum::extract::RawPathParams,
+) -> ApiResult<organization::Model> {
+    let id = crate::http::extract::path_uuid(params, "org_id", Resource::Organization)?;
+    by_id(db, id).await
+}
+
+pub async fn by_id(db: &impl ConnectionTrait, id: Uuid) -> ApiResult<organization::Model> {
+    organization::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Organization, id))
+}
+
 pub async fn lock(db: &impl ConnectionTrait, org_id: Uuid) -> Result<(), ApiError> {
     let touched = organization::Entity::update_many()
         .col_expr(

@@ -1,0 +1,713 @@
+//! The invoice API: tenants (billing, admin or owner) read their invoices
+//! as JSON, CSV or a printable page; operators make drafts for any period,
+//! adjust, re-rate, finalize, mark paid or void them, and set discounts.
+
+use axum::Json;
+use axum::extract::{RawPathParams, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::invoices::{self, micros_text};
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::auth::principal::{Actor, Operator};
+use crate::classes::{InvoiceStatus, LineKind, PricingClass};
+use crate::entities::{billing_account, invoice, invoice_line};
+use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
+use crate::http::pagination::{Page, PageQuery};
+use crate::tenancy::access::{OrgAccess, OrgScope, need};
+use crate::validate::Fields;
+
+/// The longest period one invoice may cover.
+const PERIOD_MAX_DAYS: i64 = 366;
+/// The largest adjustment, in micro-units (a billion of the currency).
+const ADJUSTMENT_MAX: i64 = 1_000_000_000_000_000;
+const REASON_MAX: usize = 500;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvoiceSummary {
+    pub id: Uuid,
+    pub org_id: Uuid,
+    /// Start of the period (inclusive).
+    pub period_start: DateTime<Utc>,
+    /// End of the period (exclusive).
+    pub period_end: DateTime<Utc>,
+    pub status: InvoiceStatus,
+    pub currency: String,
+    /// Usage charges, in micro-units of `currency`.
+    pub subtotal_micros: i64,
+    /// The standing discount (zero or negative).
+    pub discount_micros: i64,
+    /// Operators' credits (negative) and charges (positive).
+    pub credits_micros: i64,
+    /// `subtotal + discount + credits`; negative when owed to the tenant.
+    pub total_micros: i64,
+    /// When its usage lines were last rated.
+    pub rated_at: DateTime<Utc>,
+    pub finalized_at: Option<DateTime<Utc>>,
+    pub paid_at: Option<DateTime<Utc>>,
+    pub voided_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<invoice::Model> for InvoiceSummary {
+    fn from(row: invoice::Model) -> Self {
+        Self {
+            id: row.id,
+            org_id: row.org_id,
+            period_start: row.period_start,
+            period_end: row.period_end,
+            status: row.status,
+            currency: row.currency,
+            subtotal_micros: row.subtotal_micros,
+            discount_micros: row.discount_micros,
+            credits_micros: row.credits_micros,
+            total_micros: row.total_micros,
+            rated_at: row.rated_at,
+            finalized_at: row.finalized_at,
+            paid_at: row.paid_at,
+            voided_at: row.voided_at,
+            created_at: row.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvoiceLine {
+    pub position: i32,
+    pub kind: LineKind,
+    pub description: String,
+    pub instance_type: Option<String>,
+    pub region: Option<String>,
+    pub pricing_class: Option<PricingClass>,
+    /// The price per instance-hour in force, in micro-units.
+    pub hourly_micros: Option<i64>,
+    /// The share of it charged, in thousandths (off-peak multipliers).
+    pub price_permille: Option<i32>,
+    /// Instance-seconds.
+    pub quantity_seconds: i64,
+    pub gpu_seconds: i64,
+    pub amount_micros: i64,
+    /// Why an operator adjusted the invoice.
+    pub reason: Option<String>,
+    /// The operator who did.
+    pub author: Option<Uuid>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Invoice {
+    #[serde(flatten)]
+    pub summary: InvoiceSummary,
+    pub lines: Vec<InvoiceLine>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    #[default]
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct InvoiceFormat {
+    /// `json` when absent; `csv` answers `text/csv`.
+    pub format: Option<Format>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInvoice {
+    /// Start of the period (inclusive).
+    pub period_start: DateTime<Utc>,
+    /// End of the period (exclusive); at most 366 days after the start.
+    pub period_end: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Adjustment {
+    /// Negative for a credit, positive for a charge, in micro-units; not 0.
+    #[schema(minimum = -1000000000000000_i64, maximum = 1000000000000000_i64)]
+    pub amount_micros: i64,
+    /// Why, for the tenant and the audit log.
+    #[schema(min_length = 1, max_length = 500)]
+    pub reason: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BillingTerms {
+    /// A standing discount on usage, in thousandths (0 to 1000).
+    #[schema(minimum = 0, maximum = 1000)]
+    pub discount_permille: i32,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_invoices))
+        .routes(routes!(get_invoice))
+        .routes(routes!(print_invoice))
+        .routes(routes!(create_invoice))
+        .routes(routes!(rate_invoice))
+        .routes(routes!(finalize_invoice))
+        .routes(routes!(pay_invoice))
+        .routes(routes!(void_invoice))
+        .routes(routes!(adjust_invoice))
+        .routes(routes!(get_terms, set_terms))
+}
+
+async fn view(db: &impl ConnectionTrait, row: invoice::Model) -> ApiResult<Invoice> {
+    let types = crate::catalog::instance_type_names(db).await?;
+    let regions = crate::catalog::region_names(db).await?;
+    let lines = invoice_line::Entity::find()
+        .filter(invoice_line::Column::InvoiceId.eq(row.id))
+        .order_by_asc(invoice_line::Column::Position)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|l| InvoiceLine {
+            position: l.position,
+            kind: l.kind,
+            description: l.description,
+            instance_type: l.instance_type_id.and_then(|id| types.get(&id).cloned()),
+            region: l.region_id.and_then(|id| regions.get(&id).cloned()),
+            pricing_class: l.pricing_class,
+            hourly_micros: l.hourly_micros,
+            price_permille: l.price_permille,
+            quantity_seconds: l.quantity_seconds,
+            gpu_seconds: l.gpu_seconds,
+            amount_micros: l.amount_micros,
+            reason: l.reason,
+            author: l.author,
+        })
+        .collect();
+    Ok(Invoice {
+        summary: row.into(),
+        lines,
+    })
+}
+
+/// One of the organization's invoices.
+async fn scoped(
+    db: &impl ConnectionTrait,
+    scope: &OrgScope,
+    params: &RawPathParams,
+) -> ApiResult<invoice::Model> {
+    let id = path_uuid(params, "invoice_id", Resource::Invoice)?;
+    scope
+        .select::<invoice::Entity>()
+        .filter(invoice::Column::Id.eq(id))
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Invoice, id))
+}
+
+/// The organization's invoices, newest first.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/invoices",
+    tag = "billing",
+    params(("org_id" = Uuid, Path, description = "Organization id"), PageQuery),
+    responses((status = 200, description = "A page of invoices", body = Page<InvoiceSummary>), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn list_invoices(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Billing>,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<InvoiceSummary>>> {
+    let request = query.validate()?;
+    let rows = request
+        .descending(
+            access.scope.select::<invoice::Entity>(),
+            invoice::Column::Id,
+        )
+        .all(&state.db)
+        .await?;
+    Ok(Json(Page::from_rows(
+        rows,
+        request,
+        |i| i.id,
+        InvoiceSummary::from,
+    )))
+}
+
+/// One invoice with its lines, as JSON or CSV.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/invoices/{invoice_id}",
+    tag = "billing",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("invoice_id" = Uuid, Path, description = "Invoice id"),
+        InvoiceFormat,
+    ),
+    responses(
+        (status = 200, description = "The invoice, as JSON or (`format=csv`) CSV",
+         content((Invoice = "application/json"), (String = "text/csv"))),
+        ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn get_invoice(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Billing>,
+    params: RawPathParams,
+    ApiQuery(query): ApiQuery<InvoiceFormat>,
+) -> ApiResult<Response> {
+    let row = scoped(&state.db, &access.scope, &params).await?;
+    let invoice = view(&state.db, row).await?;
+    Ok(match query.format.unwrap_or_default() {
+        Format::Json => Json(invoice).into_response(),
+        Format::Csv => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"invoice.csv\"",
+                ),
+            ],
+            to_csv(&invoice),
+        )
+            .into_response(),
+    })
+}
+
+/// One invoice as a printable HTML page.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/invoices/{invoice_id}/print",
+    tag = "billing",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("invoice_id" = Uuid, Path, description = "Invoice id"),
+    ),
+    responses(
+        (status = 200, description = "The invoice as a printable page", content((String = "text/html"))),
+        ProblemResponses,
+    ),
+    security(("bearer" = []))
+)]
+async fn print_invoice(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Billing>,
+    params: RawPathParams,
+) -> ApiResult<Html<String>> {
+    let row = scoped(&state.db, &access.scope, &params).await?;
+    let org = crate::tenancy::orgs::by_id(&state.db, row.org_id).await?;
+    let invoice = view(&state.db, row).await?;
+    Ok(Html(to_html(&invoice, &org.name)))
+}
+
+/// Makes a draft invoice for any period of an organization, rated now.
+#[utoipa::path(
+    post,
+    path = "/admin/orgs/{org_id}/invoices",
+    tag = "admin",
+    params(("org_id" = Uuid, Path, description = "Organization id")),
+    request_body = CreateInvoice,
+    responses((status = 201, description = "The draft", body = Invoice), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn create_invoice(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+    ApiJson(request): ApiJson<CreateInvoice>,
+) -> ApiResult<(StatusCode, Json<Invoice>)> {
+    let org = crate::tenancy::orgs::from_path(&state.db, &params).await?;
+    let (start, end) = (request.period_start, request.period_end);
+    let mut fields = Fields::default();
+    if start >= end {
+        fields.push("period_end", "must be after period_start");
+    } else if end - start > TimeDelta::days(PERIOD_MAX_DAYS) {
+        fields.push(
+            "period_end",
+            format!("a period may cover at most {PERIOD_MAX_DAYS} days"),
+        );
+    }
+    fields.finish()?;
+    let now = state.clock.now();
+    let draft =
+        invoices::create_draft(&state.db, org.id, start, end, &state.config.currency, now).await?;
+    audit::record(
+        &state.db,
+        Change {
+            org_id: Some(org.id),
+            action: "invoice.create",
+            target_type: "invoice",
+            target_id: Some(draft.id.to_string()),
+            details: serde_json::json!({ "period_start": start, "period_end": end }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    Ok((StatusCode::CREATED, Json(view(&state.db, draft).await?)))
+}
+
+async fn invoice_of(state: &AppState, params: &RawPathParams) -> ApiResult<invoice::Model> {
+    let id = path_uuid(params, "invoice_id", Resource::Invoice)?;
+    invoice::Entity::find_by_id(id)
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Invoice, id))
+}
+
+/// Records an operator's change to an invoice and answers it.
+async fn changed(
+    state: &AppState,
+    actor: &Actor,
+    action: &'static str,
+    row: invoice::Model,
+    details: serde_json::Value,
+) -> ApiResult<Json<Invoice>> {
+    audit::record(
+        &state.db,
+        Change {
+            org_id: Some(row.org_id),
+            action,
+            target_type: "invoice",
+            target_id: Some(row.id.to_string()),
+            details,
+            actor,
+        },
+    )
+    .await?;
+    Ok(Json(view(&state.db, row).await?))
+}
+
+/// Rates a draft again from the usage recorded so far.
+#[utoipa::path(
+    post,
+    path = "/admin/invoices/{invoice_id}/rate",
+    tag = "admin",
+    params(("invoice_id" = Uuid, Path, description = "Invoice id")),
+    responses((status = 200, description = "The re-rated draft", body = Invoice), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn rate_invoice(
+    State(state): State<AppState>,
+    _operator: Operator,
+    params: RawPathParams,
+) -> ApiResult<Json<Invoice>> {
+    let current = invoice_of(&state, &params).await?;
+    if current.status != InvoiceStatus::Draft {
+        return Err(ApiError::conflict(
+            "invoice_state",
+            format!(
+                "invoice {} is {}; only a draft is rated again",
+                current.id,
+                current.status.as_str()
+            ),
+        ));
+    }
+    let txn = crate::db::write(&state.db).await?;
+    let rated = invoices::rerate(&txn, current, state.clock.now()).await?;
+    txn.commit().await?;
+    Ok(Json(view(&state.db, rated).await?))
+}
+
+/// Rates a draft one last time and freezes it; refused while usage of its
+/// period may still be metered.
+#[utoipa::path(
+    post,
+    path = "/admin/invoices/{invoice_id}/finalize",
+    tag = "admin",
+    params(("invoice_id" = Uuid, Path, description = "Invoice id")),
+    responses((status = 200, description = "The finalized invoice", body = Invoice), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn finalize_invoice(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<Json<Invoice>> {
+    let id = invoice_of(&state, &params).await?.id;
+    let settle = invoices::settle_time(
+        state.config.agent_heartbeat_deadline_seconds,
+        state.config.metering_interval_seconds,
+    );
+    let row = invoices::finalize(&state.db, id, state.clock.now(), settle).await?;
+    let total = row.total_micros;
+    changed(
+        &state,
+        &actor,
+        "invoice.finalize",
+        row,
+        serde_json::json!({ "total_micros": total }),
+    )
+    .await
+}
+
+/// Marks a finalized invoice paid.
+#[utoipa::path(
+    post,
+    path = "/admin/invoices/{invoice_id}/pay",
+    tag = "admin",
+    params(("invoice_id" = Uuid, Path, description = "Invoice id")),
+    responses((status = 200, description = "The paid invoice", body = Invoice), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn pay_invoice(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<Json<Invoice>> {
+    let id = invoice_of(&state, &params).await?.id;
+    let row = invoices::settle(&state.db, id, InvoiceStatus::Paid, state.clock.now()).await?;
+    changed(&state, &actor, "invoice.pay", row, serde_json::json!({})).await
+}
+
+/// Voids a draft or finalized invoice; its period can then be invoiced
+/// again.
+#[utoipa::path(
+    post,
+    path = "/admin/invoices/{invoice_id}/void",
+    tag = "admin",
+    params(("invoice_id" = Uuid, Path, description = "Invoice id")),
+    responses((status = 200, description = "The voided invoice", body = Invoice), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn void_invoice(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<Json<Invoice>> {
+    let id = invoice_of(&state, &params).await?.id;
+    let row = invoices::settle(&state.db, id, InvoiceStatus::Void, state.clock.now()).await?;
+    changed(&state, &actor, "invoice.void", row, serde_json::json!({})).await
+}
+
+/// Adds a credit or a charge to a draft, with its reason.
+#[utoipa::path(
+    post,
+    path = "/admin/invoices/{invoice_id}/adjustments",
+    tag = "admin",
+    params(("invoice_id" = Uuid, Path, description = "Invoice id")),
+    request_body = Adjustment,
+    responses((status = 200, description = "The adjusted draft", body = Invoice), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn adjust_invoice(
+    State(state): State<AppState>,
+    operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+    ApiJson(request): ApiJson<Adjustment>,
+) -> ApiResult<Json<Invoice>> {
+    let mut fields = Fields::default();
+    if request.amount_micros == 0 {
+        fields.push("amount_micros", "must not be 0");
+    }
+    fields.range(
+        "amount_micros",
+        request.amount_micros,
+        -ADJUSTMENT_MAX,
+        ADJUSTMENT_MAX,
+    );
+    let reason = fields.text("reason", &request.reason, REASON_MAX);
+    fields.finish()?;
+    let id = invoice_of(&state, &params).await?.id;
+    let row = invoices::adjust(
+        &state.db,
+        id,
+        request.amount_micros,
+        &reason,
+        operator.user.id,
+        state.clock.now(),
+    )
+    .await?;
+    changed(
+        &state,
+        &actor,
+        "invoice.adjust",
+        row,
+        serde_json::json!({ "amount_micros": request.amount_micros, "reason": reason }),
+    )
+    .await
+}
+
+/// An organization's billing terms.
+#[utoipa::path(
+    get,
+    path = "/admin/orgs/{org_id}/billing",
+    tag = "admin",
+    params(("org_id" = Uuid, Path, description = "Organization id")),
+    responses((status = 200, description = "The terms", body = BillingTerms), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn get_terms(
+    State(state): State<AppState>,
+    _operator: Operator,
+    params: RawPathParams,
+) -> ApiResult<Json<BillingTerms>> {
+    let org = crate::tenancy::orgs::from_path(&state.db, &params).await?;
+    let discount_permille = billing_account::Entity::find_by_id(org.id)
+        .one(&state.db)
+        .await?
+        .map_or(0, |a| a.discount_permille);
+    Ok(Json(BillingTerms { discount_permille }))
+}
+
+/// Sets an organization's billing terms; drafts pick them up when next
+/// rated, finalized invoices never.
+#[utoipa::path(
+    put,
+    path = "/admin/orgs/{org_id}/billing",
+    tag = "admin",
+    params(("org_id" = Uuid, Path, description = "Organization id")),
+    request_body = BillingTerms,
+    responses((status = 200, description = "The terms", body = BillingTerms), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn set_terms(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+    ApiJson(request): ApiJson<BillingTerms>,
+) -> ApiResult<Json<BillingTerms>> {
+    let mut fields = Fields::default();
+    fields.range("discount_permille", request.discount_permille, 0, 1000);
+    fields.finish()?;
+    let txn = crate::db::write(&state.db).await?;
+    let org = crate::tenancy::orgs::from_path(&txn, &params).await?;
+    let now = state.clock.now();
+    let existing = billing_account::Entity::find_by_id(org.id)
+        .one(&txn)
+        .await?;
+    let row = billing_account::ActiveModel {
+        org_id: Set(org.id),
+        discount_permille: Set(request.discount_permille),
+        updated_at: Set(now),
+    };
+    if existing.is_some() {
+        billing_account::Entity::update(row).exec(&txn).await?;
+    } else {
+        billing_account::Entity::insert(row).exec(&txn).await?;
+    }
+    audit::record(
+        &txn,
+        Change {
+            org_id: Some(org.id),
+            action: "billing.set",
+            target_type: "organization",
+            target_id: Some(org.id.to_string()),
+            details: serde_json::json!({ "discount_permille": request.discount_permille }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(Json(request))
+}
+
+/// The lines, then the totals, as CSV; amounts as decimals of the currency.
+fn to_csv(invoice: &Invoice) -> String {
+    let quoted = |field: &str| format!("\"{}\"", field.replace('"', "\"\""));
+    let mut out = String::from(
+        "position,kind,description,instance_type,region,pricing_class,hourly_price,price_permille,quantity_seconds,gpu_seconds,amount,reason\n",
+    );
+    for l in &invoice.lines {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            l.position,
+            l.kind.as_str(),
+            quoted(&l.description),
+            quoted(l.instance_type.as_deref().unwrap_or_default()),
+            quoted(l.region.as_deref().unwrap_or_default()),
+            l.pricing_class.map_or("", PricingClass::as_str),
+            l.hourly_micros.map(micros_text).unwrap_or_default(),
+            l.price_permille.map(|p| p.to_string()).unwrap_or_default(),
+            l.quantity_seconds,
+            l.gpu_seconds,
+            micros_text(l.amount_micros),
+            quoted(l.reason.as_deref().unwrap_or_default()),
+        ));
+    }
+    let s = &invoice.summary;
+    for (label, micros) in [
+        ("subtotal", s.subtotal_micros),
+        ("discount", s.discount_micros),
+        ("credits", s.credits_micros),
+        ("total", s.total_micros),
+    ] {
+        out.push_str(&format!(",{label},,,,,,,,,{},\n", micros_text(micros)));
+    }
+    out
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A self-contained page (no scripts, no outside resources) that prints on
+/// one sheet per screenful of lines.
+fn to_html(invoice: &Invoice, org_name: &str) -> String {
+    let s = &invoice.summary;
+    let money = |micros: i64| format!("{} {}", micros_text(micros), escape(&s.currency));
+    let mut rows = String::new();
+    for l in &invoice.lines {
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>\n",
+            escape(&l.description),
+            escape(l.reason.as_deref().unwrap_or_default()),
+            l.quantity_seconds,
+            l.gpu_seconds,
+            money(l.amount_micros),
+        ));
+    }
+    format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Invoice {id}</title>
+<style>
+body {{ font: 14px/1.4 system-ui, sans-serif; margin: 2rem; color: #111; }}
+table {{ border-collapse: collapse; width: 100%; }}
+th, td {{ border-bottom: 1px solid #ccc; padding: .35rem .5rem; text-align: left; }}
+td.n, th.n {{ text-align: right; font-variant-numeric: tabular-nums; }}
+tfoot td {{ border: 0; font-weight: 600; }}
+@media print {{ body {{ margin: 0; }} }}
+</style></head><body>
+<h1>Invoice</h1>
+<p>{org}<br>Invoice {id} · {status}<br>Period {start} to {end} (UTC, end exclusive)</p>
+<table>
+<thead><tr><th>Item</th><th>Reason</th><th class=n>Instance-seconds</th><th class=n>GPU-seconds</th><th class=n>Amount</th></tr></thead>
+<tbody>
+{rows}</tbody>
+<tfoot>
+<tr><td colspan=4>Subtotal</td><td class=n>{subtotal}</td></tr>
+<tr><td colspan=4>Discount</td><td class=n>{discount}</td></tr>
+<tr><td colspan=4>Credits and adjustments</td><td class=n>{credits}</td></tr>
+<tr><td colspan=4>Total</td><td class=n>{total}</td></tr>
+</tfoot></table>
+<p>Usage is rated per second at the price in force each second; each line is rounded once, half up, to a millionth of the currency.</p>
+</body></html>
+"#,
+        id = s.id,
+        org = escape(org_name),
+        status = s.status.as_str(),
+        start = s.period_start.format("%Y-%m-%d %H:%M"),
+        end = s.period_end.format("%Y-%m-%d %H:%M"),
+        subtotal = money(s.subtotal_micros),
+        discount = money(s.discount_micros),
+        credits = money(s.credits_micros),
+        total = money(s.total_micros),
+    )
+}

@@ -1,0 +1,552 @@
+//! Invoices: an organization's rated usage over a period, with its
+//! discount and credits, from draft to finalized to paid or void.
+//!
+//! A draft is re-rated whenever it is touched (created, adjusted, rated on
+//! request, finalized), keeping its adjustments. Finalizing rates it one
+//! last time and freezes it: its lines are never rewritten, whatever prices
+//! do later. A period is finalized only once all of its usage is metered.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use super::rating::{self, PriceBook, PriceVersion, RegionClock, Span};
+use crate::classes::{InvoiceStatus, LineKind};
+use crate::entities::{billing_account, invoice, invoice_line, price, region, usage_record};
+use crate::error::{ApiError, ApiResult, Resource};
+
+/// A line before it is stored.
+struct Line {
+    kind: LineKind,
+    description: String,
+    key: Option<rating::LineKey>,
+    quantity_seconds: i64,
+    gpu_seconds: i64,
+    amount_micros: i64,
+}
+
+/// How long after a moment its usage is certainly metered: faults are known
+/// a heartbeat deadline later, and the span holding it closes a metering
+/// interval later.
+pub fn settle_time(heartbeat_deadline_seconds: u64, metering_interval_seconds: u64) -> TimeDelta {
+    TimeDelta::seconds(
+        i64::try_from(heartbeat_deadline_seconds + metering_interval_seconds).unwrap_or(i64::MAX),
+    )
+}
+
+/// Creates a draft for `[start, end)`, rated now. Refused when another
+/// invoice of the organization that is not void overlaps the period.
+pub async fn create_draft(
+    db: &DatabaseConnection,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    currency: &str,
+    now: DateTime<Utc>,
+) -> ApiResult<invoice::Model> {
+    let txn = crate::db::write(db).await?;
+    let overlapping = invoice::Entity::find()
+        .filter(invoice::Column::OrgId.eq(org_id))
+        .filter(invoice::Column::Status.ne(InvoiceStatus::Void))
+        .filter(invoice::Column::PeriodStart.lt(end))
+        .filter(invoice::Column::PeriodEnd.gt(start))
+        .one(&txn)
+        .await?;
+    if let Some(other) = overlapping {
+        return Err(ApiError::conflict(
+            "invoice_period_taken",
+            format!(
+                "invoice {} ({}) already covers {} to {}; void it first",
+                other.id,
+                other.status.as_str(),
+                other.period_start,
+                other.period_end
+            ),
+        ));
+    }
+    let row = invoice::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        org_id: Set(org_id),
+        period_start: Set(start),
+        period_end: Set(end),
+        status: Set(InvoiceStatus::Draft),
+        currency: Set(currency.to_owned()),
+        subtotal_micros: Set(0),
+        discount_micros: Set(0),
+        credits_micros: Set(0),
+        total_micros: Set(0),
+        rated_at: Set(now),
+        finalized_at: Set(None),
+        paid_at: Set(None),
+        voided_at: Set(None),
+        created_at: Set(now),
+    }
+    .insert(&txn)
+    .await?;
+    let rated = rerate(&txn, row, now).await?;
+    txn.commit().await?;
+    Ok(rated)
+}
+
+/// Replaces a draft's rated lines with a fresh rating, keeps its
+/// adjustments, and updates its totals.
+pub async fn rerate(
+    db: &impl ConnectionTrait,
+    draft: invoice::Model,
+    now: DateTime<Utc>,
+) -> ApiResult<invoice::Model> {
+    invoice_line::Entity::delete_many()
+        .filter(invoice_line::Column::InvoiceId.eq(draft.id))
+        .filter(invoice_line::Column::Kind.ne(LineKind::Adjustment))
+        .exec(db)
+        .await?;
+    let lines = rate_period(db, draft.org_id, draft.period_start, draft.period_end).await?;
+    let adjustments = invoice_line::Entity::find()
+        .filter(invoice_line::Column::InvoiceId.eq(draft.id))
+        .filter(invoice_line::Column::Kind.eq(LineKind::Adjustment))
+        .order_by_asc(invoice_line::Column::Position)
+        .all(db)
+        .await?;
+    let mut position = 0;
+    for line in &lines {
+        position += 1;
+        invoice_line::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            invoice_id: Set(draft.id),
+            position: Set(position),
+            kind: Set(line.kind),
+            description: Set(line.description.clone()),
+            instance_type_id: Set(line.key.map(|k| k.instance_type_id)),
+            region_id: Set(line.key.map(|k| k.region_id)),
+            pricing_class: Set(line.key.map(|k| k.pricing_class)),
+            hourly_micros: Set(line.key.and_then(|k| k.hourly_micros)),
+            price_permille: Set(line
+                .key
+                .map(|k| i32::try_from(k.permille).unwrap_or(i32::MAX))),
+            quantity_seconds: Set(line.quantity_seconds),
+            gpu_seconds: Set(line.gpu_seconds),
+            amount_micros: Set(line.amount_micros),
+            reason: Set(None),
+            author: Set(None),
+        }
+        .insert(db)
+        .await?;
+    }
+    // Adjustments follow the rated lines, in the order they were made.
+    for adjustment in &adjustments {
+        position += 1;
+        let mut row: invoice_line::ActiveModel = adjustment.clone().into();
+        row.position = Set(position);
+        row.update(db).await?;
+    }
+    let sum = |kind: LineKind| -> i64 {
+        lines
+            .iter()
+            .filter(|l| l.kind == kind)
+            .map(|l| l.amount_micros)
+            .sum()
+    };
+    let subtotal = sum(LineKind::Usage);
+    let discount = sum(LineKind::Discount);
+    let credits: i64 = adjustments.iter().map(|a| a.amount_micros).sum();
+    let mut row: invoice::ActiveModel = draft.into();
+    row.subtotal_micros = Set(subtotal);
+    row.discount_micros = Set(discount);
+    row.credits_micros = Set(credits);
+    row.total_micros = Set(subtotal + discount + credits);
+    row.rated_at = Set(now);
+    Ok(row.update(db).await?)
+}
+
+/// The organization's usage whose spans start in `[start, end)`, rated.
+async fn rate_period(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> ApiResult<Vec<Line>> {
+    let records = usage_record::Entity::find()
+        .filter(usage_record::Column::OrgId.eq(org_id))
+        .filter(usage_record::Column::PeriodStart.gte(start))
+        .filter(usage_record::Column::PeriodStart.lt(end))
+        .all(db)
+        .await?;
+    let spans: Vec<Span> = records
+        .iter()
+        .map(|r| Span {
+            instance_type_id: r.instance_type_id,
+            region_id: r.region_id,
+            pricing_class: r.pricing_class,
+            start: r.period_start.timestamp(),
+            end: r.period_end.timestamp(),
+            excluded: r.excluded_seconds,
+            gpus: i64::from(r.gpus),
+        })
+        .collect();
+    let types: HashSet<Uuid> = spans.iter().map(|s| s.instance_type_id).collect();
+    let versions = price::Entity::find()
+        .filter(price::Column::InstanceTypeId.is_in(types))
+        .order_by_asc(price::Column::EffectiveFrom)
+        .order_by_asc(price::Column::Id)
+        .all(db)
+        .await?;
+    let book = PriceBook::new(versions.into_iter().map(|v| PriceVersion {
+        instance_type_id: v.instance_type_id,
+        pricing_class: v.pricing_class,
+        region_id: v.region_id,
+        effective_from: v.effective_from.timestamp(),
+        hourly_micros: v.hourly_micros,
+    }));
+    let clocks: HashMap<Uuid, RegionClock> = region::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, region_clock(&r)))
+        .collect();
+    let rated = rating::rate(&spans, &book, &clocks);
+
+    let type_names = crate::catalog::instance_type_names(db).await?;
+    let region_names = crate::catalog::region_names(db).await?;
+    let name = |names: &HashMap<Uuid, String>, id: Uuid| {
+        names.get(&id).cloned().unwrap_or_else(|| id.to_string())
+    };
+    let mut usage: Vec<_> = rated.usage.into_iter().collect();
+    usage.sort_by_key(|(k, _)| {
+        (
+            name(&type_names, k.instance_type_id),
+            k.pricing_class.as_str(),
+            name(&region_names, k.region_id),
+            k.hourly_micros,
+            k.permille,
+        )
+    });
+    let mut lines: Vec<Line> = usage
+        .into_iter()
+        .map(|(key, tally)| {
+            let what = format!(
+                "{} {} in {}",
+                name(&type_names, key.instance_type_id),
+                key.pricing_class.as_str(),
+                name(&region_names, key.region_id)
+            );
+            let description = match (key.hourly_micros, key.permille) {
+                (None, _) => format!("{what}: no price was in force"),
+                (Some(hourly), 1000) => format!("{what} at {}/h", micros_text(hourly)),
+                (Some(hourly), permille) => format!(
+                    "{what} at {}/h, off-peak {}%",
+                    micros_text(hourly),
+                    f64::from(permille) / 10.0
+                ),
+            };
+            Line {
+                kind: LineKind::Usage,
+                description,
+                key: Some(key),
+                quantity_seconds: tally.seconds,
+                gpu_seconds: tally.gpu_seconds,
+                amount_micros: key.hourly_micros.map_or(0, |hourly| {
+                    rating::amount(tally.seconds, hourly, key.permille)
+                }),
+            }
+        })
+        .collect();
+    let mut downtime: Vec<_> = rated.downtime.into_iter().collect();
+    downtime
+        .sort_by_key(|((t, r, c), _)| (name(&type_names, *t), c.as_str(), name(&region_names, *r)));
+    for ((instance_type_id, region_id, pricing_class), tally) in downtime {
+        lines.push(Line {
+            kind: LineKind::Downtime,
+            description: format!(
+                "{} {} in {}: down through a provider fault, not charged",
+                name(&type_names, instance_type_id),
+                pricing_class.as_str(),
+                name(&region_names, region_id)
+            ),
+            key: Some(rating::LineKey {
+                instance_type_id,
+                region_id,
+                pricing_class,
+                hourly_micros: None,
+                permille: 0,
+            }),
+            quantity_seconds: tally.seconds,
+            gpu_seconds: tally.gpu_seconds,
+            amount_micros: 0,
+        });
+    }
+    let subtotal: i64 = lines.iter().map(|l| l.amount_micros).sum();
+    let discount = billing_account::Entity::find_by_id(org_id)
+        .one(db)
+        .await?
+        .map_or(0, |a| a.discount_permille);
+    if discount > 0 && subtotal > 0 {
+        lines.push(Line {
+            kind: LineKind::Discount,
+            description: format!("discount {}%", f64::from(discount) / 10.0),
+            key: None,
+            quantity_seconds: 0,
+            gpu_seconds: 0,
+            amount_micros: -rating::share(subtotal, discount),
+        });
+    }
+    Ok(lines)
+}
+
+fn region_clock(r: &region::Model) -> RegionClock {
+    let hour = |h: Option<i16>| h.and_then(|h| u32::try_from(h).ok());
+    let off_peak = match (
+        hour(r.off_peak_start_hour),
+        hour(r.off_peak_end_hour),
+        r.off_peak_multiplier_permille
+            .and_then(|p| u32::try_from(p).ok()),
+    ) {
+        (Some(start), Some(end), Some(permille)) => Some((start, end, permille)),
+        _ => None,
+    };
+    RegionClock {
+        time_zone: r.time_zone.parse().unwrap_or(chrono_tz::UTC),
+        off_peak,
+    }
+}
+
+/// Micro-units as a decimal amount, such as `2.5`.
+pub fn micros_text(micros: i64) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let abs = micros.unsigned_abs();
+    let whole = abs / 1_000_000;
+    let fraction = abs % 1_000_000;
+    if fraction == 0 {
+        format!("{sign}{whole}")
+    } else {
+        let digits = format!("{fraction:06}");
+        format!("{sign}{whole}.{}", digits.trim_end_matches('0'))
+    }
+}
+
+/// Finalizes a draft: rated one last time and frozen. Refused while usage
+/// of its period may still arrive.
+pub async fn finalize(
+    db: &DatabaseConnection,
+    id: Uuid,
+    now: DateTime<Utc>,
+    settle: TimeDelta,
+) -> ApiResult<invoice::Model> {
+    let txn = crate::db::write(db).await?;
+    let draft = in_state(&txn, id, &[InvoiceStatus::Draft], "finalized").await?;
+    let complete_at = draft.period_end + settle;
+    if now < complete_at {
+        return Err(ApiError::conflict(
+            "usage_not_final",
+            format!(
+                "usage up to the end of its period is metered by {complete_at}; finalize after that"
+            ),
+        ));
+    }
+    let rated = rerate(&txn, draft, now).await?;
+    let mut row: invoice::ActiveModel = rated.into();
+    row.status = Set(InvoiceStatus::Finalized);
+    row.finalized_at = Set(Some(now));
+    let finalized = row.update(&txn).await?;
+    txn.commit().await?;
+    Ok(finalized)
+}
+
+/// Moves an invoice on: `paid` from finalized, `void` from draft or
+/// finalized.
+pub async fn settle(
+    db: &DatabaseConnection,
+    id: Uuid,
+    to: InvoiceStatus,
+    now: DateTime<Utc>,
+) -> ApiResult<invoice::Model> {
+    let txn = crate::db::write(db).await?;
+    let (from, verb): (&[InvoiceStatus], _) = match to {
+        InvoiceStatus::Paid => (&[InvoiceStatus::Finalized], "paid"),
+        _ => (&[InvoiceStatus::Draft, InvoiceStatus::Finalized], "voided"),
+    };
+    let current = in_state(&txn, id, from, verb).await?;
+    let mut row: invoice::ActiveModel = current.into();
+    row.status = Set(to);
+    match to {
+        InvoiceStatus::Paid => row.paid_at = Set(Some(now)),
+        _ => row.voided_at = Set(Some(now)),
+    }
+    let updated = row.update(&txn).await?;
+    txn.commit().await?;
+    Ok(updated)
+}
+
+/// Adds an operator's credit (negative) or charge (positive) to a draft.
+pub async fn adjust(
+    db: &DatabaseConnection,
+    id: Uuid,
+    amount_micros: i64,
+    reason: &str,
+    author: Uuid,
+    now: DateTime<Utc>,
+) -> ApiResult<invoice::Model> {
+    let txn = crate::db::write(db).await?;
+    let draft = in_state(&txn, id, &[InvoiceStatus::Draft], "adjusted").await?;
+    let last = invoice_line::Entity::find()
+        .filter(invoice_line::Column::InvoiceId.eq(id))
+        .select_only()
+        .column_as(invoice_line::Column::Position.max(), "last")
+        .into_tuple::<Option<i32>>()
+        .one(&txn)
+        .await?
+        .flatten()
+        .unwrap_or(0);
+    invoice_line::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        invoice_id: Set(id),
+        position: Set(last + 1),
+        kind: Set(LineKind::Adjustment),
+        description: Set(if amount_micros < 0 {
+            "credit".into()
+        } else {
+            "charge".into()
+        }),
+        instance_type_id: Set(None),
+        region_id: Set(None),
+        pricing_class: Set(None),
+        hourly_micros: Set(None),
+        price_permille: Set(None),
+        quantity_seconds: Set(0),
+        gpu_seconds: Set(0),
+        amount_micros: Set(amount_micros),
+        reason: Set(Some(reason.to_owned())),
+        author: Set(Some(author)),
+    }
+    .insert(&txn)
+    .await?;
+    let rated = rerate(&txn, draft, now).await?;
+    txn.commit().await?;
+    Ok(rated)
+}
+
+/// The invoice, if it is in one of `states`; a clear conflict otherwise.
+async fn in_state(
+    db: &impl ConnectionTrait,
+    id: Uuid,
+    states: &[InvoiceStatus],
+    verb: &str,
+) -> ApiResult<invoice::Model> {
+    let current = invoice::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Invoice, id))?;
+    if !states.contains(&current.status) {
+        return Err(ApiError::conflict(
+            "invoice_state",
+            format!(
+                "invoice {id} is {}; only a {} invoice can be {verb}",
+                current.status.as_str(),
+                states
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+        ));
+    }
+    Ok(current)
+}
+
+/// The calendar month (UTC) before the one `now` is in.
+pub fn previous_month(now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let this = Utc
+        .with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0)
+        .single()?;
+    let before = this - TimeDelta::days(1);
+    let previous = Utc
+        .with_ymd_and_hms(before.year(), before.month(), 1, 0, 0, 0)
+        .single()?;
+    Some((previous, this))
+}
+
+/// Invoices last month for every organization that used something in it
+/// and has no invoice for it yet, once its usage is final. Answers how
+/// many it finalized.
+pub async fn close_month(
+    db: &DatabaseConnection,
+    currency: &str,
+    now: DateTime<Utc>,
+    settle: TimeDelta,
+) -> Result<usize, DbErr> {
+    let Some((start, end)) = previous_month(now) else {
+        return Ok(0);
+    };
+    if now < end + settle {
+        return Ok(0);
+    }
+    let used: Vec<Uuid> = usage_record::Entity::find()
+        .filter(usage_record::Column::PeriodStart.gte(start))
+        .filter(usage_record::Column::PeriodStart.lt(end))
+        .select_only()
+        .column(usage_record::Column::OrgId)
+        .distinct()
+        .into_tuple()
+        .all(db)
+        .await?;
+    let invoiced: HashSet<Uuid> = invoice::Entity::find()
+        .filter(invoice::Column::OrgId.is_in(used.iter().copied()))
+        .filter(invoice::Column::Status.ne(InvoiceStatus::Void))
+        .filter(invoice::Column::PeriodStart.lt(end))
+        .filter(invoice::Column::PeriodEnd.gt(start))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|i| i.org_id)
+        .collect();
+    let mut finalized = 0;
+    for org_id in used.into_iter().filter(|o| !invoiced.contains(o)) {
+        let made = async {
+            let draft = create_draft(db, org_id, start, end, currency, now).await?;
+            finalize(db, draft.id, now, settle).await
+        };
+        match made.await {
+            Ok(_) => finalized += 1,
+            Err(error) => tracing::warn!(%org_id, ?error, "could not invoice last month"),
+        }
+    }
+    Ok(finalized)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_read_as_decimals() {
+        assert_eq!(micros_text(2_500_000), "2.5");
+        assert_eq!(micros_text(3), "0.000003");
+        assert_eq!(micros_text(-1_000_000), "-1");
+        assert_eq!(micros_text(0), "0");
+    }
+
+    #[test]
+    fn the_previous_month_crosses_years() {
+        let jan = Utc
+            .with_ymd_and_hms(2027, 1, 15, 8, 0, 0)
+            .single()
+            .expect("time");
+        let (start, end) = previous_month(jan).expect("month");
+        assert_eq!(
+            start,
+            Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0)
+                .single()
+                .expect("time")
+        );
+        assert_eq!(
+            end,
+            Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0)
+                .single()
+                .expect("time")
+        );
+    }
+}

@@ -1,0 +1,5 @@
+//! Billing: usage rated against versioned prices into invoices.
+
+pub mod api;
+pub mod invoices;
+pub mod rating;

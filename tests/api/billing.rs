@@ -1,0 +1,641 @@
+//! Billing over a simulated month: the server's clock is moved on by days
+//! while real orders start, get preempted, fail on a node failure and end,
+//! a price changes mid-month and an off-peak window applies; the invoice
+//! the server finalizes by itself after the month must equal, to the
+//! micro-unit, the usage priced second by second by the independent
+//! calculation below.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Timelike, Utc};
+use gantry_server::classes::PricingClass;
+use gantry_server::entities::{price, region, usage_record};
+use reqwest::StatusCode;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::{Engine, Tenant, TestServer};
+
+crate::on_both_engines!(
+    a_month_of_orders_is_invoiced_to_the_micro_unit,
+    drafts_take_adjustments_and_finalized_invoices_never_change,
+);
+
+/// Two days: longer than any jump below between an agent's heartbeats.
+const HEARTBEAT_DEADLINE: i64 = 2 * 24 * 3600;
+
+async fn billing_server(engine: Engine) -> TestServer {
+    TestServer::start_with(engine, |config| {
+        config.metering_interval_seconds = 3600;
+        config.agent_heartbeat_deadline_seconds = HEARTBEAT_DEADLINE as u64;
+    })
+    .await
+}
+
+fn advance(server: &TestServer, by: TimeDelta) {
+    server.state.clock.advance(by);
+    server.state.scheduler.wake();
+}
+
+fn first_of_next_month(now: DateTime<Utc>) -> DateTime<Utc> {
+    let (year, month) = if now.month() == 12 {
+        (now.year() + 1, 1)
+    } else {
+        (now.year(), now.month() + 1)
+    };
+    Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0)
+        .single()
+        .expect("a month start")
+}
+
+/// A node agent played by the test over the agent API: one H100 in `r2`.
+struct FakeAgent {
+    credential: String,
+}
+
+impl FakeAgent {
+    async fn join(server: &TestServer, operator: &Tenant) -> Self {
+        let join = server
+            .post(
+                "/api/v1/admin/join-tokens",
+                &operator.token,
+                json!({ "region": "r2" }),
+            )
+            .await;
+        join.expect(StatusCode::CREATED);
+        let registered = server
+            .post(
+                "/api/v1/agent/register",
+                &join.str("/token"),
+                json!({
+                    "name": "edge-1", "cpu_milli": 32000, "memory_mib": 262144,
+                    "gpus": [{ "index": 0, "model": "H100", "uuid": "GPU-edge-1-0",
+                               "memory_mib": 81920, "nvlink_domain": 0, "mig_enabled": false }]
+                }),
+            )
+            .await;
+        registered.expect(StatusCode::CREATED);
+        Self {
+            credential: registered.str("/credential"),
+        }
+    }
+
+    async fn heartbeat(&self, server: &TestServer) {
+        server
+            .post(
+                "/api/v1/agent/heartbeat",
+                &self.credential,
+                json!({ "gpus": [] }),
+            )
+            .await
+            .expect(StatusCode::OK);
+    }
+
+    async fn running(&self, server: &TestServer, order: Uuid) {
+        server
+            .post(
+                "/api/v1/agent/status",
+                &self.credential,
+                json!({ "order_id": order, "state": "running" }),
+            )
+            .await
+            .expect(StatusCode::OK);
+    }
+}
+
+async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
+    let server = billing_server(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    // Berlin nights from 01:00 to 05:00 cost 70 %.
+    let regions = server.get("/api/v1/catalog/regions", &operator.token).await;
+    let r1 = regions
+        .body
+        .as_array()
+        .or_else(|| regions.body["items"].as_array())
+        .expect("regions")
+        .iter()
+        .find(|r| r["name"] == "r1")
+        .expect("r1")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    server
+        .patch(
+            &format!("/api/v1/admin/catalog/regions/{r1}"),
+            &operator.token,
+            json!({ "off_peak": { "start_hour": 1, "end_hour": 5, "multiplier_permille": 700 } }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let tenant = server.signup("tenant").await;
+    server
+        .put(
+            &format!("/api/v1/admin/orgs/{}/billing", tenant.org_id),
+            &operator.token,
+            json!({ "discount_permille": 100 }),
+        )
+        .await
+        .expect(StatusCode::OK);
+
+    // The month begins.
+    let month = first_of_next_month(server.state.clock.now());
+    advance(
+        &server,
+        month - server.state.clock.now() + TimeDelta::minutes(10),
+    );
+    let agent = FakeAgent::join(&server, &operator).await;
+    let training = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "region": "r1", "workload_class": "training" }),
+        )
+        .await;
+    let spot = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x1", "region": "r1", "pricing_class": "spot", "priority_class": "preemptible", "workload_class": "batch" }),
+        )
+        .await;
+    let dev = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x1", "region": "r2" }),
+        )
+        .await;
+    server.wait_status(&tenant, training, "running").await;
+    server.wait_status(&tenant, spot, "running").await;
+    server
+        .wait_order(&tenant, dev, "placed on the agent's node", |o| {
+            o["placement"][0]["node_name"] == "edge-1"
+        })
+        .await;
+    agent.running(&server, dev).await;
+    server.wait_status(&tenant, dev, "running").await;
+
+    // Day 1: the agent's last sign of life; the 8-GPU price goes up on day 3.
+    advance(&server, TimeDelta::days(1));
+    agent.heartbeat(&server).await;
+    let h100x8 = server
+        .get("/api/v1/catalog/instance-types", &tenant.token)
+        .await;
+    let h100x8 = h100x8
+        .items()
+        .iter()
+        .find(|t| t["name"] == "h100x8")
+        .expect("h100x8")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let price_change = server.state.clock.now() + TimeDelta::days(2) + TimeDelta::seconds(17);
+    server
+        .post(
+            &format!("/api/v1/admin/catalog/instance-types/{h100x8}/prices"),
+            &operator.token,
+            json!({ "pricing_class": "on_demand", "hourly_micros": 20_000_000, "effective_from": price_change }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+
+    // Day 4: the agent has been silent past the deadline; its dev instance
+    // fails, the time since its last heartbeat is not billed.
+    advance(&server, TimeDelta::days(3));
+    server.wait_status(&tenant, dev, "failed").await;
+
+    // A production order needs a whole node and preempts the spot work.
+    let production = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "region": "r1", "priority_class": "production", "workload_class": "inference" }),
+        )
+        .await;
+    server.wait_status(&tenant, production, "running").await;
+    server.wait_status(&tenant, spot, "queued").await;
+
+    // Day 9: production ends and the spot work runs again.
+    advance(&server, TimeDelta::days(5) + TimeDelta::seconds(1234));
+    server.cancel(&tenant, production).await;
+    server.wait_status(&tenant, spot, "running").await;
+
+    // Day 13: everything ends.
+    advance(&server, TimeDelta::days(4) + TimeDelta::seconds(321));
+    server.cancel(&tenant, training).await;
+    server.cancel(&tenant, spot).await;
+    let gpu_seconds = server.metered_exactly().await;
+    assert!(gpu_seconds > 8 * 12 * 86_400, "{gpu_seconds}");
+
+    // After the month, once its usage is final, the server invoices it.
+    let next_month = first_of_next_month(month);
+    advance(
+        &server,
+        next_month - server.state.clock.now() + TimeDelta::seconds(HEARTBEAT_DEADLINE + 3600 + 60),
+    );
+    let invoice = finalized_invoice(&server, &tenant).await;
+    assert_eq!(invoice["period_start"], json!(month));
+    assert_eq!(invoice["period_end"], json!(next_month));
+    let expected = priced_second_by_second(&server, tenant.org_id).await;
+    assert_eq!(invoice["subtotal_micros"], expected.subtotal, "{invoice:#}");
+    let discount = -(expected.subtotal + 5) / 10;
+    assert_eq!(invoice["discount_micros"], discount);
+    assert_eq!(invoice["total_micros"], expected.subtotal + discount);
+
+    // The 8-GPU on-demand usage is split at the price change, to the second.
+    let lines = invoice["lines"].as_array().expect("lines");
+    let at = |hourly: i64| -> i64 {
+        lines
+            .iter()
+            .filter(|l| {
+                l["kind"] == "usage"
+                    && l["instance_type"] == "h100x8"
+                    && l["pricing_class"] == "on_demand"
+                    && l["hourly_micros"] == hourly
+            })
+            .map(|l| l["quantity_seconds"].as_i64().expect("seconds"))
+            .sum()
+    };
+    assert_eq!(at(16_000_000), expected.before_change);
+    assert_eq!(at(20_000_000), expected.after_change);
+    assert!(
+        lines.iter().any(|l| l["price_permille"] == 700),
+        "off-peak lines"
+    );
+    assert!(lines.iter().any(|l| l["kind"] == "usage"
+        && l["pricing_class"] == "spot"
+        && l["hourly_micros"] == 800_000));
+    let downtime: Vec<&Value> = lines.iter().filter(|l| l["kind"] == "downtime").collect();
+    assert_eq!(downtime.len(), 1, "{lines:#?}");
+    assert_eq!(downtime[0]["region"], "r2");
+    assert_eq!(downtime[0]["amount_micros"], 0);
+    assert_eq!(downtime[0]["quantity_seconds"], expected.excluded);
+    assert!(expected.excluded >= 2 * 86_400, "down from day 1 to day 4");
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| l["amount_micros"].as_i64().expect("amount"))
+            .sum::<i64>(),
+        expected.subtotal + discount
+    );
+}
+
+async fn finalized_invoice(server: &TestServer, tenant: &Tenant) -> Value {
+    let path = format!("/api/v1/orgs/{}/invoices", tenant.org_id);
+    for _ in 0..400 {
+        let list = server.get(&path, &tenant.token).await;
+        list.expect(StatusCode::OK);
+        if let Some(found) = list.items().iter().find(|i| i["status"] == "finalized") {
+            let id = found["id"].as_str().expect("id");
+            let full = server.get(&format!("{path}/{id}"), &tenant.token).await;
+            full.expect(StatusCode::OK);
+            return full.body.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no invoice was finalized for the month");
+}
+
+struct Expected {
+    subtotal: i64,
+    before_change: i64,
+    after_change: i64,
+    excluded: i64,
+}
+
+/// Prices every billable second of the organization's usage records on its
+/// own: the latest price version in force at that second (a region's own
+/// before the general one), times the off-peak share at that local hour;
+/// seconds at one price and share are summed and rounded once, half up.
+async fn priced_second_by_second(server: &TestServer, org: Uuid) -> Expected {
+    let db = server.db();
+    let records = usage_record::Entity::find()
+        .filter(usage_record::Column::OrgId.eq(org))
+        .all(db)
+        .await
+        .expect("records");
+    let prices = price::Entity::find().all(db).await.expect("prices");
+    let regions: HashMap<Uuid, region::Model> = region::Entity::find()
+        .all(db)
+        .await
+        .expect("regions")
+        .into_iter()
+        .map(|r| (r.id, r))
+        .collect();
+    let price_at = |r: &usage_record::Model, t: i64| -> i64 {
+        let in_force = |own: bool| {
+            prices
+                .iter()
+                .filter(|p| {
+                    p.instance_type_id == r.instance_type_id
+                        && p.pricing_class == r.pricing_class
+                        && p.effective_from.timestamp() <= t
+                        && if own {
+                            p.region_id == Some(r.region_id)
+                        } else {
+                            p.region_id.is_none()
+                        }
+                })
+                .max_by_key(|p| (p.effective_from, p.id))
+                .map(|p| p.hourly_micros)
+        };
+        in_force(true)
+            .or_else(|| in_force(false))
+            .expect("a price in force")
+    };
+    let share_at = |region: &region::Model, t: i64| -> i64 {
+        let (Some(start), Some(end), Some(share)) = (
+            region.off_peak_start_hour,
+            region.off_peak_end_hour,
+            region.off_peak_multiplier_permille,
+        ) else {
+            return 1000;
+        };
+        let tz: chrono_tz::Tz = region.time_zone.parse().expect("time zone");
+        let hour = i16::try_from(
+            DateTime::from_timestamp(t, 0)
+                .expect("time")
+                .with_timezone(&tz)
+                .hour(),
+        )
+        .expect("hour");
+        let inside = if start <= end {
+            hour >= start && hour < end
+        } else {
+            hour >= start || hour < end
+        };
+        if inside { i64::from(share) } else { 1000 }
+    };
+    let mut seconds: HashMap<(Uuid, Uuid, &'static str, i64, i64), i128> = HashMap::new();
+    let mut expected = Expected {
+        subtotal: 0,
+        before_change: 0,
+        after_change: 0,
+        excluded: 0,
+    };
+    let mut shares: HashMap<(Uuid, i64), i64> = HashMap::new();
+    for r in &records {
+        expected.excluded += r.excluded_seconds;
+        let region = &regions[&r.region_id];
+        for t in r.period_start.timestamp()..r.period_end.timestamp() - r.excluded_seconds {
+            let hourly = price_at(r, t);
+            // Whole-hour time zones only (Berlin, UTC here): the share is
+            // the same for every second of a UTC hour.
+            let share = *shares
+                .entry((r.region_id, t.div_euclid(3600)))
+                .or_insert_with(|| share_at(region, t));
+            *seconds
+                .entry((
+                    r.instance_type_id,
+                    r.region_id,
+                    r.pricing_class.as_str(),
+                    hourly,
+                    share,
+                ))
+                .or_default() += 1;
+            if r.pricing_class == PricingClass::OnDemand && hourly == 16_000_000 && r.gpus == 8 {
+                expected.before_change += 1;
+            }
+            if hourly == 20_000_000 {
+                expected.after_change += 1;
+            }
+        }
+    }
+    for ((_, _, _, hourly, share), n) in seconds {
+        let exact = n * i128::from(hourly) * i128::from(share);
+        expected.subtotal +=
+            i64::try_from((2 * exact + 3_600_000).div_euclid(7_200_000)).expect("fits");
+    }
+    expected
+}
+
+async fn drafts_take_adjustments_and_finalized_invoices_never_change(engine: Engine) {
+    let server = billing_server(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let other = server.signup("other").await;
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    server.wait_status(&tenant, order, "running").await;
+    advance(&server, TimeDelta::hours(5));
+    server.cancel(&tenant, order).await;
+    server.metered_exactly().await;
+
+    let now = server.state.clock.now();
+    let start = now - TimeDelta::days(1);
+    let create = format!("/api/v1/admin/orgs/{}/invoices", tenant.org_id);
+    let draft = server
+        .post(
+            &create,
+            &operator.token,
+            json!({ "period_start": start, "period_end": now }),
+        )
+        .await;
+    draft.expect(StatusCode::CREATED);
+    assert_eq!(draft.body["status"], "draft");
+    let id = draft.str("/id");
+    let subtotal = draft.body["subtotal_micros"].as_i64().expect("subtotal");
+    // About five hours of one GPU at 2.00/h.
+    assert!((9_990_000..=10_010_000).contains(&subtotal), "{subtotal}");
+    // The period is taken while the draft lives.
+    server
+        .post(
+            &create,
+            &operator.token,
+            json!({ "period_start": start, "period_end": now }),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "invoice_period_taken");
+
+    let adjusted = server
+        .post(
+            &format!("/api/v1/admin/invoices/{id}/adjustments"),
+            &operator.token,
+            json!({ "amount_micros": -1_500_000, "reason": "goodwill for the slow start" }),
+        )
+        .await;
+    adjusted.expect(StatusCode::OK);
+    assert_eq!(adjusted.body["credits_micros"], -1_500_000);
+    assert_eq!(adjusted.body["total_micros"], subtotal - 1_500_000);
+    let last = adjusted.body["lines"]
+        .as_array()
+        .expect("lines")
+        .last()
+        .cloned()
+        .expect("a line");
+    assert_eq!(last["kind"], "adjustment");
+    assert_eq!(last["reason"], "goodwill for the slow start");
+    assert_eq!(last["author"], json!(operator.user_id));
+
+    // Usage may still arrive until the deadline has passed.
+    let finalize = format!("/api/v1/admin/invoices/{id}/finalize");
+    server
+        .post(&finalize, &operator.token, json!({}))
+        .await
+        .expect_problem(StatusCode::CONFLICT, "usage_not_final");
+    advance(&server, TimeDelta::seconds(HEARTBEAT_DEADLINE + 3600));
+    let finalized = server.post(&finalize, &operator.token, json!({})).await;
+    finalized.expect(StatusCode::OK);
+    assert_eq!(finalized.body["total_micros"], subtotal - 1_500_000);
+
+    // Frozen: no adjustment, no re-rating, not even after a price change.
+    for (path, body) in [
+        (
+            format!("/api/v1/admin/invoices/{id}/adjustments"),
+            json!({ "amount_micros": 5, "reason": "late" }),
+        ),
+        (format!("/api/v1/admin/invoices/{id}/rate"), json!({})),
+        (finalize.clone(), json!({})),
+    ] {
+        server
+            .post(&path, &operator.token, body)
+            .await
+            .expect_problem(StatusCode::CONFLICT, "invoice_state");
+    }
+    let tenant_view = format!("/api/v1/orgs/{}/invoices/{id}", tenant.org_id);
+    let seen = server.get(&tenant_view, &tenant.token).await;
+    assert_eq!(seen.body["total_micros"], subtotal - 1_500_000);
+
+    // CSV and a printable page, for the tenant only.
+    let csv = server
+        .http
+        .get(server.url(&format!("{tenant_view}?format=csv")))
+        .bearer_auth(&tenant.token)
+        .send()
+        .await
+        .expect("csv");
+    assert_eq!(csv.status(), StatusCode::OK);
+    let text = csv.text().await.expect("csv text");
+    assert!(text.starts_with("position,kind,description"), "{text}");
+    assert!(text.contains("goodwill for the slow start"));
+    let total = gantry_server::billing::invoices::micros_text(subtotal - 1_500_000);
+    assert!(
+        text.trim_end()
+            .ends_with(&format!(",total,,,,,,,,,{total},")),
+        "{text}"
+    );
+    let page = server
+        .http
+        .get(server.url(&format!("{tenant_view}/print")))
+        .bearer_auth(&tenant.token)
+        .send()
+        .await
+        .expect("print");
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("text/html"))
+    );
+    let html = page.text().await.expect("html");
+    assert!(html.contains("tenant org") && html.contains(&total));
+
+    // Another organization sees none of it; a viewer cannot read invoices.
+    server
+        .get(&tenant_view, &other.token)
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "organization_not_found");
+    server
+        .get(
+            &format!("/api/v1/orgs/{}/invoices/{id}", other.org_id),
+            &other.token,
+        )
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "invoice_not_found");
+    let viewer = server.member_of(&tenant, "viewer", "viewer").await;
+    server
+        .get(&tenant_view, &viewer.token)
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    let billing = server.member_of(&tenant, "billing", "billing").await;
+    server
+        .get(&tenant_view, &billing.token)
+        .await
+        .expect(StatusCode::OK);
+    // The billing role reads invoices but cannot order.
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+            &billing.token,
+            json!({ "instance_type": "h100x1" }),
+        )
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+
+    // Paid, then never voided; a void draft frees its period.
+    let pay = format!("/api/v1/admin/invoices/{id}/pay");
+    server
+        .post(&pay, &operator.token, json!({}))
+        .await
+        .expect(StatusCode::OK);
+    server
+        .post(
+            &format!("/api/v1/admin/invoices/{id}/void"),
+            &operator.token,
+            json!({}),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "invoice_state");
+    let later = server.state.clock.now();
+    let second = server
+        .post(
+            &create,
+            &operator.token,
+            json!({ "period_start": now, "period_end": later }),
+        )
+        .await;
+    second.expect(StatusCode::CREATED);
+    let second_id = second.str("/id");
+    server
+        .post(
+            &format!("/api/v1/admin/invoices/{second_id}/void"),
+            &operator.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::OK);
+    server
+        .post(
+            &create,
+            &operator.token,
+            json!({ "period_start": now, "period_end": later }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+
+    // Bad input: a backwards period, a zero adjustment, a tenant at the
+    // operator routes, unknown invoices.
+    server
+        .post(
+            &create,
+            &operator.token,
+            json!({ "period_start": now, "period_end": start }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    server
+        .post(
+            &create,
+            &tenant.token,
+            json!({ "period_start": start, "period_end": now }),
+        )
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    let unknown = Uuid::now_v7();
+    server
+        .post(
+            &format!("/api/v1/admin/invoices/{unknown}/adjustments"),
+            &operator.token,
+            json!({ "amount_micros": 0, "reason": "" }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    server
+        .post(
+            &format!("/api/v1/admin/invoices/{unknown}/pay"),
+            &operator.token,
+            json!({}),
+        )
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "invoice_not_found");
+}
