@@ -9,6 +9,7 @@ mod m20261202_000002_capacity;
 mod m20261202_000003_agents;
 mod m20261203_000004_metering;
 mod m20261203_000005_billing;
+mod m20261203_000006_sla;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000003_agents::Migration),
             Box::new(m20261203_000004_metering::Migration),
             Box::new(m20261203_000005_billing::Migration),
+            Box::new(m20261203_000006_sla::Migration),
         ]
     }
 }

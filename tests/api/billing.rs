@@ -161,7 +161,7 @@ async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
     let dev = server
         .order(
             &tenant,
-            json!({ "instance_type": "h100x1", "region": "r2" }),
+            json!({ "instance_type": "h100x1", "region": "r2", "priority_class": "production" }),
         )
         .await;
     server.wait_status(&tenant, training, "running").await;
@@ -275,6 +275,98 @@ async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
             .map(|l| l["amount_micros"].as_i64().expect("amount"))
             .sum::<i64>(),
         expected.subtotal + discount
+    );
+    assert!(
+        !lines.iter().any(|l| l["kind"] == "sla_credit"),
+        "credits go to the next invoice"
+    );
+
+    // The SLA report: the production instance on the failed node was up one
+    // day of the four it was expected to run, below every tier.
+    let dev_charges = lines
+        .iter()
+        .find(|l| l["kind"] == "usage" && l["region"] == "r2")
+        .expect("the instance's usage")["amount_micros"]
+        .as_i64()
+        .expect("amount");
+    let report = server
+        .get(
+            &format!(
+                "/api/v1/orgs/{}/sla?month={}",
+                tenant.org_id,
+                month.format("%Y-%m")
+            ),
+            &tenant.token,
+        )
+        .await;
+    report.expect(StatusCode::OK);
+    let orders = report.body["orders"].as_array().expect("orders");
+    let hit = orders
+        .iter()
+        .find(|o| o["order_id"] == json!(dev))
+        .expect("the failed instance is reported");
+    let availability = hit["availability_permyriad"]
+        .as_i64()
+        .expect("availability");
+    assert!((2400..=2600).contains(&availability), "{hit:#}");
+    assert_eq!(hit["credit_percent"], 100);
+    assert_eq!(hit["charges_micros"], dev_charges);
+    assert_eq!(hit["credit_micros"], dev_charges);
+    let evidence: Vec<&str> = hit["evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert!(evidence.contains(&"allocation_lost"), "{hit:#}");
+    let kept = orders
+        .iter()
+        .find(|o| o["order_id"] == json!(production))
+        .expect("the production order is reported");
+    assert_eq!(kept["availability_permyriad"], 10_000);
+    assert_eq!(kept["credit_micros"], 0);
+    let production_class = &report.body["classes"][0];
+    assert_eq!(production_class["priority_class"], "production");
+    assert_eq!(production_class["waits_measured"], 2);
+    assert_eq!(report.body["credits_micros"], dev_charges);
+
+    // The credit lands on the next month's invoice, with nothing else used.
+    advance(
+        &server,
+        first_of_next_month(next_month) - server.state.clock.now()
+            + TimeDelta::seconds(HEARTBEAT_DEADLINE + 3600 + 60),
+    );
+    let path = format!("/api/v1/orgs/{}/invoices", tenant.org_id);
+    let mut next = Value::Null;
+    for _ in 0..400 {
+        let list = server.get(&path, &tenant.token).await;
+        if let Some(found) = list
+            .items()
+            .iter()
+            .find(|i| i["period_start"] == json!(next_month))
+        {
+            next = server
+                .get(
+                    &format!("{path}/{}", found["id"].as_str().expect("id")),
+                    &tenant.token,
+                )
+                .await
+                .body
+                .clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(next["status"], "finalized", "{next:#}");
+    assert_eq!(next["credits_micros"], -dev_charges);
+    assert_eq!(next["total_micros"], -dev_charges);
+    let credit = &next["lines"][0];
+    assert_eq!(credit["kind"], "sla_credit");
+    assert!(
+        credit["description"]
+            .as_str()
+            .is_some_and(|d| d.contains(&dev.to_string()) && d.contains("against 99.9% promised")),
+        "{credit:#}"
     );
 }
 

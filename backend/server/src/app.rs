@@ -97,6 +97,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::orders::routes())
         .merge(crate::metering::usage::routes())
         .merge(crate::billing::api::routes())
+        .merge(crate::sla::api::routes())
         .merge(crate::agents::routes())
         .merge(crate::scheduling::status::routes())
         .merge(crate::scheduling::what_if::routes());

@@ -170,5 +170,7 @@ stored_enum! {
         Discount = "discount",
         /// A manual credit or charge by an operator, with its reason.
         Adjustment = "adjustment",
+        /// A service credit for an earlier month's missed availability.
+        SlaCredit = "sla_credit",
     }
 }

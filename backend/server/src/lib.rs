@@ -25,5 +25,6 @@ pub mod orders;
 pub mod provisioning;
 pub mod quotas;
 pub mod scheduling;
+pub mod sla;
 pub mod tenancy;
 pub mod validate;

@@ -30,6 +30,7 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
         (name = "quotas", description = "How many GPUs an organization may hold"),
         (name = "usage", description = "Metered GPU-seconds, measured and billable"),
         (name = "billing", description = "Invoices rated from usage"),
+        (name = "sla", description = "Availability and queue waits against what was promised"),
         (name = "agent", description = "The node agent's API: join token, then node credential"),
         (name = "admin", description = "The operator API"),
         (name = "health", description = "Liveness and readiness"),

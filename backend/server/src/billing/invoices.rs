@@ -9,6 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
     QueryFilter, QueryOrder, QuerySelect, Set,
@@ -17,7 +18,9 @@ use uuid::Uuid;
 
 use super::rating::{self, PriceBook, PriceVersion, RegionClock, Span};
 use crate::classes::{InvoiceStatus, LineKind};
-use crate::entities::{billing_account, invoice, invoice_line, price, region, usage_record};
+use crate::entities::{
+    billing_account, invoice, invoice_line, price, region, sla_credit, usage_record,
+};
 use crate::error::{ApiError, ApiResult, Resource};
 
 /// A line before it is stored.
@@ -153,7 +156,8 @@ pub async fn rerate(
     };
     let subtotal = sum(LineKind::Usage);
     let discount = sum(LineKind::Discount);
-    let credits: i64 = adjustments.iter().map(|a| a.amount_micros).sum();
+    let credits: i64 =
+        sum(LineKind::SlaCredit) + adjustments.iter().map(|a| a.amount_micros).sum::<i64>();
     let mut row: invoice::ActiveModel = draft.into();
     row.subtotal_micros = Set(subtotal);
     row.discount_micros = Set(discount);
@@ -176,38 +180,8 @@ async fn rate_period(
         .filter(usage_record::Column::PeriodStart.lt(end))
         .all(db)
         .await?;
-    let spans: Vec<Span> = records
-        .iter()
-        .map(|r| Span {
-            instance_type_id: r.instance_type_id,
-            region_id: r.region_id,
-            pricing_class: r.pricing_class,
-            start: r.period_start.timestamp(),
-            end: r.period_end.timestamp(),
-            excluded: r.excluded_seconds,
-            gpus: i64::from(r.gpus),
-        })
-        .collect();
-    let types: HashSet<Uuid> = spans.iter().map(|s| s.instance_type_id).collect();
-    let versions = price::Entity::find()
-        .filter(price::Column::InstanceTypeId.is_in(types))
-        .order_by_asc(price::Column::EffectiveFrom)
-        .order_by_asc(price::Column::Id)
-        .all(db)
-        .await?;
-    let book = PriceBook::new(versions.into_iter().map(|v| PriceVersion {
-        instance_type_id: v.instance_type_id,
-        pricing_class: v.pricing_class,
-        region_id: v.region_id,
-        effective_from: v.effective_from.timestamp(),
-        hourly_micros: v.hourly_micros,
-    }));
-    let clocks: HashMap<Uuid, RegionClock> = region::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|r| (r.id, region_clock(&r)))
-        .collect();
+    let spans = spans_of(&records);
+    let (book, clocks) = price_context(db, spans.iter().map(|s| s.instance_type_id)).await?;
     let rated = rating::rate(&spans, &book, &clocks);
 
     let type_names = crate::catalog::instance_type_names(db).await?;
@@ -294,7 +268,97 @@ async fn rate_period(
             amount_micros: -rating::share(subtotal, discount),
         });
     }
+    let credits = crate::sla::unapplied(db, org_id, start).await?;
+    let promised = if credits.is_empty() {
+        HashMap::new()
+    } else {
+        crate::sla::policies(db).await?
+    };
+    for credit in credits {
+        lines.push(Line {
+            kind: LineKind::SlaCredit,
+            description: format!(
+                "SLA credit for order {} in {}: availability {}% against {}% promised, {}% of {}",
+                credit.order_id,
+                credit.month_start.format("%Y-%m"),
+                percent_text(credit.availability_permyriad),
+                percent_text(
+                    promised
+                        .get(&credit.priority_class)
+                        .map_or(10_000, |(p, _)| p.availability_target_permyriad)
+                ),
+                credit.credit_percent,
+                micros_text(credit.charges_micros)
+            ),
+            key: None,
+            quantity_seconds: credit.downtime_seconds,
+            gpu_seconds: 0,
+            amount_micros: -credit.credit_micros,
+        });
+    }
     Ok(lines)
+}
+
+/// Hundredths of a percent as a percentage, such as `99.9`.
+fn percent_text(permyriad: i32) -> String {
+    let text = format!("{}.{:02}", permyriad / 100, permyriad % 100);
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// Usage records as rating sees them.
+pub fn spans_of(records: &[usage_record::Model]) -> Vec<Span> {
+    records
+        .iter()
+        .map(|r| Span {
+            instance_type_id: r.instance_type_id,
+            region_id: r.region_id,
+            pricing_class: r.pricing_class,
+            start: r.period_start.timestamp(),
+            end: r.period_end.timestamp(),
+            excluded: r.excluded_seconds,
+            gpus: i64::from(r.gpus),
+        })
+        .collect()
+}
+
+/// Every price version of these instance types, and every region's clock.
+pub async fn price_context(
+    db: &impl ConnectionTrait,
+    types: impl IntoIterator<Item = Uuid>,
+) -> Result<(PriceBook, HashMap<Uuid, RegionClock>), DbErr> {
+    let types: HashSet<Uuid> = types.into_iter().collect();
+    let versions = price::Entity::find()
+        .filter(price::Column::InstanceTypeId.is_in(types))
+        .order_by_asc(price::Column::EffectiveFrom)
+        .order_by_asc(price::Column::Id)
+        .all(db)
+        .await?;
+    let book = PriceBook::new(versions.into_iter().map(|v| PriceVersion {
+        instance_type_id: v.instance_type_id,
+        pricing_class: v.pricing_class,
+        region_id: v.region_id,
+        effective_from: v.effective_from.timestamp(),
+        hourly_micros: v.hourly_micros,
+    }));
+    let clocks = region::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, region_clock(&r)))
+        .collect();
+    Ok((book, clocks))
+}
+
+/// What rated usage charges, line by line rounded, before any discount.
+pub fn charges(rated: &rating::Rated) -> i64 {
+    rated
+        .usage
+        .iter()
+        .filter_map(|(k, t)| {
+            k.hourly_micros
+                .map(|h| rating::amount(t.seconds, h, k.permille))
+        })
+        .sum()
 }
 
 fn region_clock(r: &region::Model) -> RegionClock {
@@ -348,6 +412,17 @@ pub async fn finalize(
         ));
     }
     let rated = rerate(&txn, draft, now).await?;
+    // The credits it now shows are its own; no later invoice takes them.
+    sla_credit::Entity::update_many()
+        .col_expr(
+            sla_credit::Column::AppliedInvoiceId,
+            Expr::value(Some(rated.id)),
+        )
+        .filter(sla_credit::Column::OrgId.eq(rated.org_id))
+        .filter(sla_credit::Column::AppliedInvoiceId.is_null())
+        .filter(sla_credit::Column::MonthStart.lt(rated.period_start))
+        .exec(&txn)
+        .await?;
     let mut row: invoice::ActiveModel = rated.into();
     row.status = Set(InvoiceStatus::Finalized);
     row.finalized_at = Set(Some(now));
@@ -484,7 +559,7 @@ pub async fn close_month(
     if now < end + settle {
         return Ok(0);
     }
-    let used: Vec<Uuid> = usage_record::Entity::find()
+    let mut used: Vec<Uuid> = usage_record::Entity::find()
         .filter(usage_record::Column::PeriodStart.gte(start))
         .filter(usage_record::Column::PeriodStart.lt(end))
         .select_only()
@@ -493,6 +568,23 @@ pub async fn close_month(
         .into_tuple()
         .all(db)
         .await?;
+    // The month's service credits go to the next invoice; earlier ones still
+    // waiting for an invoice make one even without usage.
+    for org_id in &used {
+        crate::sla::record_credits(db, *org_id, start, end, now).await?;
+    }
+    let owed: Vec<Uuid> = sla_credit::Entity::find()
+        .filter(sla_credit::Column::AppliedInvoiceId.is_null())
+        .filter(sla_credit::Column::MonthStart.lt(start))
+        .select_only()
+        .column(sla_credit::Column::OrgId)
+        .distinct()
+        .into_tuple()
+        .all(db)
+        .await?;
+    used.extend(owed);
+    used.sort_unstable();
+    used.dedup();
     let invoiced: HashSet<Uuid> = invoice::Entity::find()
         .filter(invoice::Column::OrgId.is_in(used.iter().copied()))
         .filter(invoice::Column::Status.ne(InvoiceStatus::Void))

@@ -23,5 +23,7 @@ pub mod price;
 pub mod project;
 pub mod quota;
 pub mod region;
+pub mod sla_credit;
+pub mod sla_policy;
 pub mod usage_record;
 pub mod user;

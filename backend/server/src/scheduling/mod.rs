@@ -11,7 +11,7 @@ pub mod scoped;
 pub mod status;
 pub mod what_if;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -256,17 +256,18 @@ async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
     if leaving.is_empty() {
         return Ok(());
     }
-    let orders: HashSet<Uuid> = allocation::Entity::find()
+    let mut hit: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+    for a in allocation::Entity::find()
         .filter(allocation::Column::NodeId.is_in(leaving))
         .filter(allocation::Column::State.eq(AllocationState::Active))
         .all(&state.db)
         .await?
-        .into_iter()
-        .map(|a| a.order_id)
-        .collect();
-    for order_id in orders {
+    {
+        hit.entry(a.order_id).or_default().push(a.node_id);
+    }
+    for (order_id, nodes) in hit {
         let txn = crate::db::write(&state.db).await?;
-        order::Entity::update_many()
+        let moved = order::Entity::update_many()
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Preempted))
             .col_expr(
                 order::Column::PendingReason,
@@ -281,6 +282,16 @@ async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
             ]))
             .exec(&txn)
             .await?;
+        // Evidence for SLA reports: maintenance interrupted this order.
+        if moved.rows_affected > 0
+            && let Some(o) = order::Entity::find_by_id(order_id).one(&txn).await?
+        {
+            for node_id in nodes {
+                let details = serde_json::json!({ "reason": "node drained or unhealthy" });
+                crate::agents::health::record(&txn, node_id, "maintenance", Some(&o), details, now)
+                    .await?;
+            }
+        }
         lifecycle::stop(&txn, order_id, now).await?;
         txn.commit().await?;
     }
