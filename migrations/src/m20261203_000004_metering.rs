@@ -3,6 +3,8 @@
 //!
 //! Usage records are an append-only ledger with no foreign keys: they are
 //! billing history and outlive the nodes, orders and catalog rows they name.
+//! An operator corrects them with compensating records (`kind` correction,
+//! numbered by `seq` after the metered record of the span), never by edits.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -49,11 +51,16 @@ impl MigrationTrait for Migration {
                     .col(integer(UsageRecords::Gpus))
                     .col(big_integer(UsageRecords::Seconds))
                     .col(big_integer(UsageRecords::ExcludedSeconds))
+                    .col(string_len(UsageRecords::Kind, 16).default("metered"))
+                    .col(integer(UsageRecords::Seq).default(0))
+                    .col(string_len_null(UsageRecords::Reason, 500))
+                    .col(uuid_null(UsageRecords::Author))
                     .col(timestamp_with_time_zone(UsageRecords::CreatedAt))
                     .to_owned(),
             )
             .await?;
-        // The natural key: metering the same span twice is a no-op.
+        // The natural key: metering the same span twice is a no-op (metered
+        // records are always `seq` 0).
         manager
             .create_index(
                 Index::create()
@@ -61,6 +68,7 @@ impl MigrationTrait for Migration {
                     .table(UsageRecords::Table)
                     .col(UsageRecords::AllocationId)
                     .col(UsageRecords::PeriodStart)
+                    .col(UsageRecords::Seq)
                     .unique()
                     .to_owned(),
             )
@@ -138,5 +146,13 @@ enum UsageRecords {
     Seconds,
     /// Of `seconds`, those when a provider fault had the allocation down.
     ExcludedSeconds,
+    /// `metered`, or `correction`: a compensating record that excludes its
+    /// span of an earlier record from billing.
+    Kind,
+    /// 0 for the metered record of a span, 1, 2, … for its corrections.
+    Seq,
+    /// Why an operator corrected it.
+    Reason,
+    Author,
     CreatedAt,
 }

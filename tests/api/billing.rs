@@ -513,6 +513,75 @@ async fn drafts_take_adjustments_and_finalized_invoices_never_change(engine: Eng
     server.cancel(&tenant, order).await;
     server.metered_exactly().await;
 
+    // An operator takes half an hour of a full metered hour back.
+    let records = server
+        .get(
+            &format!("/api/v1/admin/usage-records?order_id={order}&limit=200"),
+            &operator.token,
+        )
+        .await;
+    records.expect(StatusCode::OK);
+    let full_hour = records
+        .items()
+        .iter()
+        .find(|r| r["seconds"] == 3600 && r["excluded_seconds"] == 0)
+        .expect("a full hour")
+        .clone();
+    let correct = format!(
+        "/api/v1/admin/usage-records/{}/corrections",
+        full_hour["id"].as_str().expect("id")
+    );
+    let correction = server
+        .post(
+            &correct,
+            &operator.token,
+            json!({ "seconds": 1800, "reason": "the instance was unreachable" }),
+        )
+        .await;
+    correction.expect(StatusCode::CREATED);
+    assert_eq!(correction.body["kind"], "correction");
+    assert_eq!(correction.body["seconds"], 0);
+    assert_eq!(correction.body["excluded_seconds"], 1800);
+    assert_eq!(correction.body["author"], json!(operator.user_id));
+    server
+        .post(
+            &correct,
+            &operator.token,
+            json!({ "seconds": 1801, "reason": "more than is left" }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "beyond_billable");
+    server
+        .post(
+            &format!(
+                "/api/v1/admin/usage-records/{}/corrections",
+                correction.str("/id")
+            ),
+            &operator.token,
+            json!({ "seconds": 1, "reason": "a correction of a correction" }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "not_metered");
+    // Measured time stays; billable time is half an hour less.
+    let usage = server
+        .get(
+            &format!(
+                "/api/v1/orgs/{}/usage?from={}",
+                tenant.org_id,
+                (server.state.clock.now() - TimeDelta::days(1)).format("%Y-%m-%dT%H:%M:%SZ")
+            ),
+            &tenant.token,
+        )
+        .await;
+    let measured = usage.body["totals"]["gpu_seconds"]
+        .as_i64()
+        .expect("measured");
+    assert_eq!(usage.body["totals"]["excluded_gpu_seconds"], 1800);
+    assert_eq!(
+        usage.body["totals"]["billable_gpu_seconds"],
+        measured - 1800
+    );
+
     let now = server.state.clock.now();
     let start = now - TimeDelta::days(1);
     let create = format!("/api/v1/admin/orgs/{}/invoices", tenant.org_id);
@@ -527,8 +596,19 @@ async fn drafts_take_adjustments_and_finalized_invoices_never_change(engine: Eng
     assert_eq!(draft.body["status"], "draft");
     let id = draft.str("/id");
     let subtotal = draft.body["subtotal_micros"].as_i64().expect("subtotal");
-    // About five hours of one GPU at 2.00/h.
-    assert!((9_990_000..=10_010_000).contains(&subtotal), "{subtotal}");
+    // About five hours of one GPU at 2.00/h, less the half hour taken back.
+    assert!((8_990_000..=9_010_000).contains(&subtotal), "{subtotal}");
+    let taken_back = draft.body["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .find(|l| l["kind"] == "correction")
+        .expect("the correction is on the invoice")
+        .clone();
+    assert_eq!(taken_back["amount_micros"], -1_000_000);
+    assert_eq!(taken_back["quantity_seconds"], -1800);
+    assert_eq!(taken_back["reason"], "the instance was unreachable");
+    assert_eq!(taken_back["author"], json!(operator.user_id));
     // The period is taken while the draft lives.
     server
         .post(
@@ -584,6 +664,14 @@ async fn drafts_take_adjustments_and_finalized_invoices_never_change(engine: Eng
             .await
             .expect_problem(StatusCode::CONFLICT, "invoice_state");
     }
+    server
+        .post(
+            &correct,
+            &operator.token,
+            json!({ "seconds": 1, "reason": "after the invoice" }),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "already_invoiced");
     let tenant_view = format!("/api/v1/orgs/{}/invoices/{id}", tenant.org_id);
     let seen = server.get(&tenant_view, &tenant.token).await;
     assert_eq!(seen.body["total_micros"], subtotal - 1_500_000);

@@ -464,6 +464,7 @@ impl TestServer {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         let records = usage_record::Entity::find()
+            .filter(usage_record::Column::Kind.eq(gantry_server::classes::UsageKind::Metered))
             .order_by_asc(usage_record::Column::PeriodStart)
             .all(self.db())
             .await

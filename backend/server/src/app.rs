@@ -96,6 +96,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
         .merge(crate::metering::usage::routes())
+        .merge(crate::metering::corrections::routes())
         .merge(crate::billing::api::routes())
         .merge(crate::sla::api::routes())
         .merge(crate::agents::routes())

@@ -172,5 +172,18 @@ stored_enum! {
         Adjustment = "adjustment",
         /// A service credit for an earlier month's missed availability.
         SlaCredit = "sla_credit",
+        /// Usage an operator took back, with the reason.
+        Correction = "correction",
+    }
+}
+
+stored_enum! {
+    /// What a usage record is.
+    UsageKind {
+        /// Written by metering.
+        Metered = "metered",
+        /// An operator's compensating record: its span (of an earlier
+        /// record's billable time) is excluded from billing, with a reason.
+        Correction = "correction",
     }
 }

@@ -171,6 +171,7 @@ pub enum Resource {
     Order,
     JoinToken,
     Invoice,
+    UsageRecord,
 }
 
 impl Resource {
@@ -188,6 +189,7 @@ impl Resource {
             Self::Order => ("order_not_found", "order"),
             Self::JoinToken => ("join_token_not_found", "join token"),
             Self::Invoice => ("invoice_not_found", "invoice"),
+            Self::UsageRecord => ("usage_record_not_found", "usage record"),
         }
     }
 }

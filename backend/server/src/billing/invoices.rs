@@ -17,7 +17,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::rating::{self, PriceBook, PriceVersion, RegionClock, Span};
-use crate::classes::{InvoiceStatus, LineKind};
+use crate::classes::{InvoiceStatus, LineKind, UsageKind};
 use crate::entities::{
     billing_account, invoice, invoice_line, price, region, sla_credit, usage_record,
 };
@@ -31,6 +31,9 @@ struct Line {
     quantity_seconds: i64,
     gpu_seconds: i64,
     amount_micros: i64,
+    /// For corrections: why, and which operator.
+    reason: Option<String>,
+    author: Option<Uuid>,
 }
 
 /// How long after a moment its usage is certainly metered: faults are known
@@ -134,8 +137,8 @@ pub async fn rerate(
             quantity_seconds: Set(line.quantity_seconds),
             gpu_seconds: Set(line.gpu_seconds),
             amount_micros: Set(line.amount_micros),
-            reason: Set(None),
-            author: Set(None),
+            reason: Set(line.reason.clone()),
+            author: Set(line.author),
         }
         .insert(db)
         .await?;
@@ -154,7 +157,7 @@ pub async fn rerate(
             .map(|l| l.amount_micros)
             .sum()
     };
-    let subtotal = sum(LineKind::Usage);
+    let subtotal = sum(LineKind::Usage) + sum(LineKind::Correction);
     let discount = sum(LineKind::Discount);
     let credits: i64 =
         sum(LineKind::SlaCredit) + adjustments.iter().map(|a| a.amount_micros).sum::<i64>();
@@ -180,6 +183,9 @@ async fn rate_period(
         .filter(usage_record::Column::PeriodStart.lt(end))
         .all(db)
         .await?;
+    let (corrections, records): (Vec<_>, Vec<_>) = records
+        .into_iter()
+        .partition(|r| r.kind == UsageKind::Correction);
     let spans = spans_of(&records);
     let (book, clocks) = price_context(db, spans.iter().map(|s| s.instance_type_id)).await?;
     let rated = rating::rate(&spans, &book, &clocks);
@@ -226,6 +232,8 @@ async fn rate_period(
                 amount_micros: key.hourly_micros.map_or(0, |hourly| {
                     rating::amount(tally.seconds, hourly, key.permille)
                 }),
+                reason: None,
+                author: None,
             }
         })
         .collect();
@@ -251,6 +259,34 @@ async fn rate_period(
             quantity_seconds: tally.seconds,
             gpu_seconds: tally.gpu_seconds,
             amount_micros: 0,
+            reason: None,
+            author: None,
+        });
+    }
+    // Each correction takes its span back at the prices it was charged at.
+    for c in &corrections {
+        let span = Span {
+            excluded: 0,
+            ..spans_of(std::slice::from_ref(c))[0]
+        };
+        let taken = charges(&rating::rate(&[span], &book, &clocks));
+        lines.push(Line {
+            kind: LineKind::Correction,
+            description: format!(
+                "correction of {} {} in {}, {} to {}: {}",
+                name(&type_names, c.instance_type_id),
+                c.pricing_class.as_str(),
+                name(&region_names, c.region_id),
+                c.period_start.format("%Y-%m-%d %H:%M:%S"),
+                c.period_end.format("%H:%M:%S UTC"),
+                c.reason.as_deref().unwrap_or_default()
+            ),
+            key: None,
+            quantity_seconds: -c.excluded_seconds,
+            gpu_seconds: -c.excluded_seconds * i64::from(c.gpus),
+            amount_micros: -taken,
+            reason: c.reason.clone(),
+            author: c.author,
         });
     }
     let subtotal: i64 = lines.iter().map(|l| l.amount_micros).sum();
@@ -266,6 +302,8 @@ async fn rate_period(
             quantity_seconds: 0,
             gpu_seconds: 0,
             amount_micros: -rating::share(subtotal, discount),
+            reason: None,
+            author: None,
         });
     }
     let credits = crate::sla::unapplied(db, org_id, start).await?;
@@ -294,6 +332,8 @@ async fn rate_period(
             quantity_seconds: credit.downtime_seconds,
             gpu_seconds: 0,
             amount_micros: -credit.credit_micros,
+            reason: None,
+            author: None,
         });
     }
     Ok(lines)

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::PricingClass;
+use crate::classes::{PricingClass, UsageKind};
 
 /// A span of one allocation's use of its GPUs: at most an hour, never
 /// across an hour boundary (UTC), so hour-aligned ranges and days are exact.
@@ -27,6 +27,12 @@ pub struct Model {
     /// Of `seconds`, those when a provider fault had the allocation down:
     /// measured, not billed.
     pub excluded_seconds: i64,
+    pub kind: UsageKind,
+    /// 0 for the metered record of a span, 1, 2, … for its corrections.
+    pub seq: i32,
+    /// Why an operator corrected it.
+    pub reason: Option<String>,
+    pub author: Option<Uuid>,
     pub created_at: DateTimeUtc,
 }
 

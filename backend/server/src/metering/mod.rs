@@ -10,6 +10,7 @@
 //! (allocation, span start): metering again after a crash or by a second
 //! process writes nothing twice and skips nothing.
 
+pub mod corrections;
 pub mod spans;
 pub mod usage;
 
@@ -20,7 +21,7 @@ use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use crate::classes::AllocationState;
+use crate::classes::{AllocationState, UsageKind};
 use crate::entities::{allocation, node, order, usage_record};
 
 /// Rows per INSERT, within every engine's limit on bound parameters.
@@ -130,6 +131,10 @@ pub async fn meter(
                 gpus: Set(gpus),
                 seconds: Set(span.end - span.start),
                 excluded_seconds: Set(span.excluded),
+                kind: Set(UsageKind::Metered),
+                seq: Set(0),
+                reason: Set(None),
+                author: Set(None),
                 created_at: Set(now),
             });
         }
@@ -147,6 +152,7 @@ pub async fn meter(
                 OnConflict::columns([
                     usage_record::Column::AllocationId,
                     usage_record::Column::PeriodStart,
+                    usage_record::Column::Seq,
                 ])
                 .do_nothing()
                 .to_owned(),
