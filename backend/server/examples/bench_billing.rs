@@ -19,7 +19,7 @@ use gantry_server::classes::{
     AllocationState, DriverKind, OrderStatus, PricingClass, PriorityClass, UsageKind, WorkloadClass,
 };
 use gantry_server::entities::{
-    allocation, gpu_model, instance_type, order, organization, region, usage_record,
+    allocation, gpu_model, instance_type, order, organization, price, region, usage_record,
 };
 use gantry_server::inventory::nodes;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
@@ -196,6 +196,33 @@ async fn rating_a_month(
     let start = invoices::previous_month(now)
         .map(|(start, _)| start)
         .ok_or_else(|| anyhow::anyhow!("month"))?;
+    // The demo's prices start today; last month had these (and a change
+    // mid-month on demand).
+    for (class, hourly, from) in [
+        (
+            PricingClass::OnDemand,
+            16_000_000,
+            start - TimeDelta::days(1),
+        ),
+        (PricingClass::Spot, 6_400_000, start - TimeDelta::days(1)),
+        (
+            PricingClass::OnDemand,
+            18_000_000,
+            start + TimeDelta::days(14),
+        ),
+    ] {
+        price::Entity::insert(price::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            instance_type_id: Set(shape.id),
+            region_id: Set(None),
+            pricing_class: Set(class),
+            hourly_micros: Set(hourly),
+            effective_from: Set(from),
+            created_at: Set(now),
+        })
+        .exec(db)
+        .await?;
+    }
     let per_allocation = 2_500;
     let span = 17 * 60;
     let seeding = Instant::now();

@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
@@ -269,17 +269,7 @@ async fn get_invoice(
     let invoice = view(&state.db, row).await?;
     Ok(match query.format.unwrap_or_default() {
         Format::Json => Json(invoice).into_response(),
-        Format::Csv => (
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"invoice.csv\"",
-                ),
-            ],
-            to_csv(&invoice),
-        )
-            .into_response(),
+        Format::Csv => crate::http::csv::download("invoice.csv", to_csv(&invoice)),
     })
 }
 
@@ -618,7 +608,7 @@ async fn set_terms(
 
 /// The lines, then the totals, as CSV; amounts as decimals of the currency.
 fn to_csv(invoice: &Invoice) -> String {
-    let quoted = |field: &str| format!("\"{}\"", field.replace('"', "\"\""));
+    use crate::http::csv::quoted;
     let mut out = String::from(
         "position,kind,description,instance_type,region,pricing_class,hourly_price,price_permille,quantity_seconds,gpu_seconds,amount,reason\n",
     );

@@ -17,7 +17,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::rating::{self, PriceBook, PriceVersion, RegionClock, Span};
-use crate::classes::{InvoiceStatus, LineKind, UsageKind};
+use crate::classes::{InvoiceStatus, LineKind, PricingClass, UsageKind};
 use crate::entities::{
     billing_account, invoice, invoice_line, price, region, sla_credit, usage_record,
 };
@@ -177,16 +177,19 @@ async fn rate_period(
     start: DateTime<Utc>,
     end: DateTime<Utc>,
 ) -> ApiResult<Vec<Line>> {
-    let records = usage_record::Entity::find()
+    let in_period = usage_record::Entity::find()
         .filter(usage_record::Column::OrgId.eq(org_id))
         .filter(usage_record::Column::PeriodStart.gte(start))
-        .filter(usage_record::Column::PeriodStart.lt(end))
+        .filter(usage_record::Column::PeriodStart.lt(end));
+    let spans: Vec<Span> = metered_spans(db, in_period.clone())
+        .await?
+        .into_iter()
+        .map(|(_, span)| span)
+        .collect();
+    let corrections = in_period
+        .filter(usage_record::Column::Kind.eq(UsageKind::Correction))
         .all(db)
         .await?;
-    let (corrections, records): (Vec<_>, Vec<_>) = records
-        .into_iter()
-        .partition(|r| r.kind == UsageKind::Correction);
-    let spans = spans_of(&records);
     let (book, clocks) = price_context(db, spans.iter().map(|s| s.instance_type_id)).await?;
     let rated = rating::rate(&spans, &book, &clocks);
 
@@ -266,8 +269,13 @@ async fn rate_period(
     // Each correction takes its span back at the prices it was charged at.
     for c in &corrections {
         let span = Span {
+            instance_type_id: c.instance_type_id,
+            region_id: c.region_id,
+            pricing_class: c.pricing_class,
+            start: c.period_start.timestamp(),
+            end: c.period_end.timestamp(),
             excluded: 0,
-            ..spans_of(std::slice::from_ref(c))[0]
+            gpus: i64::from(c.gpus),
         };
         let taken = charges(&rating::rate(&[span], &book, &clocks));
         lines.push(Line {
@@ -345,20 +353,59 @@ fn percent_text(permyriad: i32) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
-/// Usage records as rating sees them.
-pub fn spans_of(records: &[usage_record::Model]) -> Vec<Span> {
-    records
-        .iter()
-        .map(|r| Span {
-            instance_type_id: r.instance_type_id,
-            region_id: r.region_id,
-            pricing_class: r.pricing_class,
-            start: r.period_start.timestamp(),
-            end: r.period_end.timestamp(),
-            excluded: r.excluded_seconds,
-            gpus: i64::from(r.gpus),
-        })
-        .collect()
+/// The metered records `records` selects, as rating sees them, with their
+/// orders. Only the columns rating needs are read: a month can hold
+/// millions of records.
+pub async fn metered_spans(
+    db: &impl ConnectionTrait,
+    records: sea_orm::Select<usage_record::Entity>,
+) -> Result<Vec<(Uuid, Span)>, DbErr> {
+    use usage_record::Column as C;
+    type Row = (
+        Uuid,
+        Uuid,
+        Uuid,
+        PricingClass,
+        DateTime<Utc>,
+        DateTime<Utc>,
+        i64,
+        i32,
+    );
+    let rows: Vec<Row> = records
+        .filter(C::Kind.eq(UsageKind::Metered))
+        .select_only()
+        .columns([
+            C::OrderId,
+            C::InstanceTypeId,
+            C::RegionId,
+            C::PricingClass,
+            C::PeriodStart,
+            C::PeriodEnd,
+            C::ExcludedSeconds,
+            C::Gpus,
+        ])
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(order_id, instance_type_id, region_id, pricing_class, start, end, excluded, gpus)| {
+                (
+                    order_id,
+                    Span {
+                        instance_type_id,
+                        region_id,
+                        pricing_class,
+                        start: start.timestamp(),
+                        end: end.timestamp(),
+                        excluded,
+                        gpus: i64::from(gpus),
+                    },
+                )
+            },
+        )
+        .collect())
 }
 
 /// Every price version of these instance types, and every region's clock.

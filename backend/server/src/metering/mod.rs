@@ -17,11 +17,13 @@ pub mod usage;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, Set};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, Query};
+use sea_orm::{
+    ColumnTrait, Condition, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect, Set,
+};
 use uuid::Uuid;
 
-use crate::classes::{AllocationState, UsageKind};
+use crate::classes::{AllocationState, PricingClass, UsageKind};
 use crate::entities::{allocation, node, order, usage_record};
 
 /// Rows per INSERT, within every engine's limit on bound parameters.
@@ -41,17 +43,22 @@ pub async fn meter(
     settled: DateTime<Utc>,
     interval_seconds: i64,
 ) -> Result<Metered, DbErr> {
+    // Running, or released and not yet metered to the end.
+    let unfinished = || {
+        Condition::all()
+            .add(allocation::Column::RunningSince.is_not_null())
+            .add(
+                Condition::any()
+                    .add(allocation::Column::State.ne(AllocationState::Released))
+                    .add(allocation::Column::MeteredUntil.is_null())
+                    .add(
+                        Expr::col(allocation::Column::MeteredUntil)
+                            .lt(Expr::col(allocation::Column::ReleasedAt)),
+                    ),
+            )
+    };
     let open = allocation::Entity::find()
-        .filter(allocation::Column::RunningSince.is_not_null())
-        .filter(
-            Condition::any()
-                .add(allocation::Column::State.ne(AllocationState::Released))
-                .add(allocation::Column::MeteredUntil.is_null())
-                .add(
-                    Expr::col(allocation::Column::MeteredUntil)
-                        .lt(Expr::col(allocation::Column::ReleasedAt)),
-                ),
-        )
+        .filter(unfinished())
         .all(db)
         .await?;
     if open.is_empty() {
@@ -63,28 +70,54 @@ pub async fn meter(
         .into_iter()
         .map(|n| (n.id, n.region_id))
         .collect();
-    let mut orders: HashMap<Uuid, order::Model> = HashMap::new();
-    let order_ids: Vec<Uuid> = open.iter().map(|a| a.order_id).collect();
-    for chunk in order_ids.chunks(BATCH) {
-        for o in order::Entity::find()
-            .filter(order::Column::Id.is_in(chunk.iter().copied()))
-            .all(db)
-            .await?
-        {
-            orders.insert(o.id, o);
-        }
-    }
+    // What each record copies from its order; only those columns are read,
+    // of the orders found by a subquery rather than by thousands of ids.
+    let rows: Vec<(Uuid, Option<Uuid>, Uuid, Uuid, PricingClass)> = order::Entity::find()
+        .filter(
+            order::Column::Id.in_subquery(
+                Query::select()
+                    .column(allocation::Column::OrderId)
+                    .from(allocation::Entity)
+                    .cond_where(unfinished())
+                    .to_owned(),
+            ),
+        )
+        .select_only()
+        .columns([
+            order::Column::Id,
+            order::Column::ProjectId,
+            order::Column::GpuModelId,
+            order::Column::InstanceTypeId,
+            order::Column::PricingClass,
+        ])
+        .into_tuple()
+        .all(db)
+        .await?;
+    let orders: HashMap<Uuid, (Option<Uuid>, Uuid, Uuid, PricingClass)> = rows
+        .into_iter()
+        .map(|(id, project, model, shape, class)| (id, (project, model, shape, class)))
+        .collect();
 
     let now = Utc::now();
     let mut records = Vec::new();
-    // Allocations by where their metering now ends.
-    let mut advanced: HashMap<i64, Vec<Uuid>> = HashMap::new();
+    // Running allocations all advance to the same grid point; released ones
+    // to their own ends.
+    let grid = settled.timestamp().div_euclid(interval_seconds) * interval_seconds;
+    let mut running = 0;
+    let mut skipped = false;
+    let mut closed: HashMap<i64, Vec<Uuid>> = HashMap::new();
     for a in &open {
-        let (Some(running_since), Some(o), Some(&region_id)) = (
+        let (
+            Some(running_since),
+            Some(&(project_id, gpu_model_id, instance_type_id, pricing_class)),
+            Some(&region_id),
+        ) = (
             a.running_since,
             orders.get(&a.order_id),
             regions.get(&a.node_id),
-        ) else {
+        )
+        else {
+            skipped = true;
             continue;
         };
         let from = a.metered_until.unwrap_or(running_since).timestamp();
@@ -117,14 +150,14 @@ pub async fn meter(
             records.push(usage_record::ActiveModel {
                 id: Set(Uuid::now_v7()),
                 org_id: Set(a.org_id),
-                project_id: Set(o.project_id),
+                project_id: Set(project_id),
                 order_id: Set(a.order_id),
                 allocation_id: Set(a.id),
                 node_id: Set(a.node_id),
                 region_id: Set(region_id),
-                gpu_model_id: Set(o.gpu_model_id),
-                instance_type_id: Set(o.instance_type_id),
-                pricing_class: Set(o.pricing_class),
+                gpu_model_id: Set(gpu_model_id),
+                instance_type_id: Set(instance_type_id),
+                pricing_class: Set(pricing_class),
                 usage_day: Set(start.format("%Y-%m-%d").to_string()),
                 period_start: Set(start),
                 period_end: Set(end),
@@ -138,7 +171,11 @@ pub async fn meter(
                 created_at: Set(now),
             });
         }
-        advanced.entry(last).or_default().push(a.id);
+        if closing {
+            closed.entry(last).or_default().push(a.id);
+        } else {
+            running += 1;
+        }
     }
 
     let txn = crate::db::write(db).await?;
@@ -160,8 +197,27 @@ pub async fn meter(
             .exec_without_returning(&txn)
             .await?;
     }
-    let mut allocations = 0;
-    for (until, ids) in advanced {
+    // One statement for every running allocation: those read above, as any
+    // that came up since started after `grid`. (Foreign keys make a skipped
+    // one impossible; should one be, nothing is advanced past it.)
+    if running > 0
+        && !skipped
+        && let Some(until) = DateTime::from_timestamp(grid, 0)
+    {
+        allocation::Entity::update_many()
+            .col_expr(allocation::Column::MeteredUntil, Expr::value(Some(until)))
+            .filter(allocation::Column::State.ne(AllocationState::Released))
+            .filter(allocation::Column::RunningSince.lt(until))
+            .filter(
+                Condition::any()
+                    .add(allocation::Column::MeteredUntil.is_null())
+                    .add(allocation::Column::MeteredUntil.lt(until)),
+            )
+            .exec(&txn)
+            .await?;
+    }
+    let mut allocations = running;
+    for (until, ids) in closed {
         let Some(until) = DateTime::from_timestamp(until, 0) else {
             continue;
         };

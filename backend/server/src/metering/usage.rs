@@ -10,7 +10,6 @@ use std::fmt::Write as _;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Utc};
 use sea_orm::sea_query::Expr;
@@ -400,17 +399,7 @@ async fn project_names(
 fn respond(usage: Usage, format: Format) -> Response {
     match format {
         Format::Json => Json(usage).into_response(),
-        Format::Csv => (
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"usage.csv\"",
-                ),
-            ],
-            to_csv(&usage),
-        )
-            .into_response(),
+        Format::Csv => crate::http::csv::download("usage.csv", to_csv(&usage)),
     }
 }
 
@@ -439,7 +428,7 @@ fn to_csv(usage: &Usage) -> String {
         let _ = writeln!(
             out,
             "{group},{key},{},{},{},{},{}",
-            quoted(label),
+            crate::http::csv::quoted(label),
             f.gpu_seconds,
             f.billable_gpu_seconds,
             f.excluded_gpu_seconds,
@@ -447,10 +436,6 @@ fn to_csv(usage: &Usage) -> String {
         );
     }
     out
-}
-
-fn quoted(field: &str) -> String {
-    format!("\"{}\"", field.replace('"', "\"\""))
 }
 
 #[cfg(test)]

@@ -69,8 +69,19 @@ impl SchedulerHandle {
     }
 }
 
+/// How often the leader meters: spans end on whole seconds, so a cycle woken
+/// by every order need not meter again within one.
+const METER_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
 /// How often the leader looks for last month's usage still to invoice.
 const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
+
+/// When the leader last metered and looked for a month to close (domain
+/// time, so tests that move the clock see both happen).
+#[derive(Default)]
+struct BillingDue {
+    metered: Option<DateTime<Utc>>,
+    month_checked: Option<DateTime<Utc>>,
+}
 
 /// Orders already handed to the driver by this process, so each is handed
 /// once per process (and again after a restart).
@@ -98,7 +109,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         },
     );
     let mut handed = Handed::default();
-    let mut month_checked: Option<DateTime<Utc>> = None;
+    let mut billing = BillingDue::default();
     loop {
         match lease::hold(&state.db, LEASE, &holder, ttl).await {
             Ok(true) => {
@@ -106,7 +117,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                     tracing::info!(%holder, "this process now runs the scheduling loop");
                 }
                 state.scheduler.leader.store(true, Ordering::Relaxed);
-                if let Err(error) = cycle(&state, &driver, &mut handed, &mut month_checked).await {
+                if let Err(error) = cycle(&state, &driver, &mut handed, &mut billing).await {
                     tracing::warn!(%error, "scheduling cycle failed; retrying");
                 }
             }
@@ -140,7 +151,7 @@ async fn cycle(
     state: &AppState,
     driver: &dyn Driver,
     handed: &mut Handed,
-    month_checked: &mut Option<DateTime<Utc>>,
+    billing: &mut BillingDue,
 ) -> anyhow::Result<()> {
     let began = Instant::now();
     let now = state.clock.now();
@@ -152,11 +163,17 @@ async fn cycle(
     // `now − deadline` is known, so spans up to there are final. Billing
     // trouble is logged and retried next cycle; it never holds placement up.
     let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
-    if let Err(error) = crate::metering::meter(&state.db, now - deadline, interval).await {
-        tracing::warn!(%error, "metering failed; retrying next cycle");
+    if billing.metered.is_none_or(|at| now - at >= METER_EVERY) {
+        billing.metered = Some(now);
+        if let Err(error) = crate::metering::meter(&state.db, now - deadline, interval).await {
+            tracing::warn!(%error, "metering failed; retrying next cycle");
+        }
     }
-    if month_checked.is_none_or(|at| now - at >= MONTH_CHECK_EVERY) {
-        *month_checked = Some(now);
+    if billing
+        .month_checked
+        .is_none_or(|at| now - at >= MONTH_CHECK_EVERY)
+    {
+        billing.month_checked = Some(now);
         let settle = crate::billing::invoices::settle_time(
             state.config.agent_heartbeat_deadline_seconds,
             state.config.metering_interval_seconds,

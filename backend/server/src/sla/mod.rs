@@ -157,17 +157,19 @@ pub async fn measure(
             });
         }
     }
-    let records = usage_record::Entity::find()
-        .filter(usage_record::Column::OrderId.is_in(ids.iter().copied()))
-        .filter(usage_record::Column::PeriodStart.gte(start))
-        .filter(usage_record::Column::PeriodStart.lt(end))
-        .all(db)
-        .await?;
+    let spans = invoices::metered_spans(
+        db,
+        usage_record::Entity::find()
+            .filter(usage_record::Column::OrderId.is_in(ids.iter().copied()))
+            .filter(usage_record::Column::PeriodStart.gte(start))
+            .filter(usage_record::Column::PeriodStart.lt(end)),
+    )
+    .await?;
     let (book, clocks) =
-        invoices::price_context(db, records.iter().map(|r| r.instance_type_id)).await?;
-    let mut by_order: HashMap<Uuid, Vec<usage_record::Model>> = HashMap::new();
-    for r in records {
-        by_order.entry(r.order_id).or_default().push(r);
+        invoices::price_context(db, spans.iter().map(|(_, s)| s.instance_type_id)).await?;
+    let mut by_order: HashMap<Uuid, Vec<rating::Span>> = HashMap::new();
+    for (order_id, span) in spans {
+        by_order.entry(order_id).or_default().push(span);
     }
 
     let (from, to) = (start.timestamp(), until.timestamp());
@@ -227,8 +229,8 @@ pub async fn measure(
         } else {
             0
         };
-        let spans = invoices::spans_of(by_order.get(&o.id).map(Vec::as_slice).unwrap_or_default());
-        let charges = invoices::charges(&rating::rate(&spans, &book, &clocks));
+        let spans = by_order.get(&o.id).map(Vec::as_slice).unwrap_or_default();
+        let charges = invoices::charges(&rating::rate(spans, &book, &clocks));
         rows.push(OrderSla {
             order_id: o.id,
             priority_class: o.priority_class,
