@@ -10,6 +10,7 @@ mod m20261202_000003_agents;
 mod m20261203_000004_metering;
 mod m20261203_000005_billing;
 mod m20261203_000006_sla;
+mod m20261203_000007_budgets;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000004_metering::Migration),
             Box::new(m20261203_000005_billing::Migration),
             Box::new(m20261203_000006_sla::Migration),
+            Box::new(m20261203_000007_budgets::Migration),
         ]
     }
 }

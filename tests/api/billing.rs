@@ -20,6 +20,7 @@ use crate::support::{Engine, Tenant, TestServer};
 crate::on_both_engines!(
     a_month_of_orders_is_invoiced_to_the_micro_unit,
     drafts_take_adjustments_and_finalized_invoices_never_change,
+    a_spent_hard_capped_budget_admits_only_production,
 );
 
 /// Two days: longer than any jump below between an agent's heartbeats.
@@ -818,4 +819,95 @@ async fn drafts_take_adjustments_and_finalized_invoices_never_change(engine: Eng
         )
         .await
         .expect_problem(StatusCode::NOT_FOUND, "invoice_not_found");
+}
+
+async fn a_spent_hard_capped_budget_admits_only_production(engine: Engine) {
+    let server = TestServer::start_with(engine, |config| {
+        config.metering_interval_seconds = 60;
+        config.agent_heartbeat_deadline_seconds = 60;
+    })
+    .await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+    let terms = format!("/api/v1/admin/orgs/{}/billing", tenant.org_id);
+    server
+        .put(
+            &terms,
+            &operator.token,
+            json!({ "discount_permille": 0, "hard_cap": true }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    server
+        .put(
+            &terms,
+            &operator.token,
+            json!({ "discount_permille": 0, "monthly_budget_micros": 3_000_000, "hard_cap": true }),
+        )
+        .await
+        .expect(StatusCode::OK);
+
+    // Two hours of one GPU at 2.00/h spend 4.00 of a 3.00 budget.
+    let month = first_of_next_month(server.state.clock.now());
+    advance(
+        &server,
+        month - server.state.clock.now() + TimeDelta::hours(1),
+    );
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    server.wait_status(&tenant, order, "running").await;
+    advance(&server, TimeDelta::hours(2));
+    let billing = format!("/api/v1/orgs/{}/billing", tenant.org_id);
+    let mut status = Value::Null;
+    for _ in 0..400 {
+        status = server.get(&billing, &tenant.token).await.body.clone();
+        if status["alerted_percent"] == 100 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(status["alerted_percent"], 100, "{status:#}");
+    let spend = status["month_spend_micros"].as_i64().expect("spend");
+    assert!((3_900_000..=4_000_000).contains(&spend), "{status:#}");
+    let audit = server
+        .get(
+            &format!("/api/v1/orgs/{}/audit-log", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    let alerts: Vec<&Value> = audit
+        .items()
+        .iter()
+        .filter(|e| e["action"] == "budget.alert")
+        .collect();
+    assert_eq!(
+        alerts.len(),
+        1,
+        "one alert, at the highest threshold crossed"
+    );
+
+    // New work is refused but production; what runs keeps running.
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+            &tenant.token,
+            json!({ "instance_type": "h100x1" }),
+        )
+        .await
+        .expect_problem(StatusCode::PAYMENT_REQUIRED, "budget_exhausted");
+    server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x1", "priority_class": "production" }),
+        )
+        .await;
+    let still = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(still.body["status"], "running");
 }

@@ -7,7 +7,9 @@ use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -150,6 +152,52 @@ pub struct BillingTerms {
     /// A standing discount on usage, in thousandths (0 to 1000).
     #[schema(minimum = 0, maximum = 1000)]
     pub discount_permille: i32,
+    /// A monthly budget in micro-units; alerts at 50, 80 and 100 % of it.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000000000000000_i64)]
+    pub monthly_budget_micros: Option<i64>,
+    /// Once the budget is spent, refuse new orders but production ones.
+    #[serde(default)]
+    pub hard_cap: bool,
+}
+
+/// The terms, with this month's spend as the scheduling leader last rated
+/// it (about once a minute).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BillingStatus {
+    pub terms: BillingTerms,
+    pub month_spend_micros: i64,
+    /// The month `month_spend_micros` is of.
+    pub spend_month: Option<DateTime<Utc>>,
+    /// The highest budget threshold alerted this month, in percent.
+    pub alerted_percent: i32,
+}
+
+impl BillingStatus {
+    fn of(account: Option<billing_account::Model>) -> Self {
+        match account {
+            Some(a) => Self {
+                terms: BillingTerms {
+                    discount_permille: a.discount_permille,
+                    monthly_budget_micros: a.monthly_budget_micros,
+                    hard_cap: a.hard_cap,
+                },
+                month_spend_micros: a.month_spend_micros,
+                spend_month: a.spend_month,
+                alerted_percent: a.alerted_percent,
+            },
+            None => Self {
+                terms: BillingTerms {
+                    discount_permille: 0,
+                    monthly_budget_micros: None,
+                    hard_cap: false,
+                },
+                month_spend_micros: 0,
+                spend_month: None,
+                alerted_percent: 0,
+            },
+        }
+    }
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -164,6 +212,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(void_invoice))
         .routes(routes!(adjust_invoice))
         .routes(routes!(get_terms, set_terms))
+        .routes(routes!(org_billing))
 }
 
 async fn view(db: &impl ConnectionTrait, row: invoice::Model) -> ApiResult<Invoice> {
@@ -537,20 +586,38 @@ async fn adjust_invoice(
     path = "/admin/orgs/{org_id}/billing",
     tag = "admin",
     params(("org_id" = Uuid, Path, description = "Organization id")),
-    responses((status = 200, description = "The terms", body = BillingTerms), ProblemResponses),
+    responses((status = 200, description = "Terms and spend", body = BillingStatus), ProblemResponses),
     security(("bearer" = []))
 )]
 async fn get_terms(
     State(state): State<AppState>,
     _operator: Operator,
     params: RawPathParams,
-) -> ApiResult<Json<BillingTerms>> {
+) -> ApiResult<Json<BillingStatus>> {
     let org = crate::tenancy::orgs::from_path(&state.db, &params).await?;
-    let discount_permille = billing_account::Entity::find_by_id(org.id)
+    let account = billing_account::Entity::find_by_id(org.id)
         .one(&state.db)
-        .await?
-        .map_or(0, |a| a.discount_permille);
-    Ok(Json(BillingTerms { discount_permille }))
+        .await?;
+    Ok(Json(BillingStatus::of(account)))
+}
+
+/// The organization's billing terms, budget and spend this month.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/billing",
+    tag = "billing",
+    params(("org_id" = Uuid, Path, description = "Organization id")),
+    responses((status = 200, description = "Terms and spend", body = BillingStatus), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn org_billing(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Billing>,
+) -> ApiResult<Json<BillingStatus>> {
+    let account = billing_account::Entity::find_by_id(access.scope.org_id)
+        .one(&state.db)
+        .await?;
+    Ok(Json(BillingStatus::of(account)))
 }
 
 /// Sets an organization's billing terms; drafts pick them up when next
@@ -573,6 +640,12 @@ async fn set_terms(
 ) -> ApiResult<Json<BillingTerms>> {
     let mut fields = Fields::default();
     fields.range("discount_permille", request.discount_permille, 0, 1000);
+    if let Some(budget) = request.monthly_budget_micros {
+        fields.range("monthly_budget_micros", budget, 1, ADJUSTMENT_MAX);
+    }
+    if request.hard_cap && request.monthly_budget_micros.is_none() {
+        fields.push("hard_cap", "needs a monthly_budget_micros to cap at");
+    }
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
     let org = crate::tenancy::orgs::from_path(&txn, &params).await?;
@@ -580,15 +653,25 @@ async fn set_terms(
     let existing = billing_account::Entity::find_by_id(org.id)
         .one(&txn)
         .await?;
-    let row = billing_account::ActiveModel {
-        org_id: Set(org.id),
-        discount_permille: Set(request.discount_permille),
-        updated_at: Set(now),
+    let is_new = existing.is_none();
+    let mut row = match existing {
+        Some(account) => account.into(),
+        None => billing_account::ActiveModel {
+            org_id: Set(org.id),
+            spend_month: Set(None),
+            month_spend_micros: Set(0),
+            alerted_percent: Set(0),
+            ..Default::default()
+        },
     };
-    if existing.is_some() {
-        billing_account::Entity::update(row).exec(&txn).await?;
+    row.discount_permille = Set(request.discount_permille);
+    row.monthly_budget_micros = Set(request.monthly_budget_micros);
+    row.hard_cap = Set(request.hard_cap);
+    row.updated_at = Set(now);
+    if is_new {
+        row.insert(&txn).await?;
     } else {
-        billing_account::Entity::insert(row).exec(&txn).await?;
+        row.update(&txn).await?;
     }
     audit::record(
         &txn,
@@ -597,7 +680,11 @@ async fn set_terms(
             action: "billing.set",
             target_type: "organization",
             target_id: Some(org.id.to_string()),
-            details: serde_json::json!({ "discount_permille": request.discount_permille }),
+            details: serde_json::json!({
+                "discount_permille": request.discount_permille,
+                "monthly_budget_micros": request.monthly_budget_micros,
+                "hard_cap": request.hard_cap,
+            }),
             actor: &actor,
         },
     )

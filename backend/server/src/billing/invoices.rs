@@ -170,6 +170,27 @@ pub async fn rerate(
     Ok(row.update(db).await?)
 }
 
+/// What the organization's usage whose spans start in `[start, end)` comes
+/// to: usage less corrections and discount, before any credit.
+pub async fn spend(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> ApiResult<i64> {
+    Ok(rate_period(db, org_id, start, end)
+        .await?
+        .iter()
+        .filter(|l| {
+            matches!(
+                l.kind,
+                LineKind::Usage | LineKind::Correction | LineKind::Discount
+            )
+        })
+        .map(|l| l.amount_micros)
+        .sum())
+}
+
 /// The organization's usage whose spans start in `[start, end)`, rated.
 async fn rate_period(
     db: &impl ConnectionTrait,

@@ -1,5 +1,6 @@
 //! Billing: usage rated against versioned prices into invoices.
 
 pub mod api;
+pub mod budgets;
 pub mod invoices;
 pub mod rating;

@@ -9,6 +9,14 @@ pub struct Model {
     /// A standing discount on usage, in thousandths.
     pub discount_permille: i32,
     pub updated_at: DateTimeUtc,
+    pub monthly_budget_micros: Option<i64>,
+    /// Refuse new non-production orders once the budget is spent.
+    pub hard_cap: bool,
+    /// The month `month_spend_micros` is of.
+    pub spend_month: Option<DateTimeUtc>,
+    pub month_spend_micros: i64,
+    /// The highest threshold (50, 80, 100) already alerted this month.
+    pub alerted_percent: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

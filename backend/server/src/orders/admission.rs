@@ -1,13 +1,16 @@
 //! Admission: what an order must satisfy to be queued at all. An order that
 //! can never run (no such GPU where it asks, bigger than any node or the
 //! cluster, above the maximum quota, not offered at its pricing class) is
-//! refused at once; one that can run later is queued.
+//! refused at once, as is a non-production order of an organization whose
+//! hard-capped budget is spent; one that can run later is queued.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use crate::classes::PricingClass;
-use crate::entities::{gpu, gpu_model, instance_type, node, price, quota, region};
+use chrono::{DateTime, Utc};
+
+use crate::classes::{PricingClass, PriorityClass};
+use crate::entities::{billing_account, gpu, gpu_model, instance_type, node, price, quota, region};
 use crate::error::{ApiError, ApiResult};
 
 /// What admission looks at in an order.
@@ -19,6 +22,8 @@ pub struct Request<'a> {
     pub region: Option<&'a region::Model>,
     pub node_count: i32,
     pub pricing_class: PricingClass,
+    pub priority_class: PriorityClass,
+    pub now: DateTime<Utc>,
 }
 
 impl Request<'_> {
@@ -36,6 +41,10 @@ impl Request<'_> {
 
 /// Refuses an order that can never run; `Ok` means it may be queued.
 pub async fn admit(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+    let account = billing_account::Entity::find_by_id(request.org_id)
+        .one(db)
+        .await?;
+    crate::billing::budgets::admits(account.as_ref(), request.priority_class, request.now)?;
     offered(db, request).await?;
     within_max_quota(db, request).await?;
     fits_somewhere(db, request).await

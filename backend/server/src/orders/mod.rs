@@ -350,6 +350,8 @@ async fn create_order(
             region: region.as_ref(),
             node_count,
             pricing_class,
+            priority_class,
+            now,
         },
     )
     .await?;

@@ -72,7 +72,8 @@ impl SchedulerHandle {
 /// How often the leader meters: spans end on whole seconds, so a cycle woken
 /// by every order need not meter again within one.
 const METER_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
-/// How often the leader looks for last month's usage still to invoice.
+/// How often the leader looks for last month's usage still to invoice and
+/// brings budgeted organizations' spend up to date.
 const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
 /// When the leader last metered and looked for a month to close (domain
@@ -184,6 +185,9 @@ async fn cycle(
             Ok(0) => {}
             Ok(invoiced) => tracing::info!(invoiced, "finalized last month's invoices"),
             Err(error) => tracing::warn!(%error, "could not close last month; retrying"),
+        }
+        if let Err(error) = crate::billing::budgets::refresh(&state.db, now).await {
+            tracing::warn!(?error, "could not bring budgets up to date; retrying");
         }
     }
     end_expired(state, now).await?;
