@@ -82,6 +82,8 @@ const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 struct BillingDue {
     metered: Option<DateTime<Utc>>,
     month_checked: Option<DateTime<Utc>>,
+    /// Whether the last month-end and budget pass still runs.
+    closing: Arc<AtomicBool>,
 }
 
 /// Orders already handed to the driver by this process, so each is handed
@@ -175,19 +177,14 @@ async fn cycle(
         .is_none_or(|at| now - at >= MONTH_CHECK_EVERY)
     {
         billing.month_checked = Some(now);
-        let settle = crate::billing::invoices::settle_time(
-            state.config.agent_heartbeat_deadline_seconds,
-            state.config.metering_interval_seconds,
-        );
-        match crate::billing::invoices::close_month(&state.db, &state.config.currency, now, settle)
-            .await
-        {
-            Ok(0) => {}
-            Ok(invoiced) => tracing::info!(invoiced, "finalized last month's invoices"),
-            Err(error) => tracing::warn!(%error, "could not close last month; retrying"),
-        }
-        if let Err(error) = crate::billing::budgets::refresh(&state.db, now).await {
-            tracing::warn!(?error, "could not bring budgets up to date; retrying");
+        // Rating whole months takes seconds for large tenants: it runs
+        // beside the loop, one pass at a time, so placement never waits.
+        if !billing.closing.swap(true, Ordering::AcqRel) {
+            let (state, closing) = (state.clone(), billing.closing.clone());
+            tokio::spawn(async move {
+                close_month_and_budgets(&state, now).await;
+                closing.store(false, Ordering::Release);
+            });
         }
     }
     end_expired(state, now).await?;
@@ -232,6 +229,24 @@ async fn cycle(
         "cycle timing"
     );
     Ok(())
+}
+
+/// Invoices last month once it is final, and brings budgets up to date.
+async fn close_month_and_budgets(state: &AppState, now: DateTime<Utc>) {
+    let settle = crate::billing::invoices::settle_time(
+        state.config.agent_heartbeat_deadline_seconds,
+        state.config.metering_interval_seconds,
+    );
+    match crate::billing::invoices::close_month(&state.db, &state.config.currency, now, settle)
+        .await
+    {
+        Ok(0) => {}
+        Ok(invoiced) => tracing::info!(invoiced, "finalized last month's invoices"),
+        Err(error) => tracing::warn!(%error, "could not close last month; retrying"),
+    }
+    if let Err(error) = crate::billing::budgets::refresh(&state.db, now).await {
+        tracing::warn!(?error, "could not bring budgets up to date; retrying");
+    }
 }
 
 /// Running orders whose duration has passed are completed and stopped.
