@@ -11,6 +11,7 @@ mod m20261203_000004_metering;
 mod m20261203_000005_billing;
 mod m20261203_000006_sla;
 mod m20261203_000007_budgets;
+mod m20261203_000008_prepaid;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000005_billing::Migration),
             Box::new(m20261203_000006_sla::Migration),
             Box::new(m20261203_000007_budgets::Migration),
+            Box::new(m20261203_000008_prepaid::Migration),
         ]
     }
 }

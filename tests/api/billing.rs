@@ -21,6 +21,7 @@ crate::on_both_engines!(
     a_month_of_orders_is_invoiced_to_the_micro_unit,
     drafts_take_adjustments_and_finalized_invoices_never_change,
     a_spent_hard_capped_budget_admits_only_production,
+    a_prepaid_balance_draws_down_and_stops_work_when_it_runs_out,
 );
 
 /// Two days: longer than any jump below between an agent's heartbeats.
@@ -910,4 +911,104 @@ async fn a_spent_hard_capped_budget_admits_only_production(engine: Engine) {
         )
         .await;
     assert_eq!(still.body["status"], "running");
+}
+
+async fn a_prepaid_balance_draws_down_and_stops_work_when_it_runs_out(engine: Engine) {
+    let server = TestServer::start_with(engine, |config| {
+        config.metering_interval_seconds = 60;
+        config.agent_heartbeat_deadline_seconds = 60;
+        config.prepaid_grace_seconds = 1800;
+    })
+    .await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+    let top_ups = format!("/api/v1/admin/orgs/{}/balance/top-ups", tenant.org_id);
+    server
+        .post(
+            &top_ups,
+            &operator.token,
+            json!({ "amount_micros": 1_000_000, "reason": "welcome" }),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "not_prepaid");
+    server
+        .put(
+            &format!("/api/v1/admin/orgs/{}/billing", tenant.org_id),
+            &operator.token,
+            json!({ "discount_permille": 0, "prepaid": true }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let topped = server
+        .post(
+            &top_ups,
+            &operator.token,
+            json!({ "amount_micros": 3_000_000, "reason": "first card payment" }),
+        )
+        .await;
+    topped.expect(StatusCode::CREATED);
+    assert_eq!(topped.body["balance_micros"], 3_000_000);
+
+    // One GPU at 2.00/h runs dry after an hour and a half.
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    server.wait_status(&tenant, order, "running").await;
+    advance(&server, TimeDelta::hours(2));
+    let path = format!("/api/v1/orgs/{}/balance", tenant.org_id);
+    let mut balance = Value::Null;
+    for _ in 0..400 {
+        balance = server.get(&path, &tenant.token).await.body.clone();
+        if balance["exhausted_at"].is_string() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(balance["exhausted_at"].is_string(), "{balance:#}");
+    let left = balance["balance_micros"].as_i64().expect("balance");
+    assert!((-1_000_000..=-900_000).contains(&left), "{balance:#}");
+    assert!(
+        balance["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .any(|e| e["kind"] == "usage")
+    );
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+            &tenant.token,
+            json!({ "instance_type": "h100x1", "priority_class": "production" }),
+        )
+        .await
+        .expect_problem(StatusCode::PAYMENT_REQUIRED, "balance_exhausted");
+    // Still running within the warning period; stopped after it.
+    let order_path = format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id);
+    assert_eq!(
+        server.get(&order_path, &tenant.token).await.body["status"],
+        "running"
+    );
+    advance(&server, TimeDelta::minutes(31));
+    let stopped = server.wait_status(&tenant, order, "cancelled").await;
+    assert!(
+        stopped["failure_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("prepaid balance ran out")),
+        "{stopped:#}"
+    );
+
+    // A top-up above zero admits orders again.
+    let topped = server
+        .post(
+            &top_ups,
+            &operator.token,
+            json!({ "amount_micros": 10_000_000, "reason": "wire transfer" }),
+        )
+        .await;
+    topped.expect(StatusCode::CREATED);
+    assert!(topped.body["exhausted_at"].is_null());
+    server
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
 }

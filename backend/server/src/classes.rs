@@ -187,3 +187,13 @@ stored_enum! {
         Correction = "correction",
     }
 }
+
+stored_enum! {
+    /// A movement of a prepaid balance.
+    BalanceKind {
+        /// Money an operator added.
+        TopUp = "top_up",
+        /// Rated usage drawn from it.
+        Usage = "usage",
+    }
+}

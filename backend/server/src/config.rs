@@ -42,6 +42,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "metering_interval_seconds",
     ),
     ("GANTRY_CURRENCY", "currency"),
+    ("GANTRY_PREPAID_GRACE_SECONDS", "prepaid_grace_seconds"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -101,6 +102,9 @@ pub struct Config {
     /// The one currency prices and invoices are in (ISO 4217); amounts are
     /// integer micro-units of it.
     pub currency: String,
+    /// How long a prepaid organization whose balance ran out keeps its
+    /// running non-production work before it is stopped.
+    pub prepaid_grace_seconds: u64,
 }
 
 impl Default for Config {
@@ -128,6 +132,7 @@ impl Default for Config {
             agent_heartbeat_deadline_seconds: 30,
             metering_interval_seconds: 60,
             currency: "USD".into(),
+            prepaid_grace_seconds: 3600,
         }
     }
 }
@@ -161,6 +166,7 @@ impl std::fmt::Debug for Config {
             )
             .field("metering_interval_seconds", &self.metering_interval_seconds)
             .field("currency", &self.currency)
+            .field("prepaid_grace_seconds", &self.prepaid_grace_seconds)
             .finish()
     }
 }

@@ -17,11 +17,12 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::invoices::{self, micros_text};
+use super::prepaid;
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::{Actor, Operator};
-use crate::classes::{InvoiceStatus, LineKind, PricingClass};
-use crate::entities::{billing_account, invoice, invoice_line};
+use crate::classes::{BalanceKind, InvoiceStatus, LineKind, PricingClass};
+use crate::entities::{balance_entry, billing_account, invoice, invoice_line};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -159,6 +160,43 @@ pub struct BillingTerms {
     /// Once the budget is spent, refuse new orders but production ones.
     #[serde(default)]
     pub hard_cap: bool,
+    /// Draw usage from a prepaid balance as it is metered.
+    #[serde(default)]
+    pub prepaid: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BalanceEntry {
+    pub id: Uuid,
+    pub kind: BalanceKind,
+    /// Positive for a top-up, negative for usage drawn.
+    pub amount_micros: i64,
+    pub period_start: Option<DateTime<Utc>>,
+    pub period_end: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+    pub author: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Balance {
+    pub prepaid: bool,
+    pub balance_micros: i64,
+    /// When it ran out; new orders are refused until a top-up.
+    pub exhausted_at: Option<DateTime<Utc>>,
+    /// Usage whose spans start before this has been drawn.
+    pub drawn_until: Option<DateTime<Utc>>,
+    /// The latest 50 movements, newest first.
+    pub entries: Vec<BalanceEntry>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TopUp {
+    #[schema(minimum = 1, maximum = 1000000000000000_i64)]
+    pub amount_micros: i64,
+    #[schema(min_length = 1, max_length = 500)]
+    pub reason: String,
 }
 
 /// The terms, with this month's spend as the scheduling leader last rated
@@ -181,6 +219,7 @@ impl BillingStatus {
                     discount_permille: a.discount_permille,
                     monthly_budget_micros: a.monthly_budget_micros,
                     hard_cap: a.hard_cap,
+                    prepaid: a.prepaid,
                 },
                 month_spend_micros: a.month_spend_micros,
                 spend_month: a.spend_month,
@@ -191,6 +230,7 @@ impl BillingStatus {
                     discount_permille: 0,
                     monthly_budget_micros: None,
                     hard_cap: false,
+                    prepaid: false,
                 },
                 month_spend_micros: 0,
                 spend_month: None,
@@ -213,6 +253,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(adjust_invoice))
         .routes(routes!(get_terms, set_terms))
         .routes(routes!(org_billing))
+        .routes(routes!(org_balance))
+        .routes(routes!(top_up))
 }
 
 async fn view(db: &impl ConnectionTrait, row: invoice::Model) -> ApiResult<Invoice> {
@@ -667,6 +709,11 @@ async fn set_terms(
     row.discount_permille = Set(request.discount_permille);
     row.monthly_budget_micros = Set(request.monthly_budget_micros);
     row.hard_cap = Set(request.hard_cap);
+    // A balance draws usage from the moment the account turns prepaid.
+    if request.prepaid && !matches!(row.prepaid, sea_orm::ActiveValue::Unchanged(true)) {
+        row.drawn_until = Set(DateTime::from_timestamp(now.timestamp(), 0));
+    }
+    row.prepaid = Set(request.prepaid);
     row.updated_at = Set(now);
     if is_new {
         row.insert(&txn).await?;
@@ -691,6 +738,117 @@ async fn set_terms(
     .await?;
     txn.commit().await?;
     Ok(Json(request))
+}
+
+async fn balance_of(state: &AppState, org_id: Uuid) -> ApiResult<Balance> {
+    let account = billing_account::Entity::find_by_id(org_id)
+        .one(&state.db)
+        .await?;
+    Ok(Balance {
+        prepaid: account.as_ref().is_some_and(|a| a.prepaid),
+        balance_micros: prepaid::balance(&state.db, org_id).await?,
+        exhausted_at: account.as_ref().and_then(|a| a.exhausted_at),
+        drawn_until: account.as_ref().and_then(|a| a.drawn_until),
+        entries: prepaid::entries(&state.db, org_id)
+            .await?
+            .into_iter()
+            .map(|e| BalanceEntry {
+                id: e.id,
+                kind: e.kind,
+                amount_micros: e.amount_micros,
+                period_start: e.period_start,
+                period_end: e.period_end,
+                reason: e.reason,
+                author: e.author,
+                created_at: e.created_at,
+            })
+            .collect(),
+    })
+}
+
+/// The organization's prepaid balance and its latest movements.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/balance",
+    tag = "billing",
+    params(("org_id" = Uuid, Path, description = "Organization id")),
+    responses((status = 200, description = "The balance", body = Balance), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn org_balance(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Billing>,
+) -> ApiResult<Json<Balance>> {
+    Ok(Json(balance_of(&state, access.scope.org_id).await?))
+}
+
+/// Adds money to an organization's prepaid balance; a balance back above
+/// zero admits orders again.
+#[utoipa::path(
+    post,
+    path = "/admin/orgs/{org_id}/balance/top-ups",
+    tag = "admin",
+    params(("org_id" = Uuid, Path, description = "Organization id")),
+    request_body = TopUp,
+    responses((status = 201, description = "The balance", body = Balance), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn top_up(
+    State(state): State<AppState>,
+    operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+    ApiJson(request): ApiJson<TopUp>,
+) -> ApiResult<(StatusCode, Json<Balance>)> {
+    let mut fields = Fields::default();
+    fields.range("amount_micros", request.amount_micros, 1, ADJUSTMENT_MAX);
+    let reason = fields.text("reason", &request.reason, REASON_MAX);
+    fields.finish()?;
+    let txn = crate::db::write(&state.db).await?;
+    let org = crate::tenancy::orgs::from_path(&txn, &params).await?;
+    let account = billing_account::Entity::find_by_id(org.id)
+        .one(&txn)
+        .await?
+        .filter(|a| a.prepaid)
+        .ok_or_else(|| {
+            ApiError::conflict(
+                "not_prepaid",
+                "the organization is not prepaid; set `prepaid` in its billing terms first",
+            )
+        })?;
+    let now = state.clock.now();
+    balance_entry::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        org_id: Set(org.id),
+        kind: Set(BalanceKind::TopUp),
+        amount_micros: Set(request.amount_micros),
+        period_start: Set(None),
+        period_end: Set(None),
+        reason: Set(Some(reason.clone())),
+        author: Set(Some(operator.user.id)),
+        created_at: Set(now),
+    }
+    .insert(&txn)
+    .await?;
+    if prepaid::balance(&txn, org.id).await? > 0 {
+        let mut row: billing_account::ActiveModel = account.into();
+        row.exhausted_at = Set(None);
+        row.update(&txn).await?;
+    }
+    audit::record(
+        &txn,
+        Change {
+            org_id: Some(org.id),
+            action: "prepaid.top_up",
+            target_type: "organization",
+            target_id: Some(org.id.to_string()),
+            details: serde_json::json!({ "amount_micros": request.amount_micros, "reason": reason }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok((StatusCode::CREATED, Json(balance_of(&state, org.id).await?)))
 }
 
 /// The lines, then the totals, as CSV; amounts as decimals of the currency.

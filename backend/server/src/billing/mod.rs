@@ -3,4 +3,5 @@
 pub mod api;
 pub mod budgets;
 pub mod invoices;
+pub mod prepaid;
 pub mod rating;

@@ -17,6 +17,12 @@ pub struct Model {
     pub month_spend_micros: i64,
     /// The highest threshold (50, 80, 100) already alerted this month.
     pub alerted_percent: i32,
+    /// Usage is drawn from a prepaid balance as it is metered.
+    pub prepaid: bool,
+    /// Usage whose spans start before this is drawn from the balance.
+    pub drawn_until: Option<DateTimeUtc>,
+    /// When the balance last ran out; cleared by a top-up.
+    pub exhausted_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

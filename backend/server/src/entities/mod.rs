@@ -3,6 +3,7 @@
 pub mod allocation;
 pub mod api_key;
 pub mod audit_log;
+pub mod balance_entry;
 pub mod billing_account;
 pub mod gpu;
 pub mod gpu_claim;

@@ -44,6 +44,7 @@ pub async fn admit(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResul
     let account = billing_account::Entity::find_by_id(request.org_id)
         .one(db)
         .await?;
+    crate::billing::prepaid::admits(account.as_ref())?;
     crate::billing::budgets::admits(account.as_ref(), request.priority_class, request.now)?;
     offered(db, request).await?;
     within_max_quota(db, request).await?;

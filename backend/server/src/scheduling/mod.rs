@@ -247,6 +247,9 @@ async fn close_month_and_budgets(state: &AppState, now: DateTime<Utc>) {
     if let Err(error) = crate::billing::budgets::refresh(&state.db, now).await {
         tracing::warn!(?error, "could not bring budgets up to date; retrying");
     }
+    if let Err(error) = crate::billing::prepaid::draw(state, now).await {
+        tracing::warn!(?error, "could not draw from prepaid balances; retrying");
+    }
 }
 
 /// Running orders whose duration has passed are completed and stopped.

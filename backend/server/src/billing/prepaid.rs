@@ -1,0 +1,191 @@
+//! Prepaid balances, as prepaid GPU clouds keep them: operators top an
+//! organization up; the scheduling leader draws rated usage from the
+//! balance as soon as it is metered for good; a balance at or below zero
+//! refuses new orders and, after `prepaid_grace_seconds`, stops the
+//! organization's running non-production work. Draws are rated like an
+//! invoice and rounded per draw, so the ledger and a month's invoice can
+//! differ by rounding (a micro-unit per line and draw).
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::auth::principal::Actor;
+use crate::classes::{BalanceKind, OrderStatus, PriorityClass};
+use crate::entities::{balance_entry, billing_account, order};
+use crate::error::{ApiError, ApiResult};
+use crate::orders::lifecycle;
+
+/// The balance: every top-up less every draw.
+pub async fn balance(db: &impl ConnectionTrait, org_id: Uuid) -> Result<i64, DbErr> {
+    let sum: Option<i64> = balance_entry::Entity::find()
+        .filter(balance_entry::Column::OrgId.eq(org_id))
+        .select_only()
+        .column_as(Expr::cust("CAST(SUM(amount_micros) AS BIGINT)"), "sum")
+        .into_tuple::<Option<i64>>()
+        .one(db)
+        .await?
+        .flatten();
+    Ok(sum.unwrap_or(0))
+}
+
+/// The latest movements, newest first.
+pub async fn entries(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+) -> Result<Vec<balance_entry::Model>, DbErr> {
+    balance_entry::Entity::find()
+        .filter(balance_entry::Column::OrgId.eq(org_id))
+        .order_by_desc(balance_entry::Column::CreatedAt)
+        .order_by_desc(balance_entry::Column::Id)
+        .limit(50)
+        .all(db)
+        .await
+}
+
+/// Refuses any new order of a prepaid organization whose balance ran out.
+pub fn admits(account: Option<&billing_account::Model>) -> ApiResult<()> {
+    match account {
+        Some(a) if a.prepaid && a.exhausted_at.is_some() => Err(ApiError::new(
+            axum::http::StatusCode::PAYMENT_REQUIRED,
+            "balance_exhausted",
+            "the prepaid balance has run out; new orders are refused until it is topped up",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn system() -> Actor {
+    Actor {
+        kind: "system",
+        id: None,
+        request_id: String::new(),
+        source_address: "scheduler".into(),
+    }
+}
+
+/// Draws metered usage from every prepaid balance, marks balances that ran
+/// out, and stops the non-production work of those out for longer than the
+/// grace period.
+pub async fn draw(state: &AppState, now: DateTime<Utc>) -> ApiResult<()> {
+    let settle = super::invoices::settle_time(
+        state.config.agent_heartbeat_deadline_seconds,
+        state.config.metering_interval_seconds,
+    );
+    let grace =
+        TimeDelta::seconds(i64::try_from(state.config.prepaid_grace_seconds).unwrap_or(3600));
+    let Some(until) = DateTime::from_timestamp((now - settle).timestamp(), 0) else {
+        return Ok(());
+    };
+    for account in billing_account::Entity::find()
+        .filter(billing_account::Column::Prepaid.eq(true))
+        .all(&state.db)
+        .await?
+    {
+        let org_id = account.org_id;
+        let from = account.drawn_until.unwrap_or(until);
+        let txn = crate::db::write(&state.db).await?;
+        if until > from {
+            let spend = super::invoices::spend(&txn, org_id, from, until).await?;
+            if spend != 0 {
+                balance_entry::ActiveModel {
+                    id: Set(Uuid::now_v7()),
+                    org_id: Set(org_id),
+                    kind: Set(BalanceKind::Usage),
+                    amount_micros: Set(-spend),
+                    period_start: Set(Some(from)),
+                    period_end: Set(Some(until)),
+                    reason: Set(None),
+                    author: Set(None),
+                    created_at: Set(now),
+                }
+                .insert(&txn)
+                .await?;
+            }
+        }
+        let left = balance(&txn, org_id).await?;
+        let exhausted_at = match (account.exhausted_at, left <= 0) {
+            (None, true) => {
+                audit::record(
+                    &txn,
+                    Change {
+                        org_id: Some(org_id),
+                        action: "prepaid.exhausted",
+                        target_type: "organization",
+                        target_id: Some(org_id.to_string()),
+                        details: serde_json::json!({ "balance_micros": left, "stops_at": now + grace }),
+                        actor: &system(),
+                    },
+                )
+                .await?;
+                Some(now)
+            }
+            (_, false) => None,
+            (since, true) => since,
+        };
+        let mut row: billing_account::ActiveModel = account.into();
+        row.drawn_until = Set(Some(until.max(from)));
+        row.exhausted_at = Set(exhausted_at);
+        row.update(&txn).await?;
+        if exhausted_at.is_some_and(|since| since + grace <= now) {
+            stop_unpaid(&txn, org_id, now).await?;
+        }
+        txn.commit().await?;
+    }
+    state.scheduler.wake();
+    Ok(())
+}
+
+/// Stops (as cancelled) the organization's live non-production orders.
+async fn stop_unpaid(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let live = order::Entity::find()
+        .filter(order::Column::OrgId.eq(org_id))
+        .filter(order::Column::PriorityClass.ne(PriorityClass::Production))
+        .filter(order::Column::Status.is_in([
+            OrderStatus::Queued,
+            OrderStatus::Scheduled,
+            OrderStatus::Provisioning,
+            OrderStatus::Running,
+            OrderStatus::Preempted,
+        ]))
+        .all(db)
+        .await?;
+    for o in live {
+        let holding = lifecycle::stop(db, o.id, now).await?;
+        let id = o.id;
+        let mut row: order::ActiveModel = o.into();
+        row.status = Set(OrderStatus::Cancelled);
+        row.failure_reason = Set(Some(
+            "stopped: the prepaid balance ran out and was not topped up in time".into(),
+        ));
+        row.pending_reason = Set(None);
+        row.updated_at = Set(now);
+        if holding == 0 {
+            row.ended_at = Set(Some(now));
+        }
+        row.update(db).await?;
+        audit::record(
+            db,
+            Change {
+                org_id: Some(org_id),
+                action: "order.stop_unpaid",
+                target_type: "order",
+                target_id: Some(id.to_string()),
+                details: serde_json::json!({}),
+                actor: &system(),
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
