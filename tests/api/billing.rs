@@ -998,6 +998,35 @@ async fn a_prepaid_balance_draws_down_and_stops_work_when_it_runs_out(engine: En
         "{stopped:#}"
     );
 
+    // An invoice nets what the balance already paid for its period's usage.
+    let drawn: i64 = server.get(&path, &tenant.token).await.body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|e| e["kind"] == "usage")
+        .map(|e| -e["amount_micros"].as_i64().expect("amount"))
+        .sum();
+    let now = server.state.clock.now();
+    let draft = server
+        .post(
+            &format!("/api/v1/admin/orgs/{}/invoices", tenant.org_id),
+            &operator.token,
+            json!({ "period_start": now - TimeDelta::days(1), "period_end": now }),
+        )
+        .await;
+    draft.expect(StatusCode::CREATED);
+    let paid = draft.body["lines"]
+        .as_array()
+        .expect("lines")
+        .iter()
+        .find(|l| l["kind"] == "prepaid")
+        .expect("a prepaid line")["amount_micros"]
+        .clone();
+    assert_eq!(paid, -drawn);
+    let subtotal = draft.body["subtotal_micros"].as_i64().expect("subtotal");
+    assert_eq!(draft.body["total_micros"], subtotal - drawn);
+    assert!(subtotal >= drawn, "usage not yet drawn is still owed");
+
     // A top-up above zero admits orders again.
     let topped = server
         .post(

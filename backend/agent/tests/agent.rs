@@ -239,6 +239,30 @@ async fn restarts_of_the_control_plane_and_the_agent_keep_work_running(engine: E
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!alive(&kept_pid), "the cancel stopped the workload");
+
+    // Beside allocation, what the agent reported: its busy GPUs at 97 %.
+    server.metered_exactly().await;
+    let from = (chrono::Utc::now() - chrono::TimeDelta::hours(1)).format("%Y-%m-%dT%H:%M:%SZ");
+    let usage = server
+        .get(
+            &format!(
+                "/api/v1/orgs/{}/usage?group_by=order&from={from}",
+                tenant.org_id
+            ),
+            &tenant.token,
+        )
+        .await;
+    let held = usage.body["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["key"] == keeps_running.to_string())
+        .expect("the order's usage")
+        .clone();
+    let utilization = held["mean_gpu_utilization_percent"]
+        .as_f64()
+        .expect("utilization from the agent's samples");
+    assert!((90.0..=100.0).contains(&utilization), "{held:#}");
     assert_eq!(server.count("SELECT COUNT(*) FROM gpu_claims").await, 0);
     std::fs::remove_dir_all(&dir).ok();
 }

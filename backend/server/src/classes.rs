@@ -174,6 +174,8 @@ stored_enum! {
         SlaCredit = "sla_credit",
         /// Usage an operator took back, with the reason.
         Correction = "correction",
+        /// What the prepaid balance already paid for this period's usage.
+        Prepaid = "prepaid",
     }
 }
 

@@ -159,8 +159,9 @@ pub async fn rerate(
     };
     let subtotal = sum(LineKind::Usage) + sum(LineKind::Correction);
     let discount = sum(LineKind::Discount);
-    let credits: i64 =
-        sum(LineKind::SlaCredit) + adjustments.iter().map(|a| a.amount_micros).sum::<i64>();
+    let credits: i64 = sum(LineKind::SlaCredit)
+        + sum(LineKind::Prepaid)
+        + adjustments.iter().map(|a| a.amount_micros).sum::<i64>();
     let mut row: invoice::ActiveModel = draft.into();
     row.subtotal_micros = Set(subtotal);
     row.discount_micros = Set(discount);
@@ -341,6 +342,19 @@ async fn rate_period(
     } else {
         crate::sla::policies(db).await?
     };
+    let prepaid = super::prepaid::drawn(db, org_id, start, end).await?;
+    if prepaid != 0 {
+        lines.push(Line {
+            kind: LineKind::Prepaid,
+            description: "paid from the prepaid balance as the usage was metered".into(),
+            key: None,
+            quantity_seconds: 0,
+            gpu_seconds: 0,
+            amount_micros: -prepaid,
+            reason: None,
+            author: None,
+        });
+    }
     for credit in credits {
         lines.push(Line {
             kind: LineKind::SlaCredit,

@@ -35,6 +35,28 @@ pub async fn balance(db: &impl ConnectionTrait, org_id: Uuid) -> Result<i64, DbE
     Ok(sum.unwrap_or(0))
 }
 
+/// What was drawn for usage whose spans start in `[start, end)` (a
+/// positive amount).
+pub async fn drawn(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> Result<i64, DbErr> {
+    let sum: Option<i64> = balance_entry::Entity::find()
+        .filter(balance_entry::Column::OrgId.eq(org_id))
+        .filter(balance_entry::Column::Kind.eq(BalanceKind::Usage))
+        .filter(balance_entry::Column::PeriodStart.gte(start))
+        .filter(balance_entry::Column::PeriodStart.lt(end))
+        .select_only()
+        .column_as(Expr::cust("CAST(SUM(amount_micros) AS BIGINT)"), "sum")
+        .into_tuple::<Option<i64>>()
+        .one(db)
+        .await?
+        .flatten();
+    Ok(-sum.unwrap_or(0))
+}
+
 /// The latest movements, newest first.
 pub async fn entries(
     db: &impl ConnectionTrait,
@@ -90,6 +112,13 @@ pub async fn draw(state: &AppState, now: DateTime<Utc>) -> ApiResult<()> {
     {
         let org_id = account.org_id;
         let from = account.drawn_until.unwrap_or(until);
+        // A draw never crosses a month, so each month's invoice nets exactly
+        // the draws of its own usage.
+        let until = match super::budgets::month_of(from).checked_add_months(chrono::Months::new(1))
+        {
+            Some(next_month) => until.min(next_month),
+            None => until,
+        };
         let txn = crate::db::write(&state.db).await?;
         if until > from {
             let spend = super::invoices::spend(&txn, org_id, from, until).await?;

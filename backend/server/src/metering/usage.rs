@@ -25,7 +25,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::principal::Operator;
 use crate::classes::PricingClass;
-use crate::entities::{order, organization, project, usage_record};
+use crate::entities::{allocation, gpu_telemetry, order, organization, project, usage_record};
 use crate::error::{ApiError, ApiResult, ProblemResponses};
 use crate::http::extract::ApiQuery;
 use crate::tenancy::access::{OrgAccess, need};
@@ -104,6 +104,10 @@ pub struct UsageGroup {
     pub label: String,
     #[serde(flatten)]
     pub figures: UsageFigures,
+    /// With `group_by=order`: the mean GPU utilization its node agents
+    /// reported for its GPUs while it held them (allocation is not
+    /// utilization); null without samples (simulated nodes send none).
+    pub mean_gpu_utilization_percent: Option<f64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -254,6 +258,7 @@ pub async fn summarize(
                 label: day.clone(),
                 key: day,
                 figures,
+                mean_gpu_utilization_percent: None,
             })
             .collect(),
         GroupBy::PricingClass => grouped::<PricingClass>(db, records, C::PricingClass)
@@ -263,6 +268,7 @@ pub async fn summarize(
                 key: class.as_str().to_owned(),
                 label: class.as_str().to_owned(),
                 figures,
+                mean_gpu_utilization_percent: None,
             })
             .collect(),
         GroupBy::Project => {
@@ -275,6 +281,7 @@ pub async fn summarize(
                         .and_then(|id| names.get(&id).cloned())
                         .unwrap_or_else(|| "(no project)".into()),
                     figures,
+                    mean_gpu_utilization_percent: None,
                 })
                 .collect()
         }
@@ -293,10 +300,22 @@ pub async fn summarize(
                     key: id.to_string(),
                     label: names.get(&id).cloned().unwrap_or_else(|| id.to_string()),
                     figures,
+                    mean_gpu_utilization_percent: None,
                 })
                 .collect()
         }
     };
+    if group_by == GroupBy::Order {
+        let ids: Vec<Uuid> = groups.iter().filter_map(|g| g.key.parse().ok()).collect();
+        let means = utilization(db, &ids, from, to).await?;
+        for g in &mut groups {
+            g.mean_gpu_utilization_percent = g
+                .key
+                .parse()
+                .ok()
+                .and_then(|id: Uuid| means.get(&id).copied());
+        }
+    }
     groups.sort_by(|a, b| a.key.cmp(&b.key));
     let totals = groups
         .iter()
@@ -342,6 +361,50 @@ where
                 },
             )
         })
+        .collect())
+}
+
+/// The mean utilization agents reported for each order's GPUs while it
+/// held them within `[from, to)`.
+async fn utilization(
+    db: &impl ConnectionTrait,
+    orders: &[Uuid],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> ApiResult<HashMap<Uuid, f64>> {
+    let mut sums: HashMap<Uuid, (i64, i64)> = HashMap::new();
+    for a in allocation::Entity::find()
+        .filter(allocation::Column::OrderId.is_in(orders.iter().copied()))
+        .filter(allocation::Column::RunningSince.is_not_null())
+        .all(db)
+        .await?
+    {
+        let gpus: Vec<i32> = serde_json::from_str(&a.gpu_indices).unwrap_or_default();
+        let start = a.running_since.map_or(from, |r| r.max(from));
+        let end = a.released_at.map_or(to, |r| r.min(to));
+        if start >= end || gpus.is_empty() {
+            continue;
+        }
+        let (sum, count): (Option<i64>, i64) = gpu_telemetry::Entity::find()
+            .filter(gpu_telemetry::Column::NodeId.eq(a.node_id))
+            .filter(gpu_telemetry::Column::GpuIndex.is_in(gpus))
+            .filter(gpu_telemetry::Column::SampledAt.gte(start))
+            .filter(gpu_telemetry::Column::SampledAt.lt(end))
+            .select_only()
+            .column_as(Expr::cust("CAST(SUM(utilization_pct) AS BIGINT)"), "total")
+            .column_as(Expr::cust("CAST(COUNT(*) AS BIGINT)"), "samples")
+            .into_tuple()
+            .one(db)
+            .await?
+            .unwrap_or((None, 0));
+        let entry = sums.entry(a.order_id).or_default();
+        entry.0 += sum.unwrap_or(0);
+        entry.1 += count;
+    }
+    Ok(sums
+        .into_iter()
+        .filter(|(_, (_, samples))| *samples > 0)
+        .map(|(id, (total, samples))| (id, total as f64 / samples as f64))
         .collect())
 }
 
@@ -458,6 +521,7 @@ mod tests {
                 key: "p".into(),
                 label: "the \"big\" run, again".into(),
                 figures,
+                mean_gpu_utilization_percent: None,
             }],
             totals: figures,
         };
