@@ -482,20 +482,8 @@ async fn rate_invoice(
     _operator: Operator,
     params: RawPathParams,
 ) -> ApiResult<Json<Invoice>> {
-    let current = invoice_of(&state, &params).await?;
-    if current.status != InvoiceStatus::Draft {
-        return Err(ApiError::conflict(
-            "invoice_state",
-            format!(
-                "invoice {} is {}; only a draft is rated again",
-                current.id,
-                current.status.as_str()
-            ),
-        ));
-    }
-    let txn = crate::db::write(&state.db).await?;
-    let rated = invoices::rerate(&txn, current, state.clock.now()).await?;
-    txn.commit().await?;
+    let id = invoice_of(&state, &params).await?.id;
+    let rated = invoices::rate_draft(&state.db, id, state.clock.now()).await?;
     Ok(Json(view(&state.db, rated).await?))
 }
 

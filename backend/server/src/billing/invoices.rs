@@ -56,6 +56,9 @@ pub async fn create_draft(
     now: DateTime<Utc>,
 ) -> ApiResult<invoice::Model> {
     let txn = crate::db::write(db).await?;
+    // Two drafts for one organization are made one after the other, so the
+    // overlap check below holds on PostgreSQL too.
+    crate::tenancy::orgs::lock(&txn, org_id).await?;
     let overlapping = invoice::Entity::find()
         .filter(invoice::Column::OrgId.eq(org_id))
         .filter(invoice::Column::Status.ne(InvoiceStatus::Void))
@@ -523,6 +526,14 @@ pub async fn finalize(
     settle: TimeDelta,
 ) -> ApiResult<invoice::Model> {
     let txn = crate::db::write(db).await?;
+    // Corrections take the organization's lock too: none slips in between
+    // the last rating and the freeze.
+    let org_id = invoice::Entity::find_by_id(id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Invoice, id))?
+        .org_id;
+    crate::tenancy::orgs::lock(&txn, org_id).await?;
     let draft = in_state(&txn, id, &[InvoiceStatus::Draft], "finalized").await?;
     let complete_at = draft.period_end + settle;
     if now < complete_at {
@@ -626,13 +637,33 @@ pub async fn adjust(
     Ok(rated)
 }
 
+/// Rates a draft again from the usage recorded so far.
+pub async fn rate_draft(
+    db: &DatabaseConnection,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> ApiResult<invoice::Model> {
+    let txn = crate::db::write(db).await?;
+    let draft = in_state(&txn, id, &[InvoiceStatus::Draft], "rated again").await?;
+    let rated = rerate(&txn, draft, now).await?;
+    txn.commit().await?;
+    Ok(rated)
+}
+
 /// The invoice, if it is in one of `states`; a clear conflict otherwise.
+/// Its row stays locked to the caller's transaction (a no-op update), so
+/// two changes to one invoice never interleave.
 async fn in_state(
     db: &impl ConnectionTrait,
     id: Uuid,
     states: &[InvoiceStatus],
     verb: &str,
 ) -> ApiResult<invoice::Model> {
+    invoice::Entity::update_many()
+        .col_expr(invoice::Column::Status, Expr::col(invoice::Column::Status))
+        .filter(invoice::Column::Id.eq(id))
+        .exec(db)
+        .await?;
     let current = invoice::Entity::find_by_id(id)
         .one(db)
         .await?

@@ -157,6 +157,9 @@ async fn correct_record(
         .one(&txn)
         .await?
         .ok_or_else(|| ApiError::not_found(Resource::UsageRecord, id))?;
+    // Finalizing takes this lock too: a correction lands before an invoice
+    // freezes or is refused after.
+    crate::tenancy::orgs::lock(&txn, original.org_id).await?;
     if original.kind != UsageKind::Metered {
         return Err(ApiError::unprocessable(
             "not_metered",
