@@ -107,11 +107,9 @@ pub async fn used(
         ) else {
             continue;
         };
-        let gpus =
-            serde_json::from_str::<Vec<u32>>(&allocation.gpu_indices).map_or(0, |g| g.len() as i64);
         *used
             .entry((order.gpu_model_id, *region, order.project_id))
-            .or_default() += gpus;
+            .or_default() += allocation.gpu_count();
     }
     Ok(used)
 }

@@ -478,7 +478,7 @@ async fn assignments(
     let assignments = live
         .into_iter()
         .map(|a| {
-            let gpu_ids: Vec<u32> = serde_json::from_str(&a.gpu_indices).unwrap_or_default();
+            let gpu_ids = a.gpu_list();
             let visible = gpu_ids
                 .iter()
                 .map(u32::to_string)

@@ -240,6 +240,17 @@ pub struct Actor {
 }
 
 impl Actor {
+    /// The platform itself, acting from its scheduling leader (budget
+    /// alerts, prepaid draws).
+    pub fn system() -> Self {
+        Self {
+            kind: "system",
+            id: None,
+            request_id: String::new(),
+            source_address: "scheduler".into(),
+        }
+    }
+
     /// The same request, now attributed to a user who just identified
     /// themselves (at sign-up or sign-in).
     pub fn as_user(&self, user_id: Uuid) -> Self {

@@ -24,6 +24,7 @@ use crate::auth::principal::{Actor, Operator};
 use crate::classes::{BalanceKind, InvoiceStatus, LineKind, PricingClass};
 use crate::entities::{balance_entry, billing_account, invoice, invoice_line};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::csv::Format;
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
 use crate::tenancy::access::{OrgAccess, OrgScope, need};
@@ -110,14 +111,6 @@ pub struct Invoice {
     #[serde(flatten)]
     pub summary: InvoiceSummary,
     pub lines: Vec<InvoiceLine>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    #[default]
-    Json,
-    Csv,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]

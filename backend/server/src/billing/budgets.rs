@@ -37,12 +37,7 @@ fn reached(spend: i64, budget: i64) -> i32 {
 /// alerts it raised.
 pub async fn refresh(db: &DatabaseConnection, now: DateTime<Utc>) -> ApiResult<usize> {
     let month = month_of(now);
-    let actor = Actor {
-        kind: "system",
-        id: None,
-        request_id: String::new(),
-        source_address: "scheduler".into(),
-    };
+    let actor = Actor::system();
     let mut alerts = 0;
     for account in billing_account::Entity::find()
         .filter(billing_account::Column::MonthlyBudgetMicros.is_not_null())

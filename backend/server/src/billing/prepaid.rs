@@ -22,10 +22,12 @@ use crate::entities::{balance_entry, billing_account, order};
 use crate::error::{ApiError, ApiResult};
 use crate::orders::lifecycle;
 
-/// The balance: every top-up less every draw.
-pub async fn balance(db: &impl ConnectionTrait, org_id: Uuid) -> Result<i64, DbErr> {
-    let sum: Option<i64> = balance_entry::Entity::find()
-        .filter(balance_entry::Column::OrgId.eq(org_id))
+/// The sum of the entries `entries` selects.
+async fn total(
+    db: &impl ConnectionTrait,
+    entries: sea_orm::Select<balance_entry::Entity>,
+) -> Result<i64, DbErr> {
+    let sum: Option<i64> = entries
         .select_only()
         .column_as(Expr::cust("CAST(SUM(amount_micros) AS BIGINT)"), "sum")
         .into_tuple::<Option<i64>>()
@@ -33,6 +35,15 @@ pub async fn balance(db: &impl ConnectionTrait, org_id: Uuid) -> Result<i64, DbE
         .await?
         .flatten();
     Ok(sum.unwrap_or(0))
+}
+
+/// The balance: every top-up less every draw.
+pub async fn balance(db: &impl ConnectionTrait, org_id: Uuid) -> Result<i64, DbErr> {
+    total(
+        db,
+        balance_entry::Entity::find().filter(balance_entry::Column::OrgId.eq(org_id)),
+    )
+    .await
 }
 
 /// What was drawn for usage whose spans start in `[start, end)` (a
@@ -43,18 +54,12 @@ pub async fn drawn(
     start: DateTime<Utc>,
     end: DateTime<Utc>,
 ) -> Result<i64, DbErr> {
-    let sum: Option<i64> = balance_entry::Entity::find()
+    let drawn = balance_entry::Entity::find()
         .filter(balance_entry::Column::OrgId.eq(org_id))
         .filter(balance_entry::Column::Kind.eq(BalanceKind::Usage))
         .filter(balance_entry::Column::PeriodStart.gte(start))
-        .filter(balance_entry::Column::PeriodStart.lt(end))
-        .select_only()
-        .column_as(Expr::cust("CAST(SUM(amount_micros) AS BIGINT)"), "sum")
-        .into_tuple::<Option<i64>>()
-        .one(db)
-        .await?
-        .flatten();
-    Ok(-sum.unwrap_or(0))
+        .filter(balance_entry::Column::PeriodStart.lt(end));
+    Ok(-total(db, drawn).await?)
 }
 
 /// The latest movements, newest first.
@@ -80,15 +85,6 @@ pub fn admits(account: Option<&billing_account::Model>) -> ApiResult<()> {
             "the prepaid balance has run out; new orders are refused until it is topped up",
         )),
         _ => Ok(()),
-    }
-}
-
-fn system() -> Actor {
-    Actor {
-        kind: "system",
-        id: None,
-        request_id: String::new(),
-        source_address: "scheduler".into(),
     }
 }
 
@@ -149,7 +145,7 @@ pub async fn draw(state: &AppState, now: DateTime<Utc>) -> ApiResult<()> {
                         target_type: "organization",
                         target_id: Some(org_id.to_string()),
                         details: serde_json::json!({ "balance_micros": left, "stops_at": now + grace }),
-                        actor: &system(),
+                        actor: &Actor::system(),
                     },
                 )
                 .await?;
@@ -211,7 +207,7 @@ async fn stop_unpaid(
                 target_type: "order",
                 target_id: Some(id.to_string()),
                 details: serde_json::json!({}),
-                actor: &system(),
+                actor: &Actor::system(),
             },
         )
         .await?;

@@ -30,3 +30,15 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl Model {
+    /// The GPU indices it holds on its node.
+    pub fn gpu_list(&self) -> Vec<u32> {
+        serde_json::from_str(&self.gpu_indices).unwrap_or_default()
+    }
+
+    /// How many GPUs it holds.
+    pub fn gpu_count(&self) -> i64 {
+        i64::try_from(self.gpu_list().len()).unwrap_or(i64::MAX)
+    }
+}

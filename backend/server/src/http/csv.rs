@@ -2,6 +2,17 @@
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// How a report is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    #[default]
+    Json,
+    Csv,
+}
 
 /// A field in double quotes, its own quotes doubled.
 pub fn quoted(field: &str) -> String {

@@ -65,10 +65,12 @@ pub async fn meter(
         return Ok(Metered::default());
     }
     let regions: HashMap<Uuid, Uuid> = node::Entity::find()
+        .select_only()
+        .columns([node::Column::Id, node::Column::RegionId])
+        .into_tuple::<(Uuid, Uuid)>()
         .all(db)
         .await?
         .into_iter()
-        .map(|n| (n.id, n.region_id))
         .collect();
     // What each record copies from its order; only those columns are read,
     // of the orders found by a subquery rather than by thousands of ids.
@@ -125,7 +127,7 @@ pub async fn meter(
             Some(released) if a.state == AllocationState::Released => (released.timestamp(), true),
             _ => (settled.timestamp(), false),
         };
-        let gpus = gpu_count(&a.gpu_indices);
+        let gpus = i32::try_from(a.gpu_count()).unwrap_or(i32::MAX);
         let cut = spans::spans(
             from,
             until,
@@ -235,10 +237,4 @@ pub async fn meter(
         allocations,
         records: written,
     })
-}
-
-/// How many GPUs an allocation holds, from its JSON list of indices.
-fn gpu_count(indices: &str) -> i32 {
-    serde_json::from_str::<Vec<u32>>(indices)
-        .map_or(0, |list| i32::try_from(list.len()).unwrap_or(i32::MAX))
 }

@@ -27,6 +27,7 @@ use crate::auth::principal::Operator;
 use crate::classes::PricingClass;
 use crate::entities::{allocation, gpu_telemetry, order, organization, project, usage_record};
 use crate::error::{ApiError, ApiResult, ProblemResponses};
+use crate::http::csv::Format;
 use crate::http::extract::ApiQuery;
 use crate::tenancy::access::{OrgAccess, need};
 
@@ -48,14 +49,6 @@ pub enum GroupBy {
     PricingClass,
     /// Operators only.
     Organization,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    #[default]
-    Json,
-    Csv,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -379,7 +372,7 @@ async fn utilization(
         .all(db)
         .await?
     {
-        let gpus: Vec<i32> = serde_json::from_str(&a.gpu_indices).unwrap_or_default();
+        let gpus = a.gpu_list();
         let start = a.running_since.map_or(from, |r| r.max(from));
         let end = a.released_at.map_or(to, |r| r.min(to));
         if start >= end || gpus.is_empty() {

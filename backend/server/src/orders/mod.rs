@@ -146,7 +146,7 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
             .push(NodePlacement {
                 node_id: a.node_id,
                 node_name: nodes.get(&a.node_id).cloned().unwrap_or_default(),
-                gpu_ids: serde_json::from_str(&a.gpu_indices).unwrap_or_default(),
+                gpu_ids: a.gpu_list(),
             });
     }
     Ok(rows

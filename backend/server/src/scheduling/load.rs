@@ -139,7 +139,7 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
                 .copied()
                 .unwrap_or_default()
                 .to_owned(),
-            gpus: serde_json::from_str(&a.gpu_indices).unwrap_or_default(),
+            gpus: a.gpu_list(),
         });
     }
     let mut pending: Vec<engine::Workload> = orders
@@ -152,10 +152,9 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
     let node_regions: HashMap<Uuid, Uuid> = node_rows.iter().map(|n| (n.id, n.region_id)).collect();
     for a in &live {
         if let (Some(o), Some(region)) = (orders.get(&a.order_id), node_regions.get(&a.node_id)) {
-            let gpus = serde_json::from_str::<Vec<u32>>(&a.gpu_indices).map_or(0, |g| g.len());
             *used
                 .entry((o.org_id, o.gpu_model_id, *region, o.project_id))
-                .or_default() += i64::try_from(gpus).unwrap_or(0);
+                .or_default() += a.gpu_count();
         }
     }
     let held = super::scoped::hold_back(&mut pending, &orders, &quota_rows, used, &region_names);
