@@ -93,6 +93,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::audit::routes())
         .merge(crate::catalog::routes())
         .merge(crate::inventory::nodes::routes())
+        .merge(crate::inventory::telemetry::routes())
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
         .merge(crate::metering::usage::routes())
@@ -114,17 +115,26 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
     let document = axum::body::Bytes::from(
         serde_json::to_vec(&document).context("serializing the OpenAPI document")?,
     );
-    let router = router.route(
+    let mut router = router.route(
         &format!("{API_PREFIX}/openapi.json"),
         axum::routing::get(move || {
             let document = document.clone();
             async move { ([(header::CONTENT_TYPE, "application/json")], document) }
         }),
     );
+    let config = &state.config;
+    match crate::http::console::Console::open(&config.console_dir) {
+        Some(console) => {
+            router = router.fallback(move |request| console.clone().serve(request));
+        }
+        None => tracing::info!(
+            dir = %config.console_dir.display(),
+            "no built console there; serving the API only"
+        ),
+    }
 
     // Layers wrap what was added before them: the last one added sees a
     // request first. Read from the bottom up for the order a request meets.
-    let config = &state.config;
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let mut router = router
         .layer(axum::middleware::from_fn_with_state(

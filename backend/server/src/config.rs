@@ -43,6 +43,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("GANTRY_CURRENCY", "currency"),
     ("GANTRY_PREPAID_GRACE_SECONDS", "prepaid_grace_seconds"),
+    ("GANTRY_CONSOLE_DIR", "console_dir"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -105,6 +106,9 @@ pub struct Config {
     /// How long a prepaid organization whose balance ran out keeps its
     /// running non-production work before it is stopped.
     pub prepaid_grace_seconds: u64,
+    /// The built web console (`npm run build` in frontend/), served at `/`;
+    /// without an `index.html` there only the API is served.
+    pub console_dir: PathBuf,
 }
 
 impl Default for Config {
@@ -133,6 +137,7 @@ impl Default for Config {
             metering_interval_seconds: 60,
             currency: "USD".into(),
             prepaid_grace_seconds: 3600,
+            console_dir: PathBuf::from("frontend/dist"),
         }
     }
 }
@@ -167,6 +172,7 @@ impl std::fmt::Debug for Config {
             .field("metering_interval_seconds", &self.metering_interval_seconds)
             .field("currency", &self.currency)
             .field("prepaid_grace_seconds", &self.prepaid_grace_seconds)
+            .field("console_dir", &self.console_dir)
             .finish()
     }
 }

@@ -16,7 +16,7 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
 (`limit`, `cursor`, `next_cursor`); creating POSTs accept `Idempotency-Key`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(Problem)),
+    components(schemas(Problem, crate::http::csv::Format)),
     modifiers(&BearerAuth),
     tags(
         (name = "auth", description = "Sign-up, sign-in and the caller"),

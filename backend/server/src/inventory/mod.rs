@@ -2,3 +2,4 @@
 //! operators manage them.
 
 pub mod nodes;
+pub mod telemetry;

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, Set,
+    QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -21,7 +21,7 @@ use crate::app::AppState;
 use crate::audit;
 use crate::auth::principal::{Actor, Operator};
 use crate::classes::{AllocationState, DriverKind, NodeState};
-use crate::entities::{allocation, gpu, gpu_claim, gpu_model, instance_type, node, region};
+use crate::entities::{allocation, gpu, gpu_claim, gpu_model, instance_type, node, order, region};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -41,6 +41,8 @@ pub struct NodeGpu {
     pub mig_enabled: bool,
     /// The order holding this GPU, if any.
     pub order_id: Option<Uuid>,
+    /// The organization that order belongs to.
+    pub org_id: Option<Uuid>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -202,7 +204,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(uncordon_node))
 }
 
-async fn find(db: &impl ConnectionTrait, params: &RawPathParams) -> ApiResult<node::Model> {
+pub(super) async fn find(
+    db: &impl ConnectionTrait,
+    params: &RawPathParams,
+) -> ApiResult<node::Model> {
     let id = path_uuid(params, "node_id", Resource::Node)?;
     node::Entity::find_by_id(id)
         .one(db)
@@ -227,6 +232,16 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
         .into_iter()
         .map(|c| (c.gpu_id, c.order_id))
         .collect();
+    let owners: HashMap<Uuid, Uuid> = order::Entity::find()
+        .select_only()
+        .column(order::Column::Id)
+        .column(order::Column::OrgId)
+        .filter(order::Column::Id.is_in(claims.values().copied()))
+        .into_tuple::<(Uuid, Uuid)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
     let mut by_node: HashMap<Uuid, Vec<NodeGpu>> = HashMap::new();
     for g in gpus {
         by_node.entry(g.node_id).or_default().push(NodeGpu {
@@ -238,6 +253,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             healthy: g.healthy,
             mig_enabled: g.mig_enabled,
             order_id: claims.get(&g.id).copied(),
+            org_id: claims.get(&g.id).and_then(|o| owners.get(o)).copied(),
         });
     }
     Ok(rows

@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::audit::{self, Change};
+use crate::auth::principal::Operator;
 use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
 use crate::entities::{allocation, gpu_model, node, order, project};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
@@ -113,11 +114,36 @@ pub struct OrderFilter {
     pub project_id: Option<Uuid>,
 }
 
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AdminOrderFilter {
+    pub status: Option<OrderStatus>,
+    /// Only this organization's orders.
+    pub org_id: Option<Uuid>,
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
+        .routes(routes!(list_all_orders))
         .routes(routes!(list_orders, create_order))
         .routes(routes!(get_order))
         .routes(routes!(cancel_order))
+}
+
+async fn page_of(
+    db: &impl ConnectionTrait,
+    select: sea_orm::Select<order::Entity>,
+    request: crate::http::pagination::PageRequest,
+) -> ApiResult<Page<Order>> {
+    let rows = request
+        .descending(select, order::Column::Id)
+        .all(db)
+        .await?;
+    let page = Page::from_rows(rows, request, |o| o.id, |o| o);
+    Ok(Page {
+        items: views(db, page.items).await?,
+        next_cursor: page.next_cursor,
+    })
 }
 
 /// Orders as tenants see them.
@@ -228,15 +254,34 @@ async fn list_orders(
     if let Some(project) = filter.project_id {
         select = select.filter(order::Column::ProjectId.eq(project));
     }
-    let rows = request
-        .descending(select, order::Column::Id)
-        .all(&state.db)
-        .await?;
-    let page = Page::from_rows(rows, request, |o| o.id, |o| o);
-    Ok(Json(Page {
-        items: views(&state.db, page.items).await?,
-        next_cursor: page.next_cursor,
-    }))
+    Ok(Json(page_of(&state.db, select, request).await?))
+}
+
+/// Every organization's orders, newest first: the operator's view of the
+/// queues.
+#[utoipa::path(
+    get,
+    path = "/admin/orders",
+    tag = "admin",
+    params(PageQuery, AdminOrderFilter),
+    responses((status = 200, description = "A page of orders", body = Page<Order>), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn list_all_orders(
+    State(state): State<AppState>,
+    _operator: Operator,
+    ApiQuery(query): ApiQuery<PageQuery>,
+    ApiQuery(filter): ApiQuery<AdminOrderFilter>,
+) -> ApiResult<Json<Page<Order>>> {
+    let request = query.validate()?;
+    let mut select = order::Entity::find();
+    if let Some(status) = filter.status {
+        select = select.filter(order::Column::Status.eq(status));
+    }
+    if let Some(org) = filter.org_id {
+        select = select.filter(order::Column::OrgId.eq(org));
+    }
+    Ok(Json(page_of(&state.db, select, request).await?))
 }
 
 /// One order with its status, placement, why it waits and its access.

@@ -1,0 +1,213 @@
+// The console end to end: real server, real browser, the flows a tenant and
+// an operator go through. Screenshots of the main pages land in
+// e2e/artifacts/.
+import AxeBuilder from "@axe-core/playwright";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  apiCall,
+  apiToken,
+  launchBrowser,
+  OPERATOR,
+  openSession,
+  screenshot,
+  type Server,
+  type Session,
+  signIn,
+  signUp,
+  startServer,
+} from "./harness";
+
+const ALICE = { name: "Alice", email: "alice@example.com", organization: "Alpha Lab", password: "alpha lab passphrase" };
+const BOB = { name: "Bob", email: "bob@example.com", organization: "Bravo Works", password: "bravo works passphrase" };
+const H100 = "H100-SXM-80GB";
+
+let server: Server;
+let browser: Browser;
+const sessions: Session[] = [];
+// What the first tenant's flow leaves for the isolation test.
+let alphaOrg = "";
+let alphaOrder = "";
+
+async function session(): Promise<Session> {
+  const opened = await openSession(browser, server);
+  sessions.push(opened);
+  return opened;
+}
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** No serious accessibility violations on the page as it stands. */
+async function accessible(page: Page) {
+  const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa"]).analyze();
+  const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  expect(serious.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join("; ")})`)).toEqual([]);
+}
+
+beforeAll(async () => {
+  server = await startServer();
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+describe("the console", () => {
+  test("a new tenant signs up, orders 1×8 H100, sees it run on its GPUs, sees usage grow, cancels", async () => {
+    const { page } = await session();
+    await signUp(page, ALICE);
+    alphaOrg = new URL(page.url()).pathname.split("/")[2] ?? "";
+    expect(alphaOrg).toMatch(/^[0-9a-f-]{36}$/);
+    await screenshot(page, "overview");
+    await accessible(page);
+
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByRole("heading", { name: "Launch GPU capacity" }).waitFor();
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x8 / }).click();
+    await expect.poll(() => page.getByTestId("estimate-hourly").textContent()).toMatch(/\/ hour/);
+    await screenshot(page, "launch");
+    await accessible(page);
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+
+    await page.getByRole("heading", { name: /^Order / }).waitFor();
+    alphaOrder = new URL(page.url()).pathname.split("/").at(-1) ?? "";
+    const status = page.locator("text=running").first();
+    await status.waitFor({ timeout: 30_000 });
+    const placement = page.getByRole("table", { name: "Placement" });
+    await expect.poll(() => placement.locator("code").first().textContent()).toBe("0,1,2,3,4,5,6,7");
+
+    const metered = async () => Number((await page.getByText(/GPU-seconds$/).textContent())?.split(" ")[0] ?? "0");
+    await until("usage is metered", async () => (await metered()) > 0);
+    const first = await metered();
+    await until("usage grows", async () => (await metered()) > first);
+    await screenshot(page, "order-running");
+    await accessible(page);
+
+    await page.getByRole("button", { name: "Cancel order" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel order" }).click();
+    await page.locator("text=cancelled").first().waitFor({ timeout: 30_000 });
+
+    await page.getByRole("link", { name: "Orders", exact: true }).click();
+    await page.getByRole("table", { name: "Orders" }).waitFor();
+    await expect.poll(() => page.getByRole("table", { name: "Orders" }).locator("tbody tr").count()).toBe(1);
+    await screenshot(page, "orders");
+
+    await page.getByRole("link", { name: "Usage", exact: true }).click();
+    await page.getByTestId("usage-total").waitFor();
+    await screenshot(page, "usage");
+
+    await page.getByRole("link", { name: "Members & API keys" }).click();
+    await page.getByRole("tab", { name: "API keys" }).click();
+    await page.getByLabel("New key name").fill("ci");
+    await page.getByRole("button", { name: "Create key" }).click();
+    await expect.poll(() => page.getByTestId("api-key-secret").textContent()).toMatch(/^gk_/);
+    await screenshot(page, "api-key-created");
+    await page.getByRole("button", { name: "Done" }).click();
+    await page.getByRole("table", { name: "API keys" }).getByText("ci", { exact: true }).waitFor();
+  });
+
+  test("a second tenant cannot see the first tenant's orders", async () => {
+    expect(alphaOrder).not.toBe("");
+    const { page } = await session();
+    await signUp(page, BOB);
+    const bravoOrg = new URL(page.url()).pathname.split("/")[2];
+
+    await page.goto(`/orgs/${bravoOrg}/orders`);
+    await page.getByText("No orders here").waitFor();
+
+    // Another tenant's order through this tenant's own organization: unknown.
+    await page.goto(`/orgs/${bravoOrg}/orders/${alphaOrder}`);
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("alert").textContent()).toMatch(/no order|not found/i);
+    expect(await page.getByRole("table", { name: "Placement" }).count()).toBe(0);
+
+    // The other organization itself: refused, and nothing of it shown.
+    await page.goto(`/orgs/${alphaOrg}/orders`);
+    await page.getByRole("alert").waitFor();
+    expect(await page.getByRole("alert").textContent()).toMatch(/not a member|no organization|not found|forbidden/i);
+    expect(await page.getByRole("table", { name: "Orders" }).count()).toBe(0);
+    expect(await page.content()).not.toContain(alphaOrder);
+  });
+
+  test("an operator raises a tenant's quota and the waiting order starts", async () => {
+    const operatorToken = await apiToken(server, OPERATOR);
+    const bobToken = await apiToken(server, BOB);
+    const me = await apiCall<{ memberships: { organization: { id: string } }[] }>(server, bobToken, "GET", "/me");
+    const bravoOrg = me.memberships[0]?.organization.id ?? "";
+    await apiCall(server, operatorToken, "PUT", `/admin/orgs/${bravoOrg}/quotas`, {
+      quotas: [{ gpu_model: H100, guaranteed_gpus: 0, max_gpus: 8 }],
+    });
+    const order = { instance_type: "h100x8", region: "us-east" };
+    await apiCall(server, bobToken, "POST", `/orgs/${bravoOrg}/orders`, order);
+    const waiting = await apiCall<{ id: string }>(server, bobToken, "POST", `/orgs/${bravoOrg}/orders`, order);
+
+    const tenant = await session();
+    await signIn(tenant.page, BOB);
+    await tenant.page.getByRole("heading", { name: "Overview" }).waitFor();
+    await tenant.page.goto(`/orgs/${bravoOrg}/orders/${waiting.id}`);
+    await tenant.page.getByText("Why it waits").waitFor({ timeout: 30_000 });
+    expect(await tenant.page.getByRole("alert").filter({ hasText: "Why it waits" }).textContent()).toMatch(/quota/i);
+    await screenshot(tenant.page, "order-waiting");
+
+    const operator = await session();
+    await signIn(operator.page, OPERATOR);
+    await operator.page.getByRole("link", { name: "Organizations & quotas" }).click();
+    await operator.page.getByRole("link", { name: BOB.organization }).click();
+    const maximum = operator.page.getByLabel(`Maximum GPUs of ${H100}`);
+    await maximum.fill("16");
+    await screenshot(operator.page, "quotas");
+    await accessible(operator.page);
+    await operator.page.getByRole("button", { name: "Save quotas" }).click();
+    await operator.page.getByText("Quotas saved").waitFor();
+
+    // The tenant's page refreshes on its own.
+    await tenant.page.locator("text=running").first().waitFor({ timeout: 30_000 });
+    await tenant.page.getByRole("table", { name: "Placement" }).waitFor();
+
+    await operator.page.getByRole("link", { name: "Queues" }).click();
+    await operator.page.getByRole("heading", { name: "Queues" }).waitFor();
+    await screenshot(operator.page, "queues");
+  });
+
+  test("an operator sees the fragmentation map", async () => {
+    const { page } = await session();
+    await signIn(page, OPERATOR);
+    await page.getByRole("link", { name: "Capacity map" }).click();
+    await page.getByRole("heading", { name: "Capacity map" }).waitFor();
+    // Bravo's two instances hold 16 H100s; each GPU says who holds it.
+    await expect.poll(() => page.getByRole("listitem", { name: new RegExp(`: ${BOB.organization} \\(order`) }).count()).toBe(16);
+    await page.getByRole("table", { name: `Placeable shapes of ${H100}` }).waitFor();
+    expect(await page.getByText(/idle h100x8/).count()).toBeGreaterThan(0);
+    await screenshot(page, "capacity-map");
+    await accessible(page);
+
+    await page.getByRole("link", { name: "Nodes", exact: true }).click();
+    await page.getByRole("table", { name: "Nodes" }).waitFor();
+    await screenshot(page, "nodes");
+    await page.getByRole("link", { name: "Audit log" }).click();
+    await page.getByRole("table", { name: "Audit log" }).waitFor();
+    await screenshot(page, "audit-log");
+  });
+
+  test("the API reference renders from the bundled Swagger UI", async () => {
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.getByRole("link", { name: "API reference" }).click();
+    await page.getByText("/api/v1/orgs/{org_id}/orders", { exact: true }).first().waitFor({ timeout: 30_000 });
+    await screenshot(page, "api-reference");
+  });
+
+  test("nothing logged an error or reached beyond this server", () => {
+    expect(sessions.flatMap((s) => s.problems)).toEqual([]);
+  });
+});

@@ -1,0 +1,71 @@
+// Orders of one organization: lists, one order, and cancel, refreshed while
+// anything is still moving.
+import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { api, type Schemas, unwrap } from "./client";
+import { keys } from "./queries";
+import { TERMINAL } from "../components/StatusBadge";
+
+export type Order = Schemas["Order"];
+type OrderStatus = Schemas["OrderStatus"];
+
+const LIVE_REFRESH_MS = 2_000;
+const IDLE_REFRESH_MS = 15_000;
+
+export function useOrders(orgId: string, status?: OrderStatus) {
+  return useInfiniteQuery({
+    queryKey: keys.org(orgId, "orders", status ?? "all"),
+    queryFn: ({ pageParam }) =>
+      unwrap(
+        api.GET("/api/v1/orgs/{org_id}/orders", {
+          params: { path: { org_id: orgId }, query: { limit: 50, cursor: pageParam, status } },
+        }),
+      ),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (page) => page.next_cursor ?? undefined,
+    refetchInterval: (query) =>
+      query.state.data?.pages.some((p) => p.items.some((o) => !TERMINAL.has(o.status)))
+        ? LIVE_REFRESH_MS
+        : IDLE_REFRESH_MS,
+  });
+}
+
+export function useOrder(orgId: string, orderId: string) {
+  return useQuery({
+    queryKey: keys.org(orgId, "order", orderId),
+    queryFn: () =>
+      unwrap(
+        api.GET("/api/v1/orgs/{org_id}/orders/{order_id}", {
+          params: { path: { org_id: orgId, order_id: orderId } },
+        }),
+      ),
+    refetchInterval: (query) =>
+      query.state.data && TERMINAL.has(query.state.data.status) ? false : LIVE_REFRESH_MS,
+  });
+}
+
+export function useCancelOrder(orgId: string) {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (orderId: string) =>
+      unwrap(
+        api.POST("/api/v1/orgs/{org_id}/orders/{order_id}/cancel", {
+          params: { path: { org_id: orgId, order_id: orderId } },
+        }),
+      ),
+    onSuccess: (order) => {
+      queryClient.setQueryData(keys.org(orgId, "order", order.id), order);
+      void queryClient.invalidateQueries({ queryKey: keys.org(orgId, "orders") });
+    },
+  });
+}
+
+/** Seconds the order has run (or ran). */
+export function runtimeSeconds(order: Order, now = Date.now()): number | null {
+  if (!order.started_at) return null;
+  const end = order.ended_at ? Date.parse(order.ended_at) : now;
+  return (end - Date.parse(order.started_at)) / 1000;
+}
+
+export function gpuCount(order: Order): number {
+  return order.gpus_per_node * order.node_count;
+}

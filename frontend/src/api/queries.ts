@@ -1,0 +1,54 @@
+// Queries several pages share. Every key of tenant data starts with the
+// organization id, so switching organization never shows another's cache.
+import { useQuery } from "@tanstack/react-query";
+import { api, unwrap } from "./client";
+
+export const keys = {
+  me: ["me"] as const,
+  catalog: (what: "instance-types" | "regions" | "gpu-models") => ["catalog", what] as const,
+  org: (orgId: string, ...rest: unknown[]) => ["org", orgId, ...rest] as const,
+  admin: (...rest: unknown[]) => ["admin", ...rest] as const,
+};
+
+export function useMe() {
+  return useQuery({
+    queryKey: keys.me,
+    queryFn: () => unwrap(api.GET("/api/v1/me")),
+    staleTime: 30_000,
+  });
+}
+
+export function useInstanceTypes() {
+  return useQuery({
+    queryKey: keys.catalog("instance-types"),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/catalog/instance-types", { params: { query: { limit: 200 } } })),
+    select: (page) => page.items,
+    staleTime: 60_000,
+  });
+}
+
+export function useRegions() {
+  return useQuery({
+    queryKey: keys.catalog("regions"),
+    queryFn: () => unwrap(api.GET("/api/v1/catalog/regions", { params: { query: { limit: 200 } } })),
+    select: (page) => page.items,
+    staleTime: 60_000,
+  });
+}
+
+export function useQuotas(orgId: string) {
+  return useQuery({
+    queryKey: keys.org(orgId, "quotas"),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/orgs/{org_id}/quotas", { params: { path: { org_id: orgId } } })),
+  });
+}
+
+export function useOrgNames() {
+  return useQuery({
+    queryKey: keys.admin("orgs"),
+    queryFn: () => unwrap(api.GET("/api/v1/admin/orgs", { params: { query: { limit: 200 } } })),
+    select: (page) => new Map(page.items.map((o) => [o.id, o.name])),
+  });
+}

@@ -1,0 +1,46 @@
+import { Button, type ButtonProps, Group, Modal, Text } from "@mantine/core";
+import { useDisclosure } from "@mantine/hooks";
+import type { ReactNode } from "react";
+
+/** A destructive action behind a confirmation that says what will happen. */
+export function ConfirmButton({
+  label,
+  title,
+  message,
+  confirmLabel,
+  onConfirm,
+  loading,
+  ...button
+}: ButtonProps & {
+  label: string;
+  title: string;
+  message: ReactNode;
+  confirmLabel: string;
+  onConfirm: () => void;
+}) {
+  const [opened, { open, close }] = useDisclosure(false);
+  return (
+    <>
+      <Button color="red" variant="light" onClick={open} loading={loading} {...button}>
+        {label}
+      </Button>
+      <Modal opened={opened} onClose={close} title={title} centered>
+        <Text size="sm">{message}</Text>
+        <Group justify="flex-end" mt="lg">
+          <Button variant="default" onClick={close}>
+            Keep it
+          </Button>
+          <Button
+            color="red"
+            onClick={() => {
+              close();
+              onConfirm();
+            }}
+          >
+            {confirmLabel}
+          </Button>
+        </Group>
+      </Modal>
+    </>
+  );
+}

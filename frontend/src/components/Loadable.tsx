@@ -1,0 +1,25 @@
+import { Alert, Center, Loader } from "@mantine/core";
+import type { UseQueryResult } from "@tanstack/react-query";
+import type { ReactNode } from "react";
+import { messageOf } from "../api/client";
+
+/** A query's loading spinner, its error as the server put it, or its data. */
+export function Loadable<T>({ query, children }: { query: UseQueryResult<T>; children: (data: T) => ReactNode }) {
+  if (query.isPending) {
+    return (
+      <Center p="xl">
+        <Loader aria-label="Loading" />
+      </Center>
+    );
+  }
+  if (query.isError) return <ProblemAlert error={query.error} />;
+  return <>{children(query.data)}</>;
+}
+
+export function ProblemAlert({ error, title = "Something went wrong" }: { error: unknown; title?: string }) {
+  return (
+    <Alert color="red" title={title} role="alert">
+      {messageOf(error)}
+    </Alert>
+  );
+}

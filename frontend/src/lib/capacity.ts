@@ -1,0 +1,101 @@
+// The operator's capacity picture from the node list: who holds each GPU,
+// and how much of what is free can actually be placed.
+import type { Schemas } from "../api/client";
+
+type Node = Schemas["Node"];
+
+export const SHAPES = [1, 2, 4, 8] as const;
+
+export type ModelCapacity = {
+  model: string;
+  total: number;
+  /** Healthy GPUs nobody holds, on any node. */
+  free: number;
+  /** Free GPUs on nodes that accept work (ready). */
+  schedulable: number;
+  /** How many single-node instances of each GPU count fit right now. */
+  placeable: Record<number, number>;
+  /** The largest GPU count one node can still take. */
+  largest: number;
+};
+
+export type GpuCell =
+  | { kind: "free" }
+  | { kind: "held"; orgId: string | null; orderId: string }
+  | { kind: "unhealthy" };
+
+export function cellOf(gpu: Schemas["NodeGpu"]): GpuCell {
+  if (!gpu.healthy) return { kind: "unhealthy" };
+  if (gpu.order_id) return { kind: "held", orgId: gpu.org_id ?? null, orderId: gpu.order_id };
+  return { kind: "free" };
+}
+
+function freeGpus(node: Node): number {
+  return node.gpus.filter((g) => g.healthy && !g.order_id).length;
+}
+
+export function capacityByModel(nodes: Node[]): ModelCapacity[] {
+  const byModel = new Map<string, ModelCapacity>();
+  for (const node of nodes) {
+    const model = node.gpus[0]?.model;
+    if (!model) continue;
+    const entry = byModel.get(model) ?? {
+      model,
+      total: 0,
+      free: 0,
+      schedulable: 0,
+      placeable: Object.fromEntries(SHAPES.map((s) => [s, 0])),
+      largest: 0,
+    };
+    const free = freeGpus(node);
+    entry.total += node.gpus.length;
+    entry.free += free;
+    if (node.state === "ready") {
+      entry.schedulable += free;
+      entry.largest = Math.max(entry.largest, free);
+      for (const shape of SHAPES) entry.placeable[shape] = (entry.placeable[shape] ?? 0) + Math.floor(free / shape);
+    }
+    byModel.set(model, entry);
+  }
+  return [...byModel.values()].sort((a, b) => a.model.localeCompare(b.model));
+}
+
+export type NodeGroup = {
+  key: string;
+  region: string;
+  rack: string;
+  /** Nodes shown one by one. */
+  nodes: Node[];
+  /** Ready nodes with every GPU free, folded by instance type. */
+  idle: { instanceType: string; count: number; gpus: number }[];
+};
+
+/** Nodes by region and rack, identical idle nodes folded into one line. */
+export function groupNodes(nodes: Node[]): NodeGroup[] {
+  const groups = new Map<string, NodeGroup>();
+  const sorted = [...nodes].sort((a, b) =>
+    `${a.region}/${a.rack}/${a.name}`.localeCompare(`${b.region}/${b.rack}/${b.name}`),
+  );
+  for (const node of sorted) {
+    const key = `${node.region}/${node.rack || "—"}`;
+    const group = groups.get(key) ?? { key, region: node.region, rack: node.rack || "—", nodes: [], idle: [] };
+    const idle = node.state === "ready" && node.gpus.length > 0 && freeGpus(node) === node.gpus.length;
+    if (idle) {
+      const type = node.instance_type ?? `${node.gpus.length}× ${node.gpus[0]?.model ?? "GPU"}`;
+      const fold = group.idle.find((f) => f.instanceType === type);
+      if (fold) fold.count += 1;
+      else group.idle.push({ instanceType: type, count: 1, gpus: node.gpus.length });
+    } else {
+      group.nodes.push(node);
+    }
+    groups.set(key, group);
+  }
+  return [...groups.values()];
+}
+
+/** A stable colour per organization, so a tenant keeps its colour. */
+export function tenantColour(orgId: string): string {
+  let hash = 0;
+  for (const ch of orgId) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
+  return `hsl(${hash % 360} 65% 45%)`;
+}

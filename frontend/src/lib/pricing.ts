@@ -1,0 +1,43 @@
+// What an order will cost, from the catalog's versioned prices: the price
+// in force now for its pricing class, the region's own before the general
+// one, the same choice the server's rating makes.
+import type { Schemas } from "../api/client";
+
+type Price = Schemas["Price"];
+type PricingClass = Schemas["PricingClass"];
+
+export function priceInForce(
+  prices: Price[],
+  pricingClass: PricingClass,
+  region: string | null,
+  now: Date = new Date(),
+): Price | undefined {
+  const current = prices.filter(
+    (p) => p.pricing_class === pricingClass && new Date(p.effective_from) <= now,
+  );
+  const latest = (candidates: Price[]) =>
+    candidates.reduce<Price | undefined>(
+      (best, p) => (!best || p.effective_from > best.effective_from ? p : best),
+      undefined,
+    );
+  return (
+    (region ? latest(current.filter((p) => p.region === region)) : undefined) ??
+    latest(current.filter((p) => !p.region))
+  );
+}
+
+export type Estimate = { hourlyMicros: number; totalMicros: number | null };
+
+/** The hourly price of `nodeCount` nodes, and the total when a duration is set. */
+export function estimate(
+  price: Price | undefined,
+  nodeCount: number,
+  durationSeconds: number | null,
+): Estimate | null {
+  if (!price || nodeCount < 1) return null;
+  const hourlyMicros = price.hourly_micros * nodeCount;
+  return {
+    hourlyMicros,
+    totalMicros: durationSeconds ? Math.round((hourlyMicros * durationSeconds) / 3600) : null,
+  };
+}

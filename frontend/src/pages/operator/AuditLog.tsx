@@ -1,0 +1,74 @@
+import { Button, Code, Group, Paper, Table } from "@mantine/core";
+import { useInfiniteQuery } from "@tanstack/react-query";
+import { api, unwrap } from "../../api/client";
+import { keys, useOrgNames } from "../../api/queries";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { dateTime } from "../../lib/format";
+
+export function AuditLogPage() {
+  const names = useOrgNames().data ?? new Map<string, string>();
+  const entries = useInfiniteQuery({
+    queryKey: keys.admin("audit"),
+    queryFn: ({ pageParam }) =>
+      unwrap(api.GET("/api/v1/admin/audit-log", { params: { query: { limit: 100, cursor: pageParam } } })),
+    initialPageParam: undefined as string | undefined,
+    getNextPageParam: (page) => page.next_cursor ?? undefined,
+  });
+  return (
+    <>
+      <PageHeader title="Audit log" subtitle="Every change, who made it, from where; newest first." />
+      <Loadable query={entries}>
+        {(data) => (
+          <Paper withBorder>
+            <Table.ScrollContainer minWidth={900}>
+              <Table striped aria-label="Audit log">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>When</Table.Th>
+                    <Table.Th>Organization</Table.Th>
+                    <Table.Th>Actor</Table.Th>
+                    <Table.Th>Action</Table.Th>
+                    <Table.Th>Target</Table.Th>
+                    <Table.Th>Details</Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {data.pages
+                    .flatMap((p) => p.items)
+                    .map((e) => (
+                      <Table.Tr key={e.id}>
+                        <Table.Td>{dateTime(e.created_at)}</Table.Td>
+                        <Table.Td>{e.org_id ? (names.get(e.org_id) ?? e.org_id.slice(0, 8)) : "platform"}</Table.Td>
+                        <Table.Td>
+                          {e.actor_kind}
+                          {e.actor_id ? ` ${e.actor_id.slice(0, 8)}` : ""}
+                        </Table.Td>
+                        <Table.Td>{e.action}</Table.Td>
+                        <Table.Td>
+                          {e.target_type}
+                          {e.target_id ? ` ${e.target_id.slice(0, 8)}` : ""}
+                        </Table.Td>
+                        <Table.Td maw={360}>
+                          <Code fz="xs" style={{ whiteSpace: "pre-wrap", wordBreak: "break-all" }}>
+                            {JSON.stringify(e.details)}
+                          </Code>
+                        </Table.Td>
+                      </Table.Tr>
+                    ))}
+                </Table.Tbody>
+              </Table>
+            </Table.ScrollContainer>
+            {entries.hasNextPage && (
+              <Group justify="center" p="sm">
+                <Button variant="subtle" onClick={() => void entries.fetchNextPage()} loading={entries.isFetchingNextPage}>
+                  Load more
+                </Button>
+              </Group>
+            )}
+          </Paper>
+        )}
+      </Loadable>
+    </>
+  );
+}

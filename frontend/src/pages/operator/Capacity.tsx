@@ -1,0 +1,164 @@
+import { Badge, Group, Paper, SimpleGrid, Stack, Table, Text, Title, Tooltip } from "@mantine/core";
+import { Link } from "@tanstack/react-router";
+import { useAllNodes } from "../../api/admin";
+import type { Schemas } from "../../api/client";
+import { useOrgNames } from "../../api/queries";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { capacityByModel, cellOf, groupNodes, SHAPES, tenantColour, type GpuCell } from "../../lib/capacity";
+import classes from "./Capacity.module.css";
+
+export function CapacityPage() {
+  const nodes = useAllNodes();
+  const orgs = useOrgNames();
+  const names = orgs.data ?? new Map<string, string>();
+  return (
+    <>
+      <PageHeader
+        title="Capacity map"
+        subtitle="Every GPU by region and rack, coloured by the tenant holding it; idle identical nodes are folded."
+      />
+      <Loadable query={nodes}>
+        {(list) => (
+          <Stack>
+            <Shapes nodes={list} />
+            <Legend nodes={list} names={names} />
+            {groupNodes(list).map((group) => (
+              <Paper withBorder p="sm" key={group.key}>
+                <Group justify="space-between" mb="xs">
+                  <Title order={5}>
+                    {group.region} · rack {group.rack}
+                  </Title>
+                  {group.idle.map((fold) => (
+                    <Badge key={fold.instanceType} variant="outline" color="gray">
+                      + {fold.count} idle {fold.instanceType} ({fold.count * fold.gpus} free GPUs)
+                    </Badge>
+                  ))}
+                </Group>
+                <div className={classes.rows}>
+                  {group.nodes.map((node) => (
+                    <NodeRow key={node.id} node={node} names={names} />
+                  ))}
+                </div>
+              </Paper>
+            ))}
+          </Stack>
+        )}
+      </Loadable>
+    </>
+  );
+}
+
+function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, string> }) {
+  const blocked = node.state !== "ready";
+  return (
+    <div className={classes.row} data-state={node.state}>
+      <Link to="/admin/nodes/$nodeId" params={{ nodeId: node.id }} className={classes.name}>
+        {node.name}
+      </Link>
+      <div className={classes.gpus} role="list" aria-label={`GPUs of ${node.name}`}>
+        {node.gpus.map((gpu) => {
+          const cell = cellOf(gpu);
+          const label = describe(cell, names, gpu.index);
+          return (
+            <Tooltip key={gpu.index} label={label} openDelay={150}>
+              <div
+                role="listitem"
+                aria-label={label}
+                className={classes.gpu}
+                data-kind={cell.kind}
+                data-blocked={blocked || undefined}
+                style={cell.kind === "held" && cell.orgId ? { background: tenantColour(cell.orgId) } : undefined}
+              />
+            </Tooltip>
+          );
+        })}
+      </div>
+      {blocked && (
+        <Badge size="xs" color={node.state === "unhealthy" ? "red" : "orange"}>
+          {node.state}
+        </Badge>
+      )}
+    </div>
+  );
+}
+
+function describe(cell: GpuCell, names: Map<string, string>, index: number): string {
+  switch (cell.kind) {
+    case "free":
+      return `GPU ${index}: free`;
+    case "unhealthy":
+      return `GPU ${index}: unhealthy`;
+    case "held":
+      return `GPU ${index}: ${cell.orgId ? (names.get(cell.orgId) ?? cell.orgId.slice(0, 8)) : "held"} (order ${cell.orderId.slice(0, 8)})`;
+  }
+}
+
+function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string, string> }) {
+  const tenants = new Map<string, number>();
+  for (const node of nodes)
+    for (const gpu of node.gpus) if (gpu.org_id) tenants.set(gpu.org_id, (tenants.get(gpu.org_id) ?? 0) + 1);
+  return (
+    <Group gap="md" aria-label="Legend">
+      <Group gap={4}>
+        <div className={classes.gpu} data-kind="free" /> <Text size="sm">free</Text>
+      </Group>
+      <Group gap={4}>
+        <div className={classes.gpu} data-kind="unhealthy" /> <Text size="sm">unhealthy</Text>
+      </Group>
+      <Group gap={4}>
+        <div className={classes.gpu} data-kind="free" data-blocked /> <Text size="sm">cordoned / draining node</Text>
+      </Group>
+      {[...tenants.entries()].map(([org, count]) => (
+        <Group gap={4} key={org}>
+          <div className={classes.gpu} style={{ background: tenantColour(org) }} />
+          <Text size="sm">
+            {names.get(org) ?? org.slice(0, 8)} ({count})
+          </Text>
+        </Group>
+      ))}
+    </Group>
+  );
+}
+
+/** Free is not the same as usable: what each GPU model can still start. */
+function Shapes({ nodes }: { nodes: Schemas["Node"][] }) {
+  const models = capacityByModel(nodes);
+  return (
+    <SimpleGrid cols={{ base: 1, md: 2, xl: 3 }}>
+      {models.map((m) => (
+        <Paper withBorder p="sm" key={m.model}>
+          <Group justify="space-between">
+            <Text fw={600}>{m.model}</Text>
+            <Text size="sm" c="dimmed">
+              {m.total} GPUs
+            </Text>
+          </Group>
+          <Text size="sm">
+            <b>{m.free}</b> free · <b>{m.schedulable}</b> schedulable · largest single-node shape <b>{m.largest}</b>
+          </Text>
+          <Table mt="xs" aria-label={`Placeable shapes of ${m.model}`}>
+            <Table.Thead>
+              <Table.Tr>
+                {SHAPES.map((s) => (
+                  <Table.Th key={s} ta="center">
+                    {s} GPU{s > 1 ? "s" : ""}
+                  </Table.Th>
+                ))}
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              <Table.Tr>
+                {SHAPES.map((s) => (
+                  <Table.Td key={s} ta="center" c={m.placeable[s] ? undefined : "dimmed"}>
+                    {m.placeable[s] ?? 0} ×
+                  </Table.Td>
+                ))}
+              </Table.Tr>
+            </Table.Tbody>
+          </Table>
+        </Paper>
+      ))}
+    </SimpleGrid>
+  );
+}

@@ -1,0 +1,138 @@
+import { Badge, Group, Paper, Stack, Table, Text, Title } from "@mantine/core";
+import { useQuery } from "@tanstack/react-query";
+import { useParams } from "@tanstack/react-router";
+import { useMemo } from "react";
+import { api, type Schemas, unwrap } from "../../api/client";
+import { keys, useOrgNames } from "../../api/queries";
+import { Chart } from "../../components/Chart";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge } from "../../components/StatusBadge";
+import { dateTime } from "../../lib/format";
+import { NodeActions } from "./NodeActions";
+import { AnchorLink } from "../../components/links";
+
+export function NodeDetailPage() {
+  const { nodeId } = useParams({ strict: false }) as { nodeId: string };
+  const node = useQuery({
+    queryKey: keys.admin("node", nodeId),
+    queryFn: () => unwrap(api.GET("/api/v1/admin/nodes/{node_id}", { params: { path: { node_id: nodeId } } })),
+    refetchInterval: 5_000,
+  });
+  const telemetry = useQuery({
+    queryKey: keys.admin("telemetry", nodeId),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/admin/nodes/{node_id}/telemetry", { params: { path: { node_id: nodeId }, query: { minutes: 15 } } })),
+    refetchInterval: 10_000,
+  });
+  const names = useOrgNames().data ?? new Map<string, string>();
+  return (
+    <Loadable query={node}>
+      {(n) => (
+        <>
+          <PageHeader
+            title={n.name}
+            subtitle={
+              <AnchorLink to="/admin/nodes" size="sm">
+                ← All nodes
+              </AnchorLink>
+            }
+            actions={<NodeActions node={n} />}
+          />
+          <Stack>
+            <Paper withBorder p="md">
+              <Group gap="lg">
+                <StatusBadge status={n.state} />
+                <Text size="sm">
+                  {n.region} · rack {n.rack || "—"} · {n.instance_type ?? "custom"} · {n.driver}
+                </Text>
+                <Text size="sm">
+                  {n.cpu_milli / 1000} vCPU · {Math.round(n.memory_mib / 1024)} GiB
+                </Text>
+                <Text size="sm" c="dimmed">
+                  last heartbeat {dateTime(n.last_heartbeat_at)}
+                </Text>
+              </Group>
+              {n.labels.length > 0 && (
+                <Group gap={4} mt="xs">
+                  {n.labels.map((l) => (
+                    <Badge key={l} variant="outline" size="sm">
+                      {l}
+                    </Badge>
+                  ))}
+                </Group>
+              )}
+            </Paper>
+            <Paper withBorder p="md">
+              <Title order={4} mb="sm">
+                GPUs
+              </Title>
+              <Table.ScrollContainer minWidth={700}>
+                <Table aria-label="GPUs">
+                  <Table.Thead>
+                    <Table.Tr>
+                      <Table.Th>Index</Table.Th>
+                      <Table.Th>Model</Table.Th>
+                      <Table.Th>NVLink domain</Table.Th>
+                      <Table.Th>Health</Table.Th>
+                      <Table.Th>Held by</Table.Th>
+                      <Table.Th>UUID</Table.Th>
+                    </Table.Tr>
+                  </Table.Thead>
+                  <Table.Tbody>
+                    {n.gpus.map((g) => (
+                      <Table.Tr key={g.index}>
+                        <Table.Td>{g.index}</Table.Td>
+                        <Table.Td>{g.model}</Table.Td>
+                        <Table.Td>{g.nvlink_domain}</Table.Td>
+                        <Table.Td>{g.healthy ? "healthy" : <Text c="red">unhealthy</Text>}</Table.Td>
+                        <Table.Td>
+                          {g.order_id ? `${names.get(g.org_id ?? "") ?? "tenant"} · order ${g.order_id.slice(0, 8)}` : "free"}
+                        </Table.Td>
+                        <Table.Td ff="monospace" fz="xs">
+                          {g.hardware_uuid}
+                        </Table.Td>
+                      </Table.Tr>
+                    ))}
+                  </Table.Tbody>
+                </Table>
+              </Table.ScrollContainer>
+            </Paper>
+            <Paper withBorder p="md">
+              <Title order={4} mb="sm">
+                Telemetry, last 15 minutes
+              </Title>
+              <Loadable query={telemetry}>
+                {(readings) =>
+                  readings.length === 0 ? (
+                    <Text c="dimmed" size="sm">
+                      No readings: {n.driver === "simulated" ? "simulated nodes report none" : "the agent sent none recently"}.
+                    </Text>
+                  ) : (
+                    <Telemetry readings={readings} />
+                  )
+                }
+              </Loadable>
+            </Paper>
+          </Stack>
+        </>
+      )}
+    </Loadable>
+  );
+}
+
+function Telemetry({ readings }: { readings: Schemas["GpuReading"][] }) {
+  const option = useMemo(() => {
+    const byGpu = new Map<number, [string, number][]>();
+    for (const r of readings) byGpu.set(r.gpu_index, [...(byGpu.get(r.gpu_index) ?? []), [r.sampled_at, r.utilization_pct]]);
+    return {
+      tooltip: { trigger: "axis" },
+      legend: {},
+      grid: { left: 40, right: 16, top: 40, bottom: 32 },
+      xAxis: { type: "time" },
+      yAxis: { type: "value", min: 0, max: 100, name: "util %" },
+      series: [...byGpu.entries()].map(([index, data]) => ({ name: `GPU ${index}`, type: "line", showSymbol: false, data })),
+    };
+  }, [readings]);
+  return <Chart label="GPU utilization over time" option={option} />;
+}

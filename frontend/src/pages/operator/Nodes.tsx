@@ -1,0 +1,84 @@
+import { Paper, SegmentedControl, Table, Text } from "@mantine/core";
+
+import { useState } from "react";
+import { useAllNodes } from "../../api/admin";
+import { EmptyState } from "../../components/EmptyState";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge } from "../../components/StatusBadge";
+import { dateTime } from "../../lib/format";
+import { NodeActions } from "./NodeActions";
+import { AnchorLink } from "../../components/links";
+
+const STATES = ["all", "ready", "cordoned", "draining", "unhealthy"] as const;
+
+export function NodesPage() {
+  const nodes = useAllNodes();
+  const [state, setState] = useState<(typeof STATES)[number]>("all");
+  return (
+    <>
+      <PageHeader title="Nodes" subtitle="Health, GPUs in use and the work on each node; cordon or drain for maintenance." />
+      <SegmentedControl mb="md" aria-label="Filter by state" data={[...STATES]} value={state} onChange={(v) => setState(v as typeof state)} />
+      <Loadable query={nodes}>
+        {(list) => {
+          const shown = list.filter((n) => state === "all" || n.state === state);
+          if (shown.length === 0) return <EmptyState title={`No ${state} nodes`} />;
+          return (
+            <Paper withBorder>
+              <Table.ScrollContainer minWidth={900}>
+                <Table striped aria-label="Nodes">
+                  <Table.Thead>
+                    <Table.Tr>
+                      <Table.Th>Node</Table.Th>
+                      <Table.Th>Region / rack</Table.Th>
+                      <Table.Th>Type</Table.Th>
+                      <Table.Th>State</Table.Th>
+                      <Table.Th>GPUs held / free / unhealthy</Table.Th>
+                      <Table.Th>Orders</Table.Th>
+                      <Table.Th>Last heartbeat</Table.Th>
+                      <Table.Th>Actions</Table.Th>
+                    </Table.Tr>
+                  </Table.Thead>
+                  <Table.Tbody>
+                    {shown.map((n) => {
+                      const held = n.gpus.filter((g) => g.order_id).length;
+                      const sick = n.gpus.filter((g) => !g.healthy).length;
+                      const orders = new Set(n.gpus.map((g) => g.order_id).filter(Boolean));
+                      return (
+                        <Table.Tr key={n.id}>
+                          <Table.Td>
+                            <AnchorLink to="/admin/nodes/$nodeId" params={{ nodeId: n.id }}>
+                              {n.name}
+                            </AnchorLink>
+                            <Text size="xs" c="dimmed">
+                              {n.driver}
+                            </Text>
+                          </Table.Td>
+                          <Table.Td>
+                            {n.region} / {n.rack || "—"}
+                          </Table.Td>
+                          <Table.Td>{n.instance_type ?? "—"}</Table.Td>
+                          <Table.Td>
+                            <StatusBadge status={n.state} />
+                          </Table.Td>
+                          <Table.Td>
+                            {held} / {n.gpus.length - held - sick} / {sick}
+                          </Table.Td>
+                          <Table.Td>{orders.size}</Table.Td>
+                          <Table.Td>{n.driver === "agent" ? dateTime(n.last_heartbeat_at) : "simulated"}</Table.Td>
+                          <Table.Td>
+                            <NodeActions node={n} />
+                          </Table.Td>
+                        </Table.Tr>
+                      );
+                    })}
+                  </Table.Tbody>
+                </Table>
+              </Table.ScrollContainer>
+            </Paper>
+          );
+        }}
+      </Loadable>
+    </>
+  );
+}

@@ -1,0 +1,278 @@
+import { ActionIcon, Button, Checkbox, Grid, Group, NumberInput, Paper, Select, Stack, Table, Text, TextInput, Title } from "@mantine/core";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useParams } from "@tanstack/react-router";
+import { useState } from "react";
+import { api, type Schemas, unwrap } from "../../api/client";
+import { keys, useOrgNames, useRegions } from "../../api/queries";
+import { Loadable, ProblemAlert } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { money } from "../../lib/format";
+import { notifyError, notifySuccess } from "../../lib/notify";
+import { AnchorLink } from "../../components/links";
+
+type Row = Schemas["QuotaSpec"] & { used_gpus?: number };
+
+export function OrganizationPage() {
+  const { orgId } = useParams({ strict: false }) as { orgId: string };
+  const name = useOrgNames().data?.get(orgId);
+  return (
+    <>
+      <PageHeader
+        title={name ?? "Organization"}
+        subtitle={
+          <AnchorLink to="/admin/orgs" size="sm">
+            ← All organizations
+          </AnchorLink>
+        }
+      />
+      <Grid>
+        <Grid.Col span={{ base: 12, xl: 8 }}>
+          <Quotas orgId={orgId} />
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, xl: 4 }}>
+          <Billing orgId={orgId} />
+        </Grid.Col>
+      </Grid>
+    </>
+  );
+}
+
+function Quotas({ orgId }: { orgId: string }) {
+  const queryClient = useQueryClient();
+  const quotas = useQuery({
+    queryKey: keys.admin("quotas", orgId),
+    queryFn: () => unwrap(api.GET("/api/v1/admin/orgs/{org_id}/quotas", { params: { path: { org_id: orgId } } })),
+  });
+  const models = useQuery({
+    queryKey: keys.catalog("gpu-models"),
+    queryFn: () => unwrap(api.GET("/api/v1/catalog/gpu-models", { params: { query: { limit: 200 } } })),
+    select: (page) => page.items.map((m) => m.name),
+  });
+  const regions = useRegions();
+  // Edits stay a draft until saved; before the first edit the server's rows show.
+  const [draft, setRows] = useState<Row[] | null>(null);
+  const rows: Row[] | null = draft ?? quotas.data ?? null;
+
+  const save = useMutation({
+    mutationFn: (quotasToSet: Row[]) =>
+      unwrap(
+        api.PUT("/api/v1/admin/orgs/{org_id}/quotas", {
+          params: { path: { org_id: orgId } },
+          body: {
+            quotas: quotasToSet.map((q) => ({
+              gpu_model: q.gpu_model,
+              region: q.region || null,
+              project_id: q.project_id || null,
+              guaranteed_gpus: q.guaranteed_gpus,
+              max_gpus: q.max_gpus ?? null,
+            })),
+          },
+        }),
+      ),
+    onSuccess: (saved) => {
+      notifySuccess("Quotas saved; waiting orders are reconsidered now.");
+      setRows(null);
+      queryClient.setQueryData(keys.admin("quotas", orgId), saved);
+      void queryClient.invalidateQueries({ queryKey: keys.org(orgId) });
+    },
+  });
+
+  const update = (index: number, patch: Partial<Row>) =>
+    setRows(rows?.map((row, i) => (i === index ? { ...row, ...patch } : row)) ?? null);
+
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="xs">
+        Quotas
+      </Title>
+      <Text size="sm" c="dimmed" mb="sm">
+        Guaranteed GPUs are the share the tenant can count on; the maximum bounds what its orders hold at once (empty: no
+        maximum).
+      </Text>
+      <Loadable query={quotas}>
+        {() => (
+          <Stack>
+            <Table.ScrollContainer minWidth={700}>
+              <Table aria-label="Quotas">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>GPU model</Table.Th>
+                    <Table.Th>Region</Table.Th>
+                    <Table.Th>Guaranteed</Table.Th>
+                    <Table.Th>Maximum</Table.Th>
+                    <Table.Th>In use</Table.Th>
+                    <Table.Th />
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {(rows ?? []).map((row, index) => (
+                    <Table.Tr key={index}>
+                      <Table.Td>
+                        <Select
+                          aria-label={`GPU model of quota ${index + 1}`}
+                          size="xs"
+                          data={models.data ?? [row.gpu_model]}
+                          value={row.gpu_model}
+                          allowDeselect={false}
+                          onChange={(v) => v && update(index, { gpu_model: v })}
+                        />
+                      </Table.Td>
+                      <Table.Td>
+                        <Select
+                          aria-label={`Region of quota ${index + 1}`}
+                          size="xs"
+                          data={[{ value: "", label: "all regions" }, ...(regions.data ?? []).map((r) => ({ value: r.name, label: r.name }))]}
+                          value={row.region ?? ""}
+                          allowDeselect={false}
+                          onChange={(v) => update(index, { region: v || null })}
+                        />
+                      </Table.Td>
+                      <Table.Td>
+                        <NumberInput
+                          aria-label={`Guaranteed GPUs of ${row.gpu_model}`}
+                          size="xs"
+                          min={0}
+                          allowDecimal={false}
+                          value={row.guaranteed_gpus}
+                          onChange={(v) => update(index, { guaranteed_gpus: typeof v === "number" ? v : 0 })}
+                        />
+                      </Table.Td>
+                      <Table.Td>
+                        <NumberInput
+                          aria-label={`Maximum GPUs of ${row.gpu_model}`}
+                          size="xs"
+                          min={0}
+                          allowDecimal={false}
+                          value={row.max_gpus ?? ""}
+                          onChange={(v) => update(index, { max_gpus: typeof v === "number" ? v : null })}
+                        />
+                      </Table.Td>
+                      <Table.Td>{row.used_gpus ?? "—"}</Table.Td>
+                      <Table.Td>
+                        <ActionIcon
+                          variant="subtle"
+                          color="red"
+                          aria-label={`Remove quota ${index + 1}`}
+                          onClick={() => setRows(rows?.filter((_, i) => i !== index) ?? null)}
+                        >
+                          ×
+                        </ActionIcon>
+                      </Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </Table.ScrollContainer>
+            {save.isError && <ProblemAlert error={save.error} title="The quotas were not saved" />}
+            <Group>
+              <Button
+                variant="default"
+                onClick={() =>
+                  setRows([
+                    ...(rows ?? []),
+                    { gpu_model: models.data?.[0] ?? "", region: null, project_id: null, guaranteed_gpus: 0, max_gpus: null },
+                  ])
+                }
+              >
+                Add quota
+              </Button>
+              <Button onClick={() => rows && save.mutate(rows)} loading={save.isPending} disabled={rows === null}>
+                Save quotas
+              </Button>
+            </Group>
+          </Stack>
+        )}
+      </Loadable>
+    </Paper>
+  );
+}
+
+function Billing({ orgId }: { orgId: string }) {
+  const queryClient = useQueryClient();
+  const billing = useQuery({
+    queryKey: keys.admin("billing", orgId),
+    queryFn: () => unwrap(api.GET("/api/v1/admin/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
+  });
+  const [draft, setTerms] = useState<Schemas["BillingTerms"] | null>(null);
+  const terms = draft ?? billing.data?.terms ?? null;
+  const save = useMutation({
+    mutationFn: (body: Schemas["BillingTerms"]) =>
+      unwrap(api.PUT("/api/v1/admin/orgs/{org_id}/billing", { params: { path: { org_id: orgId } }, body })),
+    onSuccess: () => {
+      notifySuccess("Billing terms saved.");
+      void queryClient.invalidateQueries({ queryKey: keys.admin("billing", orgId) });
+    },
+    onError: (error) => notifyError(error),
+  });
+  const [topUp, setTopUp] = useState<{ amount: number | string; reason: string }>({ amount: "", reason: "" });
+  const credit = useMutation({
+    mutationFn: () =>
+      unwrap(
+        api.POST("/api/v1/admin/orgs/{org_id}/balance/top-ups", {
+          params: { path: { org_id: orgId } },
+          body: { amount_micros: Math.round(Number(topUp.amount) * 1_000_000), reason: topUp.reason },
+        }),
+      ),
+    onSuccess: (balance) => {
+      notifySuccess(`Balance is now ${money(balance.balance_micros)}.`);
+      setTopUp({ amount: "", reason: "" });
+    },
+    onError: (error) => notifyError(error),
+  });
+
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="sm">
+        Billing terms
+      </Title>
+      <Loadable query={billing}>
+        {(status) => (
+          <Stack>
+            <Text size="sm">Spent this month: {money(status.month_spend_micros)}</Text>
+            {terms && (
+              <>
+                <NumberInput
+                  label="Discount (‰)"
+                  min={0}
+                  max={1000}
+                  allowDecimal={false}
+                  value={terms.discount_permille}
+                  onChange={(v) => setTerms({ ...terms, discount_permille: typeof v === "number" ? v : 0 })}
+                />
+                <NumberInput
+                  label="Monthly budget"
+                  description="Empty: no budget"
+                  min={0}
+                  value={terms.monthly_budget_micros ? terms.monthly_budget_micros / 1_000_000 : ""}
+                  onChange={(v) => setTerms({ ...terms, monthly_budget_micros: typeof v === "number" ? Math.round(v * 1_000_000) : null })}
+                />
+                <Checkbox
+                  label="Hard cap: at the budget, admit production orders only"
+                  checked={terms.hard_cap ?? false}
+                  onChange={(e) => setTerms({ ...terms, hard_cap: e.currentTarget.checked })}
+                />
+                <Checkbox
+                  label="Prepaid: usage draws on a balance"
+                  checked={terms.prepaid ?? false}
+                  onChange={(e) => setTerms({ ...terms, prepaid: e.currentTarget.checked })}
+                />
+                <Button onClick={() => save.mutate(terms)} loading={save.isPending}>
+                  Save terms
+                </Button>
+              </>
+            )}
+            {terms?.prepaid && (
+              <Group align="flex-end">
+                <NumberInput label="Top up" min={0} value={topUp.amount} onChange={(v) => setTopUp({ ...topUp, amount: v })} w={120} />
+                <TextInput label="Reason" value={topUp.reason} onChange={(e) => setTopUp({ ...topUp, reason: e.currentTarget.value })} style={{ flex: 1 }} />
+                <Button onClick={() => credit.mutate()} loading={credit.isPending} disabled={!topUp.amount || !topUp.reason.trim()}>
+                  Credit
+                </Button>
+              </Group>
+            )}
+          </Stack>
+        )}
+      </Loadable>
+    </Paper>
+  );
+}

@@ -1,0 +1,93 @@
+import { Badge, Group, Paper, Stack, Table, Text, Title } from "@mantine/core";
+import { useQuery } from "@tanstack/react-query";
+import { api, type Schemas, unwrap } from "../../api/client";
+import { gpuCount } from "../../api/orders";
+import { keys, useOrgNames } from "../../api/queries";
+import { EmptyState } from "../../components/EmptyState";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { dateTime, words } from "../../lib/format";
+
+function useAdminOrders(status: Schemas["OrderStatus"]) {
+  return useQuery({
+    queryKey: keys.admin("orders", status),
+    queryFn: () => unwrap(api.GET("/api/v1/admin/orders", { params: { query: { status, limit: 200 } } })),
+    select: (page) => page.items,
+    refetchInterval: 3_000,
+  });
+}
+
+export function QueuesPage() {
+  const queued = useAdminOrders("queued");
+  const running = useAdminOrders("running");
+  const names = useOrgNames().data ?? new Map<string, string>();
+
+  return (
+    <>
+      <PageHeader title="Queues" subtitle="What waits, per tenant, in the order it was submitted, with the scheduler's reason." />
+      <Loadable query={queued}>
+        {(waiting) => {
+          if (waiting.length === 0) return <EmptyState title="Nothing waits">Every admitted order is placed.</EmptyState>;
+          const byOrg = new Map<string, Schemas["Order"][]>();
+          for (const order of [...waiting].sort((a, b) => a.created_at.localeCompare(b.created_at))) {
+            byOrg.set(order.org_id, [...(byOrg.get(order.org_id) ?? []), order]);
+          }
+          return (
+            <Stack>
+              {[...byOrg.entries()].map(([orgId, orders]) => {
+                const runningHere = (running.data ?? []).filter((o) => o.org_id === orgId);
+                return (
+                  <Paper withBorder p="md" key={orgId}>
+                    <Group justify="space-between" mb="xs">
+                      <Title order={4}>{names.get(orgId) ?? orgId}</Title>
+                      <Group gap="xs">
+                        <Badge color="yellow">
+                          {orders.length} waiting · {orders.reduce((n, o) => n + gpuCount(o), 0)} GPUs
+                        </Badge>
+                        <Badge color="green">
+                          {runningHere.length} running · {runningHere.reduce((n, o) => n + gpuCount(o), 0)} GPUs
+                        </Badge>
+                      </Group>
+                    </Group>
+                    <Table.ScrollContainer minWidth={760}>
+                      <Table aria-label={`Queue of ${names.get(orgId) ?? orgId}`}>
+                        <Table.Thead>
+                          <Table.Tr>
+                            <Table.Th>#</Table.Th>
+                            <Table.Th>Order</Table.Th>
+                            <Table.Th>Shape</Table.Th>
+                            <Table.Th>Priority</Table.Th>
+                            <Table.Th>Waiting since</Table.Th>
+                            <Table.Th>Why it waits</Table.Th>
+                            <Table.Th>Estimated start</Table.Th>
+                          </Table.Tr>
+                        </Table.Thead>
+                        <Table.Tbody>
+                          {orders.map((o, position) => (
+                            <Table.Tr key={o.id}>
+                              <Table.Td>{position + 1}</Table.Td>
+                              <Table.Td ff="monospace">{o.id.slice(0, 8)}</Table.Td>
+                              <Table.Td>
+                                {o.node_count} × {o.instance_type}
+                              </Table.Td>
+                              <Table.Td>{words(o.priority_class)}</Table.Td>
+                              <Table.Td>{dateTime(o.created_at)}</Table.Td>
+                              <Table.Td maw={360}>
+                                <Text size="sm">{o.pending_reason ?? "—"}</Text>
+                              </Table.Td>
+                              <Table.Td>{dateTime(o.estimated_start)}</Table.Td>
+                            </Table.Tr>
+                          ))}
+                        </Table.Tbody>
+                      </Table>
+                    </Table.ScrollContainer>
+                  </Paper>
+                );
+              })}
+            </Stack>
+          );
+        }}
+      </Loadable>
+    </>
+  );
+}

@@ -1,0 +1,141 @@
+import { Button, Group, Paper, Table, Text, Title } from "@mantine/core";
+import { useMutation, useQuery } from "@tanstack/react-query";
+import { useParams } from "@tanstack/react-router";
+import { api, ApiError, unwrapJson } from "../../api/client";
+import { keys } from "../../api/queries";
+import { session } from "../../api/session";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge } from "../../components/StatusBadge";
+import { date, dateTime, duration, money, words } from "../../lib/format";
+import { notifyError } from "../../lib/notify";
+import classes from "./InvoiceDetail.module.css";
+import { AnchorLink } from "../../components/links";
+
+export function InvoiceDetailPage() {
+  const { orgId, invoiceId } = useParams({ strict: false }) as { orgId: string; invoiceId: string };
+  const invoice = useQuery({
+    queryKey: keys.org(orgId, "invoice", invoiceId),
+    queryFn: () =>
+      unwrapJson(
+        api.GET("/api/v1/orgs/{org_id}/invoices/{invoice_id}", {
+          params: { path: { org_id: orgId, invoice_id: invoiceId } },
+        }),
+      ),
+  });
+  // The CSV needs the session's token, so it is fetched, then saved.
+  const csv = useMutation({
+    mutationFn: async () => {
+      const response = await fetch(`/api/v1/orgs/${orgId}/invoices/${invoiceId}?format=csv`, {
+        headers: { Authorization: `Bearer ${session.token() ?? ""}` },
+      });
+      if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => undefined));
+      return response.blob();
+    },
+    onSuccess: (blob) => {
+      const url = URL.createObjectURL(blob);
+      const link = document.createElement("a");
+      link.href = url;
+      link.download = `invoice-${invoiceId}.csv`;
+      link.click();
+      URL.revokeObjectURL(url);
+    },
+    onError: (error) => notifyError(error, "Could not download the CSV"),
+  });
+
+  return (
+    <Loadable query={invoice}>
+      {(i) => (
+        <div className={classes.printable}>
+          <PageHeader
+            title={`Invoice ${date(i.period_start)} – ${date(i.period_end)}`}
+            subtitle={
+              <AnchorLink to="/orgs/$orgId/invoices" params={{ orgId }} size="sm" className={classes.noPrint}>
+                ← All invoices
+              </AnchorLink>
+            }
+            actions={
+              <Group className={classes.noPrint}>
+                <Button variant="default" onClick={() => csv.mutate()} loading={csv.isPending}>
+                  Download CSV
+                </Button>
+                <Button onClick={() => window.print()}>Print</Button>
+              </Group>
+            }
+          />
+          <Paper withBorder p="md">
+            <Group justify="space-between" mb="md">
+              <div>
+                <Text size="sm" c="dimmed">
+                  Invoice {i.id}
+                </Text>
+                <Text size="sm">Rated {dateTime(i.rated_at)}</Text>
+                {i.finalized_at && <Text size="sm">Finalized {dateTime(i.finalized_at)}</Text>}
+              </div>
+              <StatusBadge status={i.status} />
+            </Group>
+            <Table.ScrollContainer minWidth={720}>
+              <Table aria-label="Invoice lines">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>Line</Table.Th>
+                    <Table.Th>Kind</Table.Th>
+                    <Table.Th ta="right">Time</Table.Th>
+                    <Table.Th ta="right">GPU-hours</Table.Th>
+                    <Table.Th ta="right">Rate / hour</Table.Th>
+                    <Table.Th ta="right">Amount</Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {i.lines.map((line) => (
+                    <Table.Tr key={line.position}>
+                      <Table.Td>
+                        {line.description}
+                        {line.reason && (
+                          <Text size="xs" c="dimmed">
+                            {line.reason}
+                          </Text>
+                        )}
+                      </Table.Td>
+                      <Table.Td>{words(line.kind)}</Table.Td>
+                      <Table.Td ta="right">{line.quantity_seconds ? duration(line.quantity_seconds) : "—"}</Table.Td>
+                      <Table.Td ta="right">{line.gpu_seconds ? (line.gpu_seconds / 3600).toFixed(2) : "—"}</Table.Td>
+                      <Table.Td ta="right">
+                        {line.hourly_micros !== null && line.hourly_micros !== undefined ? money(line.hourly_micros, i.currency) : "—"}
+                      </Table.Td>
+                      <Table.Td ta="right">{money(line.amount_micros, i.currency)}</Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+                <Table.Tfoot>
+                  <Total label="Subtotal" amount={money(i.subtotal_micros, i.currency)} />
+                  <Total label="Discount" amount={money(-i.discount_micros, i.currency)} />
+                  <Total label="SLA credits" amount={money(-i.credits_micros, i.currency)} />
+                  <Total label="Total" amount={money(i.total_micros, i.currency)} strong />
+                </Table.Tfoot>
+              </Table>
+            </Table.ScrollContainer>
+          </Paper>
+          {i.lines.length === 0 && (
+            <Title order={5} c="dimmed" mt="md">
+              No charges in this period.
+            </Title>
+          )}
+        </div>
+      )}
+    </Loadable>
+  );
+}
+
+function Total({ label, amount, strong }: { label: string; amount: string; strong?: boolean }) {
+  return (
+    <Table.Tr>
+      <Table.Td colSpan={5} ta="right" fw={strong ? 700 : 400}>
+        {label}
+      </Table.Td>
+      <Table.Td ta="right" fw={strong ? 700 : 400}>
+        {amount}
+      </Table.Td>
+    </Table.Tr>
+  );
+}

@@ -1,0 +1,263 @@
+import { Alert, Button, Grid, Group, NumberInput, Paper, SegmentedControl, Select, Stack, Text, Title } from "@mantine/core";
+import { useForm } from "@mantine/form";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useNavigate } from "@tanstack/react-router";
+import { useMemo } from "react";
+import { api, ApiError, type Schemas, unwrap } from "../../api/client";
+import { keys, useInstanceTypes, useQuotas, useRegions } from "../../api/queries";
+import { ProblemAlert } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { money, words } from "../../lib/format";
+import { useOrgId } from "../../lib/orgId";
+import { estimate, priceInForce } from "../../lib/pricing";
+import { checkQuota, type QuotaCheck } from "../../lib/quota";
+
+const PRICING: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
+const PRIORITY: Schemas["PriorityClass"][] = ["standard", "production", "batch", "preemptible"];
+const WORKLOAD: Schemas["WorkloadClass"][] = ["training", "fine_tuning", "inference", "dev", "batch", "hpo"];
+const ANY_REGION = "";
+
+type Values = {
+  instanceType: string;
+  nodeCount: number;
+  region: string;
+  pricingClass: Schemas["PricingClass"];
+  priorityClass: Schemas["PriorityClass"];
+  workloadClass: Schemas["WorkloadClass"];
+  durationHours: number | string;
+};
+
+export function LaunchPage() {
+  const orgId = useOrgId();
+  const navigate = useNavigate();
+  const queryClient = useQueryClient();
+  const types = useInstanceTypes();
+  const regions = useRegions();
+  const quotas = useQuotas(orgId);
+
+  const form = useForm<Values>({
+    initialValues: {
+      instanceType: "",
+      nodeCount: 1,
+      region: ANY_REGION,
+      pricingClass: "on_demand",
+      priorityClass: "standard",
+      workloadClass: "training",
+      durationHours: "",
+    },
+    validate: {
+      instanceType: (v) => (v ? null : "Choose an instance type"),
+      nodeCount: (v) => (Number.isInteger(v) && v >= 1 && v <= 64 ? null : "1 to 64 nodes"),
+      durationHours: (v) => (v === "" || (typeof v === "number" && v > 0) ? null : "A positive number of hours, or empty"),
+    },
+  });
+  const values = form.getValues();
+
+  const selected = types.data?.find((t) => t.name === values.instanceType);
+  const region = values.region || null;
+  const durationSeconds = typeof values.durationHours === "number" ? Math.round(values.durationHours * 3600) : null;
+  const price = selected ? priceInForce(selected.prices, values.pricingClass, region) : undefined;
+  const cost = estimate(price, values.nodeCount, durationSeconds);
+  const requested = selected ? selected.gpus_per_node * values.nodeCount : 0;
+  const quota = selected && quotas.data ? checkQuota(quotas.data, selected.gpu_model, region, requested) : null;
+
+  const typeOptions = useMemo(() => {
+    const byModel = new Map<string, { value: string; label: string }[]>();
+    for (const t of types.data ?? []) {
+      const items = byModel.get(t.gpu_model) ?? [];
+      items.push({ value: t.name, label: `${t.name} — ${t.gpus_per_node} × ${t.gpu_model}, ${t.vcpus} vCPU, ${t.memory_gib} GiB` });
+      byModel.set(t.gpu_model, items);
+    }
+    return [...byModel.entries()].map(([group, items]) => ({ group, items }));
+  }, [types.data]);
+
+  const submit = useMutation({
+    mutationFn: (v: Values) =>
+      unwrap(
+        api.POST("/api/v1/orgs/{org_id}/orders", {
+          params: { path: { org_id: orgId } },
+          body: {
+            instance_type: v.instanceType,
+            node_count: v.nodeCount,
+            region: v.region || null,
+            pricing_class: v.pricingClass,
+            priority_class: v.priorityClass,
+            workload_class: v.workloadClass,
+            duration_seconds: typeof v.durationHours === "number" ? Math.round(v.durationHours * 3600) : null,
+          },
+        }),
+      ),
+    onSuccess: (order) => {
+      void queryClient.invalidateQueries({ queryKey: keys.org(orgId) });
+      void navigate({ to: "/orgs/$orgId/orders/$orderId", params: { orgId, orderId: order.id } });
+    },
+    onError: (error) => {
+      if (error instanceof ApiError) {
+        const fields: Record<string, keyof Values> = {
+          instance_type: "instanceType",
+          node_count: "nodeCount",
+          region: "region",
+          duration_seconds: "durationHours",
+        };
+        for (const f of error.fieldErrors) {
+          const field = fields[f.field];
+          if (field) form.setFieldError(field, f.message);
+        }
+      }
+    },
+  });
+
+  return (
+    <>
+      <PageHeader title="Launch GPU capacity" subtitle="Choose a shape; the price and your quota update as you go." />
+      <form onSubmit={form.onSubmit((v) => submit.mutate(v))} noValidate>
+        <Grid>
+          <Grid.Col span={{ base: 12, md: 7 }}>
+            <Paper withBorder p="md">
+              <Stack>
+                <Select
+                  label="Instance type"
+                  placeholder={types.isPending ? "Loading the catalog…" : "Choose a GPU shape"}
+                  data={typeOptions}
+                  searchable
+                  required
+                  key={form.key("instanceType")}
+                  {...form.getInputProps("instanceType")}
+                />
+                <Group grow align="flex-start">
+                  <NumberInput
+                    label="Nodes"
+                    description="Several nodes run as one gang."
+                    min={1}
+                    max={64}
+                    allowDecimal={false}
+                    required
+                    key={form.key("nodeCount")}
+                    {...form.getInputProps("nodeCount")}
+                  />
+                  <Select
+                    label="Region"
+                    data={[
+                      { value: ANY_REGION, label: "Any region" },
+                      ...(regions.data ?? []).map((r) => ({ value: r.name, label: `${r.display_name} (${r.name})` })),
+                    ]}
+                    allowDeselect={false}
+                    key={form.key("region")}
+                    {...form.getInputProps("region")}
+                  />
+                </Group>
+                <div>
+                  <Text size="sm" fw={500} id="pricing-label">
+                    Pricing
+                  </Text>
+                  <SegmentedControl
+                    aria-labelledby="pricing-label"
+                    fullWidth
+                    data={PRICING.map((p) => ({ value: p, label: words(p) }))}
+                    key={form.key("pricingClass")}
+                    {...form.getInputProps("pricingClass")}
+                  />
+                  <Text size="xs" c="dimmed" mt={4}>
+                    Spot is cheaper and may be preempted; reserved needs a reservation.
+                  </Text>
+                </div>
+                <Group grow align="flex-start">
+                  <Select
+                    label="Priority"
+                    data={PRIORITY.map((p) => ({ value: p, label: words(p) }))}
+                    allowDeselect={false}
+                    key={form.key("priorityClass")}
+                    {...form.getInputProps("priorityClass")}
+                  />
+                  <Select
+                    label="Workload"
+                    data={WORKLOAD.map((p) => ({ value: p, label: words(p) }))}
+                    allowDeselect={false}
+                    key={form.key("workloadClass")}
+                    {...form.getInputProps("workloadClass")}
+                  />
+                </Group>
+                <NumberInput
+                  label="Duration (hours)"
+                  description="Optional: how long you expect to use it; helps the scheduler plan and prices the whole run."
+                  min={0}
+                  step={0.5}
+                  key={form.key("durationHours")}
+                  {...form.getInputProps("durationHours")}
+                />
+              </Stack>
+            </Paper>
+          </Grid.Col>
+          <Grid.Col span={{ base: 12, md: 5 }}>
+            <Stack>
+              <Paper withBorder p="md" aria-label="Price estimate">
+                <Title order={4}>Estimate</Title>
+                {cost ? (
+                  <>
+                    <Text size="xl" fw={700} data-testid="estimate-hourly">
+                      {money(cost.hourlyMicros)} / hour
+                    </Text>
+                    <Text size="sm" c="dimmed">
+                      {values.nodeCount} × {selected?.name} at {words(values.pricingClass)}
+                      {price?.region ? ` in ${price.region}` : ""}
+                    </Text>
+                    {cost.totalMicros !== null && (
+                      <Text size="sm" mt="xs">
+                        {money(cost.totalMicros)} for the planned duration
+                      </Text>
+                    )}
+                    {region === null && (
+                      <Text size="xs" c="dimmed" mt="xs">
+                        Regional prices may differ; the region it starts in decides.
+                      </Text>
+                    )}
+                  </>
+                ) : (
+                  <Text size="sm" c="dimmed">
+                    {selected ? `No ${words(values.pricingClass)} price for this shape.` : "Choose an instance type."}
+                  </Text>
+                )}
+              </Paper>
+              {quota && <QuotaNotice check={quota} model={selected?.gpu_model ?? ""} />}
+              {submit.isError && <ProblemAlert error={submit.error} title="The order was refused" />}
+              <Button type="submit" size="md" loading={submit.isPending} disabled={quota?.kind === "never"}>
+                Launch
+              </Button>
+            </Stack>
+          </Grid.Col>
+        </Grid>
+      </form>
+    </>
+  );
+}
+
+function QuotaNotice({ check, model }: { check: QuotaCheck; model: string }) {
+  switch (check.kind) {
+    case "unlimited":
+      return (
+        <Alert color="gray" title="Quota">
+          No {model} quota limits this organization.
+        </Alert>
+      );
+    case "fits":
+      return (
+        <Alert color="green" title="Within quota">
+          {check.after} of {check.max} {model} GPUs in use after this order.
+        </Alert>
+      );
+    case "waits":
+      return (
+        <Alert color="yellow" title="Over quota for now">
+          {check.used} of {check.max} {model} GPUs are in use; this order needs {check.after - check.used} more, so it
+          waits until your other orders release GPUs or an operator raises the quota.
+        </Alert>
+      );
+    case "never":
+      return (
+        <Alert color="red" title="Larger than your quota">
+          This order needs {check.requested} {model} GPUs at once and your quota allows {check.max}. Ask an operator to
+          raise it, or order fewer.
+        </Alert>
+      );
+  }
+}

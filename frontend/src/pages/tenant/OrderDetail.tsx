@@ -1,0 +1,235 @@
+import { Alert, Badge, Code, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Timeline, Title } from "@mantine/core";
+import { useQuery } from "@tanstack/react-query";
+import { useParams } from "@tanstack/react-router";
+import { api, unwrapJson } from "../../api/client";
+import { gpuCount, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
+import { keys } from "../../api/queries";
+import { ConfirmButton } from "../../components/ConfirmButton";
+import { Loadable, ProblemAlert } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge, TERMINAL } from "../../components/StatusBadge";
+import { dateTime, duration, gpuHours, words } from "../../lib/format";
+import { notifyError, notifySuccess } from "../../lib/notify";
+import { AnchorLink } from "../../components/links";
+
+export function OrderDetailPage() {
+  const { orgId, orderId } = useParams({ strict: false }) as { orgId: string; orderId: string };
+  const order = useOrder(orgId, orderId);
+  return <Loadable query={order}>{(data) => <OrderView orgId={orgId} order={data} />}</Loadable>;
+}
+
+function OrderView({ orgId, order }: { orgId: string; order: Order }) {
+  const cancel = useCancelOrder(orgId);
+  const done = TERMINAL.has(order.status);
+  const runtime = runtimeSeconds(order);
+  return (
+    <>
+      <PageHeader
+        title={`Order ${order.id.slice(0, 8)}`}
+        subtitle={
+          <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
+            ← All orders
+          </AnchorLink>
+        }
+        actions={
+          !done && (
+            <ConfirmButton
+              label="Cancel order"
+              title="Cancel this order?"
+              message={
+                order.status === "running"
+                  ? `The instance on ${order.placement.map((p) => p.node_name).join(", ")} is stopped and its GPUs are released. Anything not saved off the machine is lost.`
+                  : "The order leaves the queue and will not start."
+              }
+              confirmLabel="Cancel order"
+              loading={cancel.isPending}
+              onConfirm={() =>
+                cancel.mutate(order.id, {
+                  onSuccess: () => notifySuccess("The order is being cancelled."),
+                  onError: (error) => notifyError(error),
+                })
+              }
+            />
+          )
+        }
+      />
+      <Grid>
+        <Grid.Col span={{ base: 12, md: 7 }}>
+          <Stack>
+            <Paper withBorder p="md">
+              <Group justify="space-between" mb="sm">
+                <Title order={4}>Status</Title>
+                <StatusBadge status={order.status} />
+              </Group>
+              {order.pending_reason && (
+                <Alert color="yellow" title="Why it waits" mb="sm">
+                  {order.pending_reason}
+                  {order.estimated_start && <Text size="sm" mt={4}>Estimated start: {dateTime(order.estimated_start)}</Text>}
+                </Alert>
+              )}
+              {order.failure_reason && (
+                <Alert color="red" title="Why it ended" mb="sm">
+                  {order.failure_reason}
+                </Alert>
+              )}
+              <Timeline bulletSize={14} lineWidth={2} active={order.ended_at ? 2 : order.started_at ? 1 : 0}>
+                <Timeline.Item title="Ordered">
+                  <Text size="sm" c="dimmed">{dateTime(order.created_at)}</Text>
+                </Timeline.Item>
+                <Timeline.Item title="Started">
+                  <Text size="sm" c="dimmed">{order.started_at ? dateTime(order.started_at) : "not yet"}</Text>
+                </Timeline.Item>
+                <Timeline.Item title="Ended">
+                  <Text size="sm" c="dimmed">{order.ended_at ? dateTime(order.ended_at) : "—"}</Text>
+                </Timeline.Item>
+              </Timeline>
+            </Paper>
+            <Paper withBorder p="md">
+              <Title order={4} mb="sm">
+                Placement
+              </Title>
+              {order.placement.length === 0 ? (
+                <Text c="dimmed" size="sm">
+                  Not placed yet.
+                </Text>
+              ) : (
+                <Table aria-label="Placement">
+                  <Table.Thead>
+                    <Table.Tr>
+                      <Table.Th>Node</Table.Th>
+                      <Table.Th>GPUs (CUDA_VISIBLE_DEVICES)</Table.Th>
+                    </Table.Tr>
+                  </Table.Thead>
+                  <Table.Tbody>
+                    {order.placement.map((p) => (
+                      <Table.Tr key={p.node_id}>
+                        <Table.Td>{p.node_name}</Table.Td>
+                        <Table.Td>
+                          <Code>{p.gpu_ids.join(",")}</Code>
+                        </Table.Td>
+                      </Table.Tr>
+                    ))}
+                  </Table.Tbody>
+                </Table>
+              )}
+            </Paper>
+            {order.access && Object.keys(order.access).length > 0 && (
+              <Paper withBorder p="md">
+                <Title order={4} mb="sm">
+                  Access
+                </Title>
+                <Table aria-label="Access">
+                  <Table.Tbody>
+                    {Object.entries(order.access).map(([key, value]) => (
+                      <Table.Tr key={key}>
+                        <Table.Th>{words(key)}</Table.Th>
+                        <Table.Td>
+                          <Code>{typeof value === "string" ? value : JSON.stringify(value)}</Code>
+                        </Table.Td>
+                      </Table.Tr>
+                    ))}
+                  </Table.Tbody>
+                </Table>
+              </Paper>
+            )}
+          </Stack>
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, md: 5 }}>
+          <Stack>
+            <Paper withBorder p="md">
+              <Title order={4} mb="sm">
+                Shape
+              </Title>
+              <SimpleGrid cols={2} spacing="xs">
+                <Fact label="Instance type" value={order.instance_type} />
+                <Fact label="GPUs" value={`${gpuCount(order)} × ${order.gpu_model}`} />
+                <Fact label="Nodes" value={String(order.node_count)} />
+                <Fact label="Region" value={order.region ?? "any"} />
+                <Fact label="Pricing" value={words(order.pricing_class)} />
+                <Fact label="Priority" value={words(order.priority_class)} />
+                <Fact label="Workload" value={words(order.workload_class)} />
+                <Fact label="Runtime" value={runtime === null ? "—" : duration(runtime)} />
+                <Fact label="Attempts" value={String(order.attempts)} />
+                {order.deadline && <Fact label="Deadline" value={dateTime(order.deadline)} />}
+              </SimpleGrid>
+            </Paper>
+            <OrderUsage orgId={orgId} order={order} />
+          </Stack>
+        </Grid.Col>
+      </Grid>
+    </>
+  );
+}
+
+function Fact({ label, value }: { label: string; value: string }) {
+  return (
+    <div>
+      <Text size="xs" c="dimmed">
+        {label}
+      </Text>
+      <Text size="sm">{value}</Text>
+    </div>
+  );
+}
+
+/** Metered GPU time so far, beside the GPUs' measured utilization. */
+function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
+  const running = !TERMINAL.has(order.status);
+  const usage = useQuery({
+    queryKey: keys.org(orgId, "order-usage", order.id),
+    queryFn: () =>
+      unwrapJson(
+        api.GET("/api/v1/orgs/{org_id}/usage", {
+          params: {
+            path: { org_id: orgId },
+            query: { group_by: "order", from: order.created_at, to: new Date(Date.now() + 60_000).toISOString() },
+          },
+        }),
+      ),
+    enabled: order.started_at !== null && order.started_at !== undefined,
+    refetchInterval: running ? 5_000 : false,
+  });
+  const group = usage.data?.groups.find((g) => g.key === order.id);
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="sm">
+        Usage
+      </Title>
+      {!order.started_at ? (
+        <Text c="dimmed" size="sm">
+          Usage starts when the order runs.
+        </Text>
+      ) : usage.isError ? (
+        <ProblemAlert error={usage.error} title="Usage is not available" />
+      ) : (
+        <SimpleGrid cols={2} spacing="xs" aria-label="Order usage">
+          <div>
+            <Text size="xs" c="dimmed">
+              GPU-hours metered
+            </Text>
+            <Text size="xl" fw={600} data-testid="order-gpu-hours">
+              {gpuHours(group?.billable_gpu_seconds ?? 0)}
+            </Text>
+            <Text size="xs" c="dimmed">
+              {group?.billable_gpu_seconds ?? 0} GPU-seconds
+            </Text>
+          </div>
+          <div>
+            <Text size="xs" c="dimmed">
+              Mean GPU utilization
+            </Text>
+            {group?.mean_gpu_utilization_percent === null || group?.mean_gpu_utilization_percent === undefined ? (
+              <Badge variant="outline" color="gray">
+                not reported
+              </Badge>
+            ) : (
+              <Text size="xl" fw={600}>
+                {Math.round(group.mean_gpu_utilization_percent)} %
+              </Text>
+            )}
+          </div>
+        </SimpleGrid>
+      )}
+    </Paper>
+  );
+}

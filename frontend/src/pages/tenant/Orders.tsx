@@ -1,0 +1,114 @@
+import { Button, Group, Paper, SegmentedControl, Table, Text } from "@mantine/core";
+import { useNavigate, useSearch } from "@tanstack/react-router";
+import { gpuCount, runtimeSeconds, useOrders } from "../../api/orders";
+import type { Schemas } from "../../api/client";
+import { EmptyState } from "../../components/EmptyState";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge } from "../../components/StatusBadge";
+import { dateTime, duration } from "../../lib/format";
+import { useOrgId } from "../../lib/orgId";
+import { AnchorLink, ButtonLink } from "../../components/links";
+
+const FILTERS = ["all", "queued", "running", "completed", "failed", "cancelled", "preempted"] as const;
+
+export function OrdersPage() {
+  const orgId = useOrgId();
+  const search = useSearch({ strict: false }) as { status?: string };
+  const navigate = useNavigate();
+  const status = FILTERS.includes(search.status as (typeof FILTERS)[number]) ? search.status : "all";
+  const orders = useOrders(orgId, status === "all" ? undefined : (status as Schemas["OrderStatus"]));
+
+  return (
+    <>
+      <PageHeader
+        title="Orders"
+        subtitle="GPU capacity your organization ordered; statuses refresh on their own."
+        actions={
+          <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
+            Launch
+          </ButtonLink>
+        }
+      />
+      <SegmentedControl
+        mb="md"
+        aria-label="Filter by status"
+        data={FILTERS.map((f) => ({ value: f, label: f }))}
+        value={status}
+        onChange={(value) =>
+          void navigate({ to: "/orgs/$orgId/orders", params: { orgId }, search: value === "all" ? {} : { status: value } })
+        }
+      />
+      <Loadable query={orders}>
+        {(data) => {
+          const items = data.pages.flatMap((p) => p.items);
+          if (items.length === 0) {
+            return (
+              <EmptyState title="No orders here">
+                {status === "all" ? "Launch GPU capacity to see it here." : `No ${status} orders.`}
+              </EmptyState>
+            );
+          }
+          return (
+            <Paper withBorder>
+              <Table.ScrollContainer minWidth={760}>
+                <Table striped highlightOnHover aria-label="Orders">
+                  <Table.Thead>
+                    <Table.Tr>
+                      <Table.Th>Order</Table.Th>
+                      <Table.Th>Instance</Table.Th>
+                      <Table.Th>GPUs</Table.Th>
+                      <Table.Th>Region</Table.Th>
+                      <Table.Th>Status</Table.Th>
+                      <Table.Th>Why / where</Table.Th>
+                      <Table.Th>Created</Table.Th>
+                      <Table.Th>Runtime</Table.Th>
+                    </Table.Tr>
+                  </Table.Thead>
+                  <Table.Tbody>
+                    {items.map((order) => {
+                      const runtime = runtimeSeconds(order);
+                      return (
+                        <Table.Tr key={order.id}>
+                          <Table.Td>
+                            <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: order.id }} ff="monospace" size="sm">
+                              {order.id.slice(0, 8)}
+                            </AnchorLink>
+                          </Table.Td>
+                          <Table.Td>{order.instance_type}</Table.Td>
+                          <Table.Td>
+                            {gpuCount(order)} × {order.gpu_model}
+                          </Table.Td>
+                          <Table.Td>{order.region ?? "any"}</Table.Td>
+                          <Table.Td>
+                            <StatusBadge status={order.status} />
+                          </Table.Td>
+                          <Table.Td maw={320}>
+                            <Text size="sm" lineClamp={2}>
+                              {order.pending_reason ??
+                                order.failure_reason ??
+                                (order.placement.map((p) => p.node_name).join(", ") || "—")}
+                            </Text>
+                          </Table.Td>
+                          <Table.Td>{dateTime(order.created_at)}</Table.Td>
+                          <Table.Td>{runtime === null ? "—" : duration(runtime)}</Table.Td>
+                        </Table.Tr>
+                      );
+                    })}
+                  </Table.Tbody>
+                </Table>
+              </Table.ScrollContainer>
+              {orders.hasNextPage && (
+                <Group justify="center" p="sm">
+                  <Button variant="subtle" onClick={() => void orders.fetchNextPage()} loading={orders.isFetchingNextPage}>
+                    Load more
+                  </Button>
+                </Group>
+              )}
+            </Paper>
+          );
+        }}
+      </Loadable>
+    </>
+  );
+}

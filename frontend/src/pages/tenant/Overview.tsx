@@ -1,0 +1,192 @@
+import { Alert, Grid, Group, Paper, Progress, Stack, Table, Text, Title } from "@mantine/core";
+import { useQuery } from "@tanstack/react-query";
+
+import { api, unwrap } from "../../api/client";
+import { gpuCount, useOrders } from "../../api/orders";
+import { keys, useQuotas } from "../../api/queries";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge } from "../../components/StatusBadge";
+import { dateTime, money } from "../../lib/format";
+import { useOrgId } from "../../lib/orgId";
+import { AnchorLink, ButtonLink } from "../../components/links";
+
+export function OverviewPage() {
+  const orgId = useOrgId();
+  const orders = useOrders(orgId);
+  const quotas = useQuotas(orgId);
+  const billing = useQuery({
+    queryKey: keys.org(orgId, "billing"),
+    queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
+    retry: false,
+  });
+  const balance = useQuery({
+    queryKey: keys.org(orgId, "balance"),
+    queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/balance", { params: { path: { org_id: orgId } } })),
+    retry: false,
+  });
+  const items = orders.data?.pages.flatMap((p) => p.items) ?? [];
+  const live = items.filter((o) => ["queued", "scheduled", "provisioning", "running"].includes(o.status));
+  const running = live.filter((o) => o.status === "running");
+  const troubles = items.filter((o) => o.status === "failed" || o.status === "preempted").slice(0, 5);
+
+  return (
+    <>
+      <PageHeader
+        title="Overview"
+        actions={
+          <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
+            Launch GPUs
+          </ButtonLink>
+        }
+      />
+      <Grid>
+        <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
+          <Stat label="Running" value={String(running.length)} detail={`${running.reduce((n, o) => n + gpuCount(o), 0)} GPUs`} />
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
+          <Stat label="Waiting" value={String(live.length - running.length)} detail="queued or starting" />
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
+          <Stat
+            label="Spend this month"
+            value={billing.data ? money(billing.data.month_spend_micros) : "—"}
+            detail={
+              billing.data?.terms.monthly_budget_micros
+                ? `of ${money(billing.data.terms.monthly_budget_micros)} budget`
+                : billing.isError
+                  ? "visible to billing roles"
+                  : "no budget set"
+            }
+          />
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
+          <Stat
+            label="Balance"
+            value={balance.data?.prepaid ? money(balance.data.balance_micros) : "pay as you go"}
+            detail={balance.data?.exhausted_at ? `exhausted ${dateTime(balance.data.exhausted_at)}` : "invoiced monthly"}
+          />
+        </Grid.Col>
+        {balance.data?.prepaid && balance.data.balance_micros <= 0 && (
+          <Grid.Col span={12}>
+            <Alert color="red" title="Prepaid balance exhausted">
+              New orders are refused and running non-production work stops after the grace period. Ask your operator for a top-up.
+            </Alert>
+          </Grid.Col>
+        )}
+        <Grid.Col span={{ base: 12, lg: 7 }}>
+          <Paper withBorder p="md">
+            <Group justify="space-between" mb="sm">
+              <Title order={4}>Active orders</Title>
+              <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
+                All orders
+              </AnchorLink>
+            </Group>
+            <Loadable query={orders}>
+              {() =>
+                live.length === 0 ? (
+                  <Text c="dimmed" size="sm">
+                    Nothing running or waiting.
+                  </Text>
+                ) : (
+                  <Table aria-label="Active orders">
+                    <Table.Tbody>
+                      {live.slice(0, 10).map((o) => (
+                        <Table.Tr key={o.id}>
+                          <Table.Td>
+                            <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} ff="monospace" size="sm">
+                              {o.id.slice(0, 8)}
+                            </AnchorLink>
+                          </Table.Td>
+                          <Table.Td>{o.instance_type}</Table.Td>
+                          <Table.Td>
+                            <StatusBadge status={o.status} />
+                          </Table.Td>
+                          <Table.Td>
+                            <Text size="sm" lineClamp={1}>
+                              {o.pending_reason ?? o.placement.map((p) => p.node_name).join(", ")}
+                            </Text>
+                          </Table.Td>
+                        </Table.Tr>
+                      ))}
+                    </Table.Tbody>
+                  </Table>
+                )
+              }
+            </Loadable>
+          </Paper>
+          {troubles.length > 0 && (
+            <Paper withBorder p="md" mt="md">
+              <Title order={4} mb="sm">
+                Alerts
+              </Title>
+              <Stack gap="xs">
+                {troubles.map((o) => (
+                  <Alert key={o.id} color={o.status === "failed" ? "red" : "orange"} p="xs">
+                    <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} size="sm">
+                      {o.id.slice(0, 8)}
+                    </AnchorLink>{" "}
+                    {o.status}: {o.failure_reason ?? o.pending_reason ?? "no reason given"}
+                  </Alert>
+                ))}
+              </Stack>
+            </Paper>
+          )}
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, lg: 5 }}>
+          <Paper withBorder p="md">
+            <Title order={4} mb="sm">
+              Quota in use
+            </Title>
+            <Loadable query={quotas}>
+              {(list) =>
+                list.length === 0 ? (
+                  <Text c="dimmed" size="sm">
+                    No quotas: orders are limited by capacity only.
+                  </Text>
+                ) : (
+                  <Stack gap="sm">
+                    {list.map((q) => (
+                      <div key={`${q.gpu_model}-${q.region ?? ""}-${q.project_id ?? ""}`}>
+                        <Group justify="space-between">
+                          <Text size="sm">
+                            {q.gpu_model}
+                            {q.region ? ` · ${q.region}` : ""}
+                          </Text>
+                          <Text size="sm" c="dimmed">
+                            {q.used_gpus} / {q.max_gpus ?? "∞"} GPUs (guaranteed {q.guaranteed_gpus})
+                          </Text>
+                        </Group>
+                        <Progress
+                          aria-label={`${q.gpu_model} quota in use`}
+                          value={q.max_gpus ? (100 * q.used_gpus) / q.max_gpus : 0}
+                          color={q.max_gpus && q.used_gpus >= q.max_gpus ? "red" : "indigo"}
+                        />
+                      </div>
+                    ))}
+                  </Stack>
+                )
+              }
+            </Loadable>
+          </Paper>
+        </Grid.Col>
+      </Grid>
+    </>
+  );
+}
+
+function Stat({ label, value, detail }: { label: string; value: string; detail: string }) {
+  return (
+    <Paper withBorder p="md">
+      <Text size="xs" c="dimmed" tt="uppercase" fw={700}>
+        {label}
+      </Text>
+      <Text size="xl" fw={700}>
+        {value}
+      </Text>
+      <Text size="xs" c="dimmed">
+        {detail}
+      </Text>
+    </Paper>
+  );
+}

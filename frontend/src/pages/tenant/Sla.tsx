@@ -1,0 +1,113 @@
+import { Group, Paper, Table, Text, TextInput, Title } from "@mantine/core";
+import { useQuery } from "@tanstack/react-query";
+import { useState } from "react";
+import { api, type Schemas, unwrap } from "../../api/client";
+import { keys } from "../../api/queries";
+import { EmptyState } from "../../components/EmptyState";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { dateTime, duration, money, permyriad, words } from "../../lib/format";
+import { useOrgId } from "../../lib/orgId";
+
+export function thisMonth(): string {
+  return new Date().toISOString().slice(0, 7);
+}
+
+export function SlaPage() {
+  const orgId = useOrgId();
+  const [month, setMonth] = useState(thisMonth());
+  const valid = /^\d{4}-(0[1-9]|1[0-2])$/.test(month);
+  const report = useQuery({
+    queryKey: keys.org(orgId, "sla", month),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/orgs/{org_id}/sla", { params: { path: { org_id: orgId }, query: { month } } })),
+    enabled: valid,
+  });
+  return (
+    <>
+      <PageHeader
+        title="Service levels"
+        subtitle="Availability and queue wait per priority class; credits go on the next invoice."
+        actions={
+          <TextInput
+            label="Month"
+            type="month"
+            value={month}
+            onChange={(e) => setMonth(e.currentTarget.value)}
+            error={valid ? undefined : "YYYY-MM"}
+          />
+        }
+      />
+      {valid && <Loadable query={report}>{(data) => <SlaReportView report={data} />}</Loadable>}
+    </>
+  );
+}
+
+export function SlaReportView({ report }: { report: Schemas["SlaReport"] }) {
+  return (
+    <>
+      <Text size="sm" c="dimmed" mb="sm">
+        Measured until {dateTime(report.measured_until)} · credits {money(report.credits_micros)}
+      </Text>
+      {report.classes.length === 0 ? (
+        <EmptyState title="Nothing measured">No orders ran under a service level this month.</EmptyState>
+      ) : (
+        <Paper withBorder mb="md">
+          <Table.ScrollContainer minWidth={720}>
+            <Table aria-label="Service level per class">
+              <Table.Thead>
+                <Table.Tr>
+                  <Table.Th>Class</Table.Th>
+                  <Table.Th ta="right">Orders</Table.Th>
+                  <Table.Th ta="right">Target</Table.Th>
+                  <Table.Th ta="right">Availability</Table.Th>
+                  <Table.Th ta="right">Downtime</Table.Th>
+                  <Table.Th ta="right">Starts on time</Table.Th>
+                  <Table.Th ta="right">Credits</Table.Th>
+                </Table.Tr>
+              </Table.Thead>
+              <Table.Tbody>
+                {report.classes.map((c) => (
+                  <Table.Tr key={c.priority_class}>
+                    <Table.Td>{words(c.priority_class)}</Table.Td>
+                    <Table.Td ta="right">{c.orders}</Table.Td>
+                    <Table.Td ta="right">{permyriad(c.availability_target_permyriad)}</Table.Td>
+                    <Table.Td ta="right" c={c.availability_permyriad < c.availability_target_permyriad ? "red" : undefined}>
+                      {permyriad(c.availability_permyriad)}
+                    </Table.Td>
+                    <Table.Td ta="right">{duration(c.downtime_seconds)}</Table.Td>
+                    <Table.Td ta="right">
+                      {c.waits_measured ? `${c.waits_met} / ${c.waits_measured}` : "—"}
+                    </Table.Td>
+                    <Table.Td ta="right">{money(c.credits_micros)}</Table.Td>
+                  </Table.Tr>
+                ))}
+              </Table.Tbody>
+            </Table>
+          </Table.ScrollContainer>
+        </Paper>
+      )}
+      {report.orders.some((o) => o.downtime_seconds > 0 || o.credit_micros > 0) && (
+        <Paper withBorder p="md">
+          <Title order={4} mb="sm">
+            Incidents
+          </Title>
+          {report.orders
+            .filter((o) => o.downtime_seconds > 0 || o.credit_micros > 0)
+            .map((o) => (
+              <Group key={o.order_id} justify="space-between" py={4}>
+                <Text size="sm" ff="monospace">
+                  {o.order_id.slice(0, 8)}
+                </Text>
+                <Text size="sm">
+                  {permyriad(o.availability_permyriad)} · down {duration(o.downtime_seconds)} ·{" "}
+                  {o.evidence.map((e) => `${words(e.kind)} on ${e.node}`).join(", ") || "no evidence"}
+                </Text>
+                <Text size="sm">{o.credit_percent} % credit = {money(o.credit_micros)}</Text>
+              </Group>
+            ))}
+        </Paper>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,192 @@
+import { Grid, Paper, SegmentedControl, Table, Text, Title } from "@mantine/core";
+import { useQuery } from "@tanstack/react-query";
+import { useMemo, useState } from "react";
+import { api, type Schemas, unwrap, unwrapJson } from "../../api/client";
+import { keys } from "../../api/queries";
+import { Chart } from "../../components/Chart";
+import { EmptyState } from "../../components/EmptyState";
+import { Loadable } from "../../components/Loadable";
+import { PageHeader } from "../../components/PageHeader";
+import { gpuHours, money, number } from "../../lib/format";
+import { useOrgId } from "../../lib/orgId";
+
+const RANGES = { "7": "Last 7 days", "30": "Last 30 days", "90": "Last 90 days" } as const;
+type Range = keyof typeof RANGES;
+const BREAKDOWNS = ["gpu_model", "project", "region", "order"] as const;
+
+function window(days: number) {
+  const to = new Date();
+  to.setUTCHours(to.getUTCHours() + 1, 0, 0, 0);
+  const from = new Date(to);
+  from.setUTCDate(from.getUTCDate() - days);
+  from.setUTCHours(0, 0, 0, 0);
+  return { from: from.toISOString(), to: to.toISOString() };
+}
+
+export function UsagePage() {
+  const orgId = useOrgId();
+  const [range, setRange] = useState<Range>("30");
+  const [breakdown, setBreakdown] = useState<(typeof BREAKDOWNS)[number]>("gpu_model");
+  const span = useMemo(() => window(Number(range)), [range]);
+
+  const usage = (groupBy: Schemas["GroupBy"]) => ({
+    queryKey: keys.org(orgId, "usage", groupBy, span),
+    queryFn: () =>
+      unwrapJson(
+        api.GET("/api/v1/orgs/{org_id}/usage", {
+          params: { path: { org_id: orgId }, query: { group_by: groupBy, from: span.from, to: span.to } },
+        }),
+      ),
+    refetchInterval: 30_000,
+  });
+  const byDay = useQuery(usage("day"));
+  const byGroup = useQuery(usage(breakdown));
+  const invoices = useQuery({
+    queryKey: keys.org(orgId, "invoices"),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/orgs/{org_id}/invoices", { params: { path: { org_id: orgId }, query: { limit: 24 } } })),
+  });
+  const billing = useQuery({
+    queryKey: keys.org(orgId, "billing"),
+    queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
+  });
+
+  return (
+    <>
+      <PageHeader
+        title="Usage and cost"
+        subtitle="Metered GPU time of your orders; cost from invoices and this month's spend so far."
+        actions={
+          <SegmentedControl
+            aria-label="Period"
+            data={Object.entries(RANGES).map(([value, label]) => ({ value, label }))}
+            value={range}
+            onChange={(v) => setRange(v as Range)}
+          />
+        }
+      />
+      <Grid>
+        <Grid.Col span={{ base: 12, lg: 7 }}>
+          <Paper withBorder p="md">
+            <Title order={4} mb="xs">
+              GPU-hours per day
+            </Title>
+            <Loadable query={byDay}>
+              {(data) =>
+                data.groups.length === 0 ? (
+                  <EmptyState title="No usage in this period" />
+                ) : (
+                  <>
+                    <Text size="sm" c="dimmed" data-testid="usage-total">
+                      {gpuHours(data.totals.billable_gpu_seconds)} GPU-hours billable
+                      {data.totals.excluded_gpu_seconds > 0 && `, ${gpuHours(data.totals.excluded_gpu_seconds)} excluded (failures)`}
+                    </Text>
+                    <Chart
+                      label="GPU-hours per day"
+                      option={{
+                        tooltip: { trigger: "axis" },
+                        legend: {},
+                        grid: { left: 48, right: 16, top: 40, bottom: 32 },
+                        xAxis: { type: "category", data: data.groups.map((g) => g.key) },
+                        yAxis: { type: "value", name: "GPU-h" },
+                        series: [
+                          { name: "Billable", type: "bar", stack: "h", data: data.groups.map((g) => +(g.billable_gpu_seconds / 3600).toFixed(2)) },
+                          { name: "Excluded", type: "bar", stack: "h", data: data.groups.map((g) => +(g.excluded_gpu_seconds / 3600).toFixed(2)) },
+                        ],
+                      }}
+                    />
+                  </>
+                )
+              }
+            </Loadable>
+          </Paper>
+        </Grid.Col>
+        <Grid.Col span={{ base: 12, lg: 5 }}>
+          <Paper withBorder p="md">
+            <Title order={4} mb="xs">
+              Cost per month
+            </Title>
+            <Loadable query={invoices}>
+              {(data) => {
+                const months = [...data.items]
+                  .filter((i) => i.status !== "void")
+                  .sort((a, b) => a.period_start.localeCompare(b.period_start))
+                  .map((i) => ({ month: i.period_start.slice(0, 7), total: i.total_micros, currency: i.currency }));
+                if (billing.data?.spend_month) {
+                  months.push({ month: `${billing.data.spend_month.slice(0, 7)} (so far)`, total: billing.data.month_spend_micros, currency: "USD" });
+                }
+                if (months.length === 0) return <EmptyState title="No charges yet" />;
+                return (
+                  <Chart
+                    label="Cost per month"
+                    option={{
+                      tooltip: { trigger: "axis", valueFormatter: (v: unknown) => money(Number(v) * 1_000_000) },
+                      grid: { left: 64, right: 16, top: 24, bottom: 32 },
+                      xAxis: { type: "category", data: months.map((m) => m.month) },
+                      yAxis: { type: "value" },
+                      series: [{ name: "Cost", type: "bar", data: months.map((m) => m.total / 1_000_000) }],
+                    }}
+                  />
+                );
+              }}
+            </Loadable>
+          </Paper>
+        </Grid.Col>
+        <Grid.Col span={12}>
+          <Paper withBorder p="md">
+            <Title order={4} mb="xs">
+              Breakdown
+            </Title>
+            <SegmentedControl
+              mb="sm"
+              aria-label="Group by"
+              data={BREAKDOWNS.map((b) => ({ value: b, label: b.replace("_", " ") }))}
+              value={breakdown}
+              onChange={(v) => setBreakdown(v as (typeof BREAKDOWNS)[number])}
+            />
+            <Loadable query={byGroup}>
+              {(data) =>
+                data.groups.length === 0 ? (
+                  <Text c="dimmed" size="sm">
+                    No usage in this period.
+                  </Text>
+                ) : (
+                  <Table.ScrollContainer minWidth={560}>
+                    <Table aria-label="Usage breakdown">
+                      <Table.Thead>
+                        <Table.Tr>
+                          <Table.Th>{breakdown.replace("_", " ")}</Table.Th>
+                          <Table.Th ta="right">Billable GPU-h</Table.Th>
+                          <Table.Th ta="right">Excluded GPU-h</Table.Th>
+                          <Table.Th ta="right">Node-hours</Table.Th>
+                          {breakdown === "order" && <Table.Th ta="right">Mean GPU utilization</Table.Th>}
+                        </Table.Tr>
+                      </Table.Thead>
+                      <Table.Tbody>
+                        {data.groups.map((g) => (
+                          <Table.Tr key={g.key || "none"}>
+                            <Table.Td>{g.label || "(no project)"}</Table.Td>
+                            <Table.Td ta="right">{gpuHours(g.billable_gpu_seconds)}</Table.Td>
+                            <Table.Td ta="right">{gpuHours(g.excluded_gpu_seconds)}</Table.Td>
+                            <Table.Td ta="right">{number(Math.round(g.node_seconds / 36) / 100)}</Table.Td>
+                            {breakdown === "order" && (
+                              <Table.Td ta="right">
+                                {g.mean_gpu_utilization_percent === null || g.mean_gpu_utilization_percent === undefined
+                                  ? "—"
+                                  : `${Math.round(g.mean_gpu_utilization_percent)} %`}
+                              </Table.Td>
+                            )}
+                          </Table.Tr>
+                        ))}
+                      </Table.Tbody>
+                    </Table>
+                  </Table.ScrollContainer>
+                )
+              }
+            </Loadable>
+          </Paper>
+        </Grid.Col>
+      </Grid>
+    </>
+  );
+}

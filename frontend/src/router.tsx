@@ -1,0 +1,187 @@
+// Every console page and its address. Pages load on first visit, so the
+// first page a user opens carries only its own code.
+import { createRootRoute, createRoute, createRouter, lazyRouteComponent, Outlet, redirect } from "@tanstack/react-router";
+import { session } from "./api/session";
+import { Shell } from "./components/Shell";
+import { NotFound } from "./components/NotFound";
+import { HomeRedirect } from "./pages/HomeRedirect";
+
+const rootRoute = createRootRoute({
+  component: Outlet,
+  notFoundComponent: NotFound,
+});
+
+type NextSearch = { next?: string };
+const nextSearch = (search: Record<string, unknown>): NextSearch =>
+  typeof search.next === "string" && search.next.startsWith("/") ? { next: search.next } : {};
+
+const signIn = createRoute({
+  getParentRoute: () => rootRoute,
+  path: "/sign-in",
+  validateSearch: nextSearch,
+  component: lazyRouteComponent(() => import("./pages/SignIn"), "SignInPage"),
+});
+
+const signUp = createRoute({
+  getParentRoute: () => rootRoute,
+  path: "/sign-up",
+  component: lazyRouteComponent(() => import("./pages/SignUp"), "SignUpPage"),
+});
+
+const app = createRoute({
+  getParentRoute: () => rootRoute,
+  id: "app",
+  beforeLoad: ({ location }) => {
+    if (!session.token()) throw redirect({ to: "/sign-in", search: { next: location.href } });
+  },
+  component: Shell,
+});
+
+const home = createRoute({ getParentRoute: () => app, path: "/", component: HomeRedirect });
+
+const catalog = createRoute({
+  getParentRoute: () => app,
+  path: "/catalog",
+  component: lazyRouteComponent(() => import("./pages/tenant/Catalog"), "CatalogPage"),
+});
+
+const apiReference = createRoute({
+  getParentRoute: () => app,
+  path: "/api-reference",
+  component: lazyRouteComponent(() => import("./pages/ApiReference"), "ApiReferencePage"),
+});
+
+const org = createRoute({ getParentRoute: () => app, path: "/orgs/$orgId" });
+
+const overview = createRoute({
+  getParentRoute: () => org,
+  path: "/",
+  component: lazyRouteComponent(() => import("./pages/tenant/Overview"), "OverviewPage"),
+});
+
+const launch = createRoute({
+  getParentRoute: () => org,
+  path: "/launch",
+  component: lazyRouteComponent(() => import("./pages/tenant/Launch"), "LaunchPage"),
+});
+
+export type OrdersSearch = { status?: string };
+const orders = createRoute({
+  getParentRoute: () => org,
+  path: "/orders",
+  validateSearch: (search: Record<string, unknown>): OrdersSearch =>
+    typeof search.status === "string" ? { status: search.status } : {},
+  component: lazyRouteComponent(() => import("./pages/tenant/Orders"), "OrdersPage"),
+});
+
+const orderDetail = createRoute({
+  getParentRoute: () => org,
+  path: "/orders/$orderId",
+  component: lazyRouteComponent(() => import("./pages/tenant/OrderDetail"), "OrderDetailPage"),
+});
+
+const usage = createRoute({
+  getParentRoute: () => org,
+  path: "/usage",
+  component: lazyRouteComponent(() => import("./pages/tenant/Usage"), "UsagePage"),
+});
+
+const invoices = createRoute({
+  getParentRoute: () => org,
+  path: "/invoices",
+  component: lazyRouteComponent(() => import("./pages/tenant/Invoices"), "InvoicesPage"),
+});
+
+const invoiceDetail = createRoute({
+  getParentRoute: () => org,
+  path: "/invoices/$invoiceId",
+  component: lazyRouteComponent(() => import("./pages/tenant/InvoiceDetail"), "InvoiceDetailPage"),
+});
+
+const sla = createRoute({
+  getParentRoute: () => org,
+  path: "/sla",
+  component: lazyRouteComponent(() => import("./pages/tenant/Sla"), "SlaPage"),
+});
+
+const settings = createRoute({
+  getParentRoute: () => org,
+  path: "/settings",
+  component: lazyRouteComponent(() => import("./pages/tenant/Settings"), "SettingsPage"),
+});
+
+const admin = createRoute({ getParentRoute: () => app, path: "/admin" });
+
+const capacity = createRoute({
+  getParentRoute: () => admin,
+  path: "/capacity",
+  component: lazyRouteComponent(() => import("./pages/operator/Capacity"), "CapacityPage"),
+});
+
+const queues = createRoute({
+  getParentRoute: () => admin,
+  path: "/queues",
+  component: lazyRouteComponent(() => import("./pages/operator/Queues"), "QueuesPage"),
+});
+
+const adminOrgs = createRoute({
+  getParentRoute: () => admin,
+  path: "/orgs",
+  component: lazyRouteComponent(() => import("./pages/operator/Organizations"), "OrganizationsPage"),
+});
+
+const adminOrg = createRoute({
+  getParentRoute: () => admin,
+  path: "/orgs/$orgId",
+  component: lazyRouteComponent(() => import("./pages/operator/Organization"), "OrganizationPage"),
+});
+
+const adminCatalog = createRoute({
+  getParentRoute: () => admin,
+  path: "/catalog",
+  component: lazyRouteComponent(() => import("./pages/operator/CatalogAdmin"), "CatalogAdminPage"),
+});
+
+const nodes = createRoute({
+  getParentRoute: () => admin,
+  path: "/nodes",
+  component: lazyRouteComponent(() => import("./pages/operator/Nodes"), "NodesPage"),
+});
+
+const nodeDetail = createRoute({
+  getParentRoute: () => admin,
+  path: "/nodes/$nodeId",
+  component: lazyRouteComponent(() => import("./pages/operator/NodeDetail"), "NodeDetailPage"),
+});
+
+const adminSla = createRoute({
+  getParentRoute: () => admin,
+  path: "/sla",
+  component: lazyRouteComponent(() => import("./pages/operator/AdminSla"), "AdminSlaPage"),
+});
+
+const audit = createRoute({
+  getParentRoute: () => admin,
+  path: "/audit",
+  component: lazyRouteComponent(() => import("./pages/operator/AuditLog"), "AuditLogPage"),
+});
+
+const routeTree = rootRoute.addChildren([
+  signIn,
+  signUp,
+  app.addChildren([
+    home,
+    catalog,
+    apiReference,
+    org.addChildren([overview, launch, orders, orderDetail, usage, invoices, invoiceDetail, sla, settings]),
+    admin.addChildren([capacity, queues, adminOrgs, adminOrg, adminCatalog, nodes, nodeDetail, adminSla, audit]),
+  ]),
+]);
+
+export const router = createRouter({ routeTree, defaultPreload: "intent" });
+
+declare module "@tanstack/react-router" {
+  interface Register {
+    router: typeof router;
+  }
+}
