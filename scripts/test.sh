@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Gantry's test command: formatting, lints, every Rust test (the API suite on
-# SQLite and on PostgreSQL), and schemathesis against a running server.
+# SQLite and on PostgreSQL), schemathesis against a running server, and the
+# web console's checks, unit tests and browser tests.
 #
+# The console needs Node.js 20.19+ with npm, and Chromium at /usr/bin/chromium
+# (or where CHROMIUM points); .ci/run installs Chromium.
 # PostgreSQL: the suite creates and drops its own databases on the server at
 # GANTRY_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/postgres).
 # Locally, GANTRY_TEST_POSTGRES=skip skips that half; CI refuses the switch.
@@ -59,6 +62,37 @@ if grep -qE '(ERROR|panicked)' "$data_dir/server.log"; then
   exit 1
 fi
 
+kill "$server_pid" 2>/dev/null || true
+
+# Vitest's JSON report: "passed failed".
+vitest_counts() {
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(r["numPassedTests"], r["numFailedTests"])' "$1"
+}
+reports=$(mktemp -d)
+
+step "console: install, generated client, type-check, lint, unit tests"
+(
+  cd frontend
+  npm ci --no-audit --no-fund --loglevel=error
+  npm run -s check:generated
+  npm run -s typecheck
+  npm run -s lint
+  npx vitest run --reporter=default --reporter=json --outputFile="$reports/unit.json"
+)
+read -r unit_passed unit_failed < <(vitest_counts "$reports/unit.json")
+
+step "console: production build"
+(cd frontend && npm run -s build)
+
+step "console: browser tests (chromium, real server)"
+(
+  cd frontend
+  GANTRY_BIN="$PWD/../target/debug/gantry" npx vitest run --config vitest.e2e.config.ts \
+    --reporter=default --reporter=json --outputFile="$reports/e2e.json"
+)
+read -r e2e_passed e2e_failed < <(vitest_counts "$reports/e2e.json")
+rm -rf "$reports"
+
 # The schemathesis run counts as one more passed test.
 echo
-echo "$((passed + 1)) passed, ${failed} failed"
+echo "$((passed + 1 + unit_passed + e2e_passed)) passed, $((failed + unit_failed + e2e_failed)) failed"

@@ -205,6 +205,13 @@ describe("the console", () => {
     await page.getByRole("link", { name: "API reference" }).click();
     await page.getByText("/api/v1/orgs/{org_id}/orders", { exact: true }).first().waitFor({ timeout: 30_000 });
     await screenshot(page, "api-reference");
+
+    await page.getByRole("button", { name: "Account" }).click();
+    await page.getByRole("menuitem", { name: "Sign out" }).click();
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
+    // Signed out means signed out: a console page sends back to sign-in.
+    await page.goto("/catalog");
+    await page.getByRole("heading", { name: "Sign in" }).waitFor();
   });
 
   test("nothing logged an error or reached beyond this server", () => {

@@ -5,6 +5,7 @@ mod support;
 
 mod bad_input;
 mod billing;
+mod console;
 mod flows;
 mod isolation;
 mod migrations;

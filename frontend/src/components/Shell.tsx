@@ -114,7 +114,7 @@ export function Shell() {
               <RouterNavLink label="Queues" to="/admin/queues" activeProps={{ active: true }} />
               <RouterNavLink label="Organizations & quotas" to="/admin/orgs" activeProps={{ active: true }} />
               <RouterNavLink label="Nodes" to="/admin/nodes" activeProps={{ active: true }} />
-              <RouterNavLink label="Catalog & prices" to="/admin/catalog" activeProps={{ active: true }} />
+              <RouterNavLink label="Edit catalog & prices" to="/admin/catalog" activeProps={{ active: true }} />
               <RouterNavLink label="SLA reports" to="/admin/sla" activeProps={{ active: true }} />
               <RouterNavLink label="Audit log" to="/admin/audit" activeProps={{ active: true }} />
             </>

@@ -1,4 +1,4 @@
-import { Alert, Badge, Code, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Timeline, Title } from "@mantine/core";
+import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Timeline, Title } from "@mantine/core";
 import { useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
 import { api, unwrapJson } from "../../api/client";
@@ -124,7 +124,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                       <Table.Tr key={key}>
                         <Table.Th>{words(key)}</Table.Th>
                         <Table.Td>
-                          <Code>{typeof value === "string" ? value : JSON.stringify(value)}</Code>
+                          <AccessValue value={value} />
                         </Table.Td>
                       </Table.Tr>
                     ))}
@@ -159,6 +159,31 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
       </Grid>
     </>
   );
+}
+
+/** Access details as the driver gave them; host lists one per line, with their ssh command. */
+function AccessValue({ value }: { value: unknown }) {
+  if (Array.isArray(value)) {
+    return (
+      <Stack gap={4}>
+        {value.map((item, i) => (
+          <Group key={i} gap="xs" wrap="nowrap">
+            <Code>{typeof item === "object" && item && "ssh" in item ? String(item.ssh) : JSON.stringify(item)}</Code>
+            {typeof item === "object" && item && "ssh" in item && (
+              <CopyButton value={String(item.ssh)}>
+                {({ copied, copy }) => (
+                  <Button size="compact-xs" variant="subtle" onClick={copy}>
+                    {copied ? "Copied" : "Copy"}
+                  </Button>
+                )}
+              </CopyButton>
+            )}
+          </Group>
+        ))}
+      </Stack>
+    );
+  }
+  return <Code>{typeof value === "string" ? value : JSON.stringify(value)}</Code>;
 }
 
 function Fact({ label, value }: { label: string; value: string }) {
