@@ -1,8 +1,9 @@
-import { Button, Code, Group, Paper, Table } from "@mantine/core";
+import { Code, Paper, Table } from "@mantine/core";
 import { useInfiniteQuery } from "@tanstack/react-query";
 import { api, unwrap } from "../../api/client";
 import { keys, useOrgNames } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
+import { LoadMore } from "../../components/LoadMore";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime } from "../../lib/format";
 
@@ -59,13 +60,7 @@ export function AuditLogPage() {
                 </Table.Tbody>
               </Table>
             </Table.ScrollContainer>
-            {entries.hasNextPage && (
-              <Group justify="center" p="sm">
-                <Button variant="subtle" onClick={() => void entries.fetchNextPage()} loading={entries.isFetchingNextPage}>
-                  Load more
-                </Button>
-              </Group>
-            )}
+            <LoadMore query={entries} />
           </Paper>
         )}
       </Loadable>

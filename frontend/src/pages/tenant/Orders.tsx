@@ -1,9 +1,10 @@
-import { Button, Group, Paper, SegmentedControl, Table, Text } from "@mantine/core";
+import { Paper, SegmentedControl, Table, Text } from "@mantine/core";
 import { useNavigate, useSearch } from "@tanstack/react-router";
 import { gpuCount, runtimeSeconds, useOrders } from "../../api/orders";
 import type { Schemas } from "../../api/client";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
+import { LoadMore } from "../../components/LoadMore";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { dateTime, duration } from "../../lib/format";
@@ -98,13 +99,7 @@ export function OrdersPage() {
                   </Table.Tbody>
                 </Table>
               </Table.ScrollContainer>
-              {orders.hasNextPage && (
-                <Group justify="center" p="sm">
-                  <Button variant="subtle" onClick={() => void orders.fetchNextPage()} loading={orders.isFetchingNextPage}>
-                    Load more
-                  </Button>
-                </Group>
-              )}
+              <LoadMore query={orders} />
             </Paper>
           );
         }}
