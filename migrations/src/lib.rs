@@ -12,6 +12,7 @@ mod m20261203_000005_billing;
 mod m20261203_000006_sla;
 mod m20261203_000007_budgets;
 mod m20261203_000008_prepaid;
+mod m20261203_000009_jobs;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000006_sla::Migration),
             Box::new(m20261203_000007_budgets::Migration),
             Box::new(m20261203_000008_prepaid::Migration),
+            Box::new(m20261203_000009_jobs::Migration),
         ]
     }
 }

@@ -8,6 +8,7 @@ mod billing;
 mod console;
 mod flows;
 mod isolation;
+mod jobs;
 mod migrations;
 mod openapi;
 mod orders;

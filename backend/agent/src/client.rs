@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::discovery::{Gpu, Sample};
+use crate::output::Line;
 
 #[derive(Debug, Serialize)]
 pub struct Registration<'a> {
@@ -37,6 +38,11 @@ pub struct Assignment {
     pub action: Action,
     pub gpu_ids: Vec<u32>,
     pub env: HashMap<String, String>,
+    /// A job's command line, run instead of the agent's workload command.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub working_dir: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,6 +147,36 @@ impl Client {
             .get(format!("{}/assignments", self.base))
             .bearer_auth(credential);
         Ok(self.call::<Assignments>(request).await?.assignments)
+    }
+
+    /// Ships a workload's output. Output of work this node no longer holds
+    /// is not wanted (404) and is dropped.
+    pub async fn send_output(
+        &self,
+        credential: &str,
+        order_id: Uuid,
+        lines: &[Line],
+    ) -> Result<(), CallError> {
+        let lines: Vec<serde_json::Value> = lines
+            .iter()
+            .map(|l| serde_json::json!({ "stream": l.stream, "line": l.line }))
+            .collect();
+        let response = self
+            .http
+            .post(format!("{}/logs", self.base))
+            .bearer_auth(credential)
+            .json(&serde_json::json!({ "order_id": order_id, "lines": lines }))
+            .send()
+            .await?;
+        match response.status() {
+            reqwest::StatusCode::UNAUTHORIZED => Err(CallError::Unauthorized),
+            reqwest::StatusCode::NOT_FOUND => Ok(()),
+            status if status.is_success() => Ok(()),
+            status => {
+                let body = response.text().await.unwrap_or_default();
+                Err(CallError::Other(anyhow::anyhow!("{status}: {body}")))
+            }
+        }
     }
 
     pub async fn report(&self, credential: &str, report: &Report) -> Result<(), CallError> {

@@ -7,4 +7,5 @@
 
 pub mod client;
 pub mod discovery;
+pub mod output;
 pub mod supervisor;

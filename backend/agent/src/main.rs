@@ -11,6 +11,7 @@ use gantry_agent::discovery::Source;
 use gantry_agent::supervisor::{Event, Supervisor};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::EnvFilter;
+use uuid::Uuid;
 
 #[derive(Parser)]
 #[command(name = "gantry-agent", version, about = "Gantry's node agent")]
@@ -175,6 +176,14 @@ async fn step(
     let assignments = client.assignments(credential).await?;
     let mut events = supervisor.reconcile(&assignments);
     events.extend(supervisor.poll());
+    // Output goes first: once an exit is reported the work is released and
+    // its late lines would no longer be taken.
+    let ended: Vec<Uuid> = events.iter().filter_map(Event::ended).collect();
+    for (order_id, lines) in supervisor.output(&ended) {
+        for chunk in lines.chunks(1000) {
+            client.send_output(credential, order_id, chunk).await?;
+        }
+    }
     unsent.extend(events.into_iter().map(report_of));
     while let Some(report) = unsent.first() {
         client.report(credential, report).await?;

@@ -19,6 +19,7 @@ use tokio::process::{Child, Command};
 use uuid::Uuid;
 
 use crate::client::{Action, Assignment};
+use crate::output::{Line, Output};
 
 /// What happened to a workload, for the control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,16 @@ pub enum Event {
     Exited(Uuid, Option<i32>),
     Stopped(Uuid),
     Failed(Uuid, String),
+}
+
+impl Event {
+    /// The workload this event says has ended, if it says so.
+    pub fn ended(&self) -> Option<Uuid> {
+        match self {
+            Self::Running(_) => None,
+            Self::Exited(id, _) | Self::Stopped(id) | Self::Failed(id, _) => Some(*id),
+        }
+    }
 }
 
 /// Runs the workload command (`$1`) and writes its exit code to `$2`. The
@@ -65,6 +76,7 @@ pub struct Supervisor {
     grace: Duration,
     state_dir: PathBuf,
     workloads: HashMap<Uuid, Workload>,
+    output: Output,
 }
 
 impl Supervisor {
@@ -77,6 +89,7 @@ impl Supervisor {
             grace,
             state_dir: state_dir.to_owned(),
             workloads: HashMap::new(),
+            output: Output::new(state_dir)?,
         })
     }
 
@@ -93,6 +106,7 @@ impl Supervisor {
             let alive = leader_running(record.pgid, record.started);
             running += usize::from(alive);
             tracing::info!(order = %id, pgid = record.pgid, alive, "took back workload");
+            self.output.resume(id);
             self.workloads.insert(
                 id,
                 Workload {
@@ -154,6 +168,11 @@ impl Supervisor {
             .collect()
     }
 
+    /// Output since the last call; `ended` workloads are read to the end.
+    pub fn output(&mut self, ended: &[Uuid]) -> Vec<(Uuid, Vec<Line>)> {
+        self.output.read(ended)
+    }
+
     /// Brings the processes in line with the assignments.
     pub fn reconcile(&mut self, assignments: &[Assignment]) -> Vec<Event> {
         let mut events = Vec::new();
@@ -183,16 +202,26 @@ impl Supervisor {
         let id = assignment.order_id;
         let exit_path = self.exit_path(id);
         std::fs::remove_file(&exit_path).ok();
-        let spawned = Command::new("sh")
+        let (stdout, stderr) = match self.output.create(id) {
+            Ok(files) => files,
+            Err(error) => return Event::Failed(id, format!("could not capture output: {error}")),
+        };
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(WRAPPER)
             .arg("gantry-workload")
-            .arg(&self.command)
+            .arg(assignment.command.as_deref().unwrap_or(&self.command))
             .arg(&exit_path)
             .envs(&assignment.env)
             .stdin(Stdio::null())
-            .process_group(0)
-            .spawn();
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0);
+        if let Some(dir) = &assignment.working_dir {
+            command.current_dir(dir);
+        }
+        let spawned = command.spawn();
         match spawned {
             Ok(child) => {
                 let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
@@ -326,6 +355,8 @@ mod tests {
             action,
             gpu_ids: gpus.to_vec(),
             env: HashMap::from([("CUDA_VISIBLE_DEVICES".into(), visible)]),
+            command: None,
+            working_dir: None,
         }
     }
 

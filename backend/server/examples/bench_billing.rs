@@ -119,6 +119,9 @@ async fn metering_tick(
                 running_since: Set(Some(began)),
                 down_from: Set(None),
                 metered_until: Set(Some(metered)),
+                attempt: Set(1),
+                exit_code: Set(None),
+                outcome: Set(None),
             });
         }
         order::Entity::insert_many(orders)
@@ -173,6 +176,14 @@ fn order_row(
         access: Set(None),
         attempts: Set(1),
         idempotency_key: Set(None),
+        job: Set(None),
+        max_runtime_seconds: Set(None),
+        retry_on_failure: Set(false),
+        max_retries: Set(0),
+        array_id: Set(None),
+        array_index: Set(None),
+        exit_code: Set(None),
+        log_bytes: Set(0),
         started_at: Set(Some(at)),
         ended_at: Set(None),
         created_at: Set(at),

@@ -96,6 +96,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::inventory::telemetry::routes())
         .merge(crate::quotas::routes())
         .merge(crate::orders::routes())
+        .merge(crate::jobs::arrays::routes())
+        .merge(crate::jobs::attempts::routes())
+        .merge(crate::jobs::logs::routes())
+        .merge(crate::jobs::logs::agent_routes())
         .merge(crate::metering::usage::routes())
         .merge(crate::metering::corrections::routes())
         .merge(crate::billing::api::routes())
@@ -199,7 +203,8 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
 }
 
 /// Housekeeping that runs for the life of the server: expired idempotency
-/// records and idle rate-limit buckets are dropped.
+/// records, idle rate-limit buckets and job output past its retention are
+/// dropped.
 fn spawn_housekeeping(state: AppState) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(600));
@@ -210,6 +215,14 @@ fn spawn_housekeeping(state: AppState) {
                 Ok(0) => {}
                 Ok(purged) => tracing::info!(purged, "dropped expired idempotency records"),
                 Err(error) => tracing::warn!(%error, "could not drop expired idempotency records"),
+            }
+            let retention = chrono::Duration::days(
+                i64::try_from(state.config.job_log_retention_days).unwrap_or(14),
+            );
+            match crate::jobs::logs::prune(&state.db, state.clock.now(), retention).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "dropped output of jobs past retention"),
+                Err(error) => tracing::warn!(%error, "could not drop old job output"),
             }
         }
     });

@@ -81,6 +81,8 @@ stored_enum! {
         Cancelled = "cancelled",
         /// Stopping for higher-priority work; queued again once stopped.
         Preempted = "preempted",
+        /// A job stopped at its walltime.
+        TimedOut = "timed_out",
     }
 }
 
@@ -120,7 +122,10 @@ stored_enum! {
 impl OrderStatus {
     /// Whether the order is over and will never hold GPUs again.
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Cancelled | Self::TimedOut
+        )
     }
 }
 

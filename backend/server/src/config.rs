@@ -44,6 +44,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_CURRENCY", "currency"),
     ("GANTRY_PREPAID_GRACE_SECONDS", "prepaid_grace_seconds"),
     ("GANTRY_CONSOLE_DIR", "console_dir"),
+    ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
+    ("GANTRY_JOB_LOG_RETENTION_DAYS", "job_log_retention_days"),
 ];
 
 #[derive(Clone, Deserialize)]
@@ -109,6 +111,10 @@ pub struct Config {
     /// The built web console (`npm run build` in frontend/), served at `/`;
     /// without an `index.html` there only the API is served.
     pub console_dir: PathBuf,
+    /// Output kept per job; later lines are dropped.
+    pub job_log_limit_bytes: u64,
+    /// How long a job's output is kept after it ended.
+    pub job_log_retention_days: u64,
 }
 
 impl Default for Config {
@@ -138,6 +144,8 @@ impl Default for Config {
             currency: "USD".into(),
             prepaid_grace_seconds: 3600,
             console_dir: PathBuf::from("frontend/dist"),
+            job_log_limit_bytes: 1024 * 1024,
+            job_log_retention_days: 14,
         }
     }
 }
@@ -173,6 +181,8 @@ impl std::fmt::Debug for Config {
             .field("currency", &self.currency)
             .field("prepaid_grace_seconds", &self.prepaid_grace_seconds)
             .field("console_dir", &self.console_dir)
+            .field("job_log_limit_bytes", &self.job_log_limit_bytes)
+            .field("job_log_retention_days", &self.job_log_retention_days)
             .finish()
     }
 }
@@ -250,6 +260,10 @@ impl Config {
         anyhow::ensure!(
             (0.0..=1.0).contains(&self.simulated_failure_rate),
             "simulated_failure_rate must be between 0 and 1"
+        );
+        anyhow::ensure!(
+            self.job_log_limit_bytes >= 1024 && self.job_log_retention_days > 0,
+            "job_log_limit_bytes must be at least 1024 and job_log_retention_days positive"
         );
         if let Some(secret) = &self.jwt_secret {
             anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");

@@ -77,6 +77,19 @@ pub async fn is_ready(db: &DatabaseConnection) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether PostgreSQL broke a deadlock by aborting this transaction (or a
+/// serializable one could not commit): running it again is the cure.
+pub fn is_retryable(error: &DbErr) -> bool {
+    use sea_orm::RuntimeErr;
+    match error {
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => e
+            .as_database_error()
+            .and_then(|d| d.code())
+            .is_some_and(|code| code == "40P01" || code == "40001"),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

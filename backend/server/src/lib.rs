@@ -18,6 +18,7 @@ pub mod error;
 pub mod health;
 pub mod http;
 pub mod inventory;
+pub mod jobs;
 pub mod metering;
 pub mod openapi;
 pub mod operators;

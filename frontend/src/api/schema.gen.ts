@@ -658,6 +658,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agent/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Output of a workload on this node, kept up to the job's size limit. */
+        post: operations["upload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agent/register": {
         parameters: {
             query?: never;
@@ -1038,6 +1055,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/job-arrays/{array_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancels every member of a job array that has not ended. */
+        post: operations["cancel_array"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/members": {
         parameters: {
             query?: never;
@@ -1112,6 +1146,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/orders/{order_id}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every attempt of an order (a job's retries, an instance's restarts
+         *     after preemption), oldest first.
+         */
+        get: operations["list_attempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/orders/{order_id}/cancel": {
         parameters: {
             query?: never;
@@ -1126,6 +1180,23 @@ export interface paths {
          *     once its work has stopped. Cancelling a cancelled order changes nothing.
          */
         post: operations["cancel_order"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/orders/{order_id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job's captured output, oldest first; `follow=true` streams it live. */
+        get: operations["read"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1302,6 +1373,14 @@ export interface components {
             /** Format: date-time */
             revoked_at?: string | null;
         };
+        ArrayCancelled: {
+            /** Format: uuid */
+            array_id: string;
+            /** @description Members that were still queued or running and are now cancelled. */
+            cancelled: number;
+            /** @description Members that had already ended. */
+            ended: number;
+        };
         Assignment: {
             /** Format: uuid */
             order_id: string;
@@ -1313,13 +1392,60 @@ export interface components {
              * @description For `stop`: when the grace period ends.
              */
             stop_at?: string | null;
-            /** @description Environment for the workload, `CUDA_VISIBLE_DEVICES` included. */
+            /**
+             * @description Environment for the workload, `CUDA_VISIBLE_DEVICES` included; for a
+             *     job also its own variables and the rendezvous (`MASTER_ADDR`,
+             *     `MASTER_PORT`, `WORLD_SIZE`, `NODE_RANK`).
+             */
             env: {
                 [key: string]: string;
             };
+            /**
+             * @description A job's command line (`sh -c`); absent for an instance, which runs
+             *     the agent's own workload command.
+             */
+            command?: string | null;
+            /** @description Where a job's command starts. */
+            working_dir?: string | null;
         };
         Assignments: {
             assignments: components["schemas"]["Assignment"][];
+        };
+        Attempt: {
+            /**
+             * Format: int32
+             * @description 1 for the first start, 2 for the first retry, …
+             */
+            attempt: number;
+            nodes: components["schemas"]["AttemptNode"][];
+            /**
+             * Format: date-time
+             * @description When its work came up (absent when it never did).
+             */
+            started_at?: string | null;
+            /**
+             * Format: date-time
+             * @description When its GPUs were freed (absent while it lasts).
+             */
+            ended_at?: string | null;
+            /**
+             * @description completed, failed, timed_out, cancelled or preempted; absent while
+             *     it lasts.
+             */
+            outcome?: string | null;
+            /**
+             * Format: int32
+             * @description The first exit code its nodes reported.
+             */
+            exit_code?: number | null;
+        };
+        AttemptNode: {
+            /** Format: uuid */
+            node_id: string;
+            node_name: string;
+            gpu_ids: number[];
+            /** Format: int32 */
+            exit_code?: number | null;
         };
         /** @description One audit row. */
         AuditEntry: {
@@ -1448,6 +1574,18 @@ export interface components {
             /** Format: int64 */
             credits_micros: number;
         };
+        /** @description What is stored in `orders.job` and handed to agents. */
+        Command: {
+            command: string;
+            args: string[];
+            env: {
+                [key: string]: string;
+            };
+            working_dir?: string | null;
+            image?: string | null;
+        };
+        /** @enum {string} */
+        Condition: "after_ok" | "after_any";
         Correction: {
             /**
              * Format: int64
@@ -1525,7 +1663,9 @@ export interface components {
             workload_class?: components["schemas"]["WorkloadClass"] | null;
             /**
              * Format: int64
-             * @description How long it is expected to run, 60 s to a year; it ends then.
+             * @description How long it is expected to run, 60 s to a year (a job: from 1 s);
+             *     an instance ends then, and so does a job on simulated nodes, while
+             *     a job's command on a real node decides for itself.
              */
             duration_seconds?: number | null;
             /**
@@ -1533,6 +1673,7 @@ export interface components {
              * @description When it must have finished; in the future.
              */
             deadline?: string | null;
+            job?: components["schemas"]["JobSpec"] | null;
         };
         CreateOrganization: {
             name: string;
@@ -1591,6 +1732,11 @@ export interface components {
             below_permyriad: number;
             /** Format: int32 */
             credit_percent: number;
+        };
+        Dependency: {
+            /** Format: uuid */
+            order_id: string;
+            condition?: components["schemas"]["Condition"];
         };
         DiscoveredGpu: {
             /** Format: int32 */
@@ -1818,6 +1964,57 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @description What a job runs, and how it is retried, limited and ordered. */
+        JobSpec: {
+            /**
+             * @description Run by `sh -c` on every node, with `args` appended as its
+             *     positional words.
+             */
+            command: string;
+            args?: string[];
+            env?: {
+                [key: string]: string;
+            };
+            /** @description An absolute path on the node; the agent's own when absent. */
+            working_dir?: string | null;
+            /**
+             * @description A container image for nodes whose runtime starts one; recorded and
+             *     passed to the agent as `GANTRY_IMAGE`.
+             */
+            image?: string | null;
+            /**
+             * Format: int64
+             * @description Walltime in seconds (1 to 31 days): past it the job is stopped and
+             *     marked `timed_out`.
+             */
+            max_runtime_seconds?: number | null;
+            retry?: components["schemas"]["RetryPolicy"];
+            /** @description Jobs of this organization that must end first. */
+            depends_on?: components["schemas"]["Dependency"][];
+            /**
+             * Format: int32
+             * @description Submit this many copies (1 to 10,000), each told its index in
+             *     `GANTRY_ARRAY_INDEX`; the answer is the first, the rest share its
+             *     `array_id`.
+             */
+            array_count?: number | null;
+        };
+        /** @description A job as tenants see it, beside the order's own fields. */
+        JobView: components["schemas"]["Command"] & {
+            /** Format: int64 */
+            max_runtime_seconds?: number | null;
+            retry: components["schemas"]["RetryPolicy"];
+            depends_on: components["schemas"]["Dependency"][];
+            /** Format: uuid */
+            array_id?: string | null;
+            /** Format: int32 */
+            array_index?: number | null;
+            /**
+             * Format: int32
+             * @description The exit code of its last attempt, once one exited.
+             */
+            exit_code?: number | null;
+        };
         JoinTokenInfo: {
             /** Format: uuid */
             id: string;
@@ -1836,9 +2033,51 @@ export interface components {
          * @enum {string}
          */
         LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid";
+        LogKept: {
+            /** @description Lines stored from this upload. */
+            kept: number;
+            /**
+             * @description Whether the job's output reached its size limit (later lines are
+             *     dropped).
+             */
+            truncated: boolean;
+        };
+        LogLine: {
+            /**
+             * Format: int64
+             * @description Increases with every line; pass the last one as `after`.
+             */
+            id: number;
+            /** Format: int32 */
+            attempt: number;
+            /** Format: uuid */
+            node_id?: string | null;
+            stream: string;
+            line: string;
+            /** Format: date-time */
+            at: string;
+        };
+        /** @description Lines a node agent read from one workload since its last upload. */
+        LogUpload: {
+            /** Format: uuid */
+            order_id: string;
+            lines: components["schemas"]["UploadedLine"][];
+        };
         LoginRequest: {
             email: string;
             password: string;
+        };
+        Logs: {
+            lines: components["schemas"]["LogLine"][];
+            /**
+             * Format: int64
+             * @description The `after` for the next page; absent when there were no lines.
+             */
+            next_after?: number | null;
+            /** @description Output past the job's size limit was dropped. */
+            truncated: boolean;
+            /** @description The job has ended: no more lines will come. */
+            ended: boolean;
         };
         /**
          * @description The caller: a user with their memberships, or an API key with the one
@@ -1948,7 +2187,10 @@ export interface components {
             org_id: string;
             /** Format: uuid */
             project_id?: string | null;
-            /** @description `instance`: capacity kept until cancelled. */
+            /**
+             * @description `instance`: capacity kept until cancelled; `job`: a command run to
+             *     completion.
+             */
             kind: string;
             instance_type: string;
             gpu_model: string;
@@ -1983,6 +2225,7 @@ export interface components {
              * @description How many times it has been started.
              */
             attempts: number;
+            job?: components["schemas"]["JobView"] | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -2029,7 +2272,7 @@ export interface components {
          * @description Where an order is in its life.
          * @enum {string}
          */
-        OrderStatus: "queued" | "scheduled" | "provisioning" | "running" | "completed" | "failed" | "cancelled" | "preempted";
+        OrderStatus: "queued" | "scheduled" | "provisioning" | "running" | "completed" | "failed" | "cancelled" | "preempted" | "timed_out";
         /**
          * @description A member's role in an organization.
          *
@@ -2274,7 +2517,10 @@ export interface components {
                 org_id: string;
                 /** Format: uuid */
                 project_id?: string | null;
-                /** @description `instance`: capacity kept until cancelled. */
+                /**
+                 * @description `instance`: capacity kept until cancelled; `job`: a command run to
+                 *     completion.
+                 */
                 kind: string;
                 instance_type: string;
                 gpu_model: string;
@@ -2309,6 +2555,7 @@ export interface components {
                  * @description How many times it has been started.
                  */
                 attempts: number;
+                job?: components["schemas"]["JobView"] | null;
                 /** Format: date-time */
                 created_at: string;
                 /** Format: date-time */
@@ -2562,6 +2809,18 @@ export interface components {
              */
             heartbeat_deadline_seconds: number;
         };
+        /**
+         * @description Node loss and preemption are always retried, up to `max_retries`; a
+         *     non-zero exit only with `on_failure`.
+         */
+        RetryPolicy: {
+            on_failure?: boolean;
+            /**
+             * Format: int32
+             * @description Attempts after the first, 0 to 10; 3 when absent.
+             */
+            max_retries?: number;
+        };
         SchedulerStatus: {
             /** @description This replica's name on the scheduler lease. */
             replica: string;
@@ -2645,6 +2904,8 @@ export interface components {
             /** @description How the tenant reaches it, once running. */
             access?: Record<string, never> | null;
         };
+        /** @enum {string} */
+        Stream: "stdout" | "stderr";
         TokenResponse: {
             access_token: string;
             /** @description Always `Bearer`. */
@@ -2691,6 +2952,10 @@ export interface components {
             time_zone?: string | null;
             compliance_tags?: string[] | null;
             off_peak?: components["schemas"]["OffPeak"] | null;
+        };
+        UploadedLine: {
+            stream: components["schemas"]["Stream"];
+            line: string;
         };
         Usage: {
             /** Format: date-time */
@@ -4746,6 +5011,48 @@ export interface operations {
             };
         };
     };
+    upload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LogUpload"];
+            };
+        };
+        responses: {
+            /** @description What was kept */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogKept"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     register: {
         parameters: {
             query?: never;
@@ -5818,6 +6125,49 @@ export interface operations {
             };
         };
     };
+    cancel_array: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description The `job.array_id` its members share */
+                array_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What was cancelled */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArrayCancelled"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     list_members: {
         parameters: {
             query?: {
@@ -6009,6 +6359,8 @@ export interface operations {
                 cursor?: string;
                 status?: components["schemas"]["OrderStatus"];
                 project_id?: string;
+                /** @description The members of one job array. */
+                array_id?: string;
             };
             header?: never;
             path: {
@@ -6139,6 +6491,49 @@ export interface operations {
             };
         };
     };
+    list_attempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Order id */
+                order_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its attempts, oldest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Attempt"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     cancel_order: {
         parameters: {
             query?: never;
@@ -6160,6 +6555,63 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Order"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    read: {
+        parameters: {
+            query?: {
+                /** @description Only lines after this id. */
+                after?: number;
+                /** @description Lines per page, 1 to 5000; 1000 when absent. */
+                limit?: number;
+                /** @description Only this attempt's lines. */
+                attempt?: number;
+                /**
+                 * @description Stream new lines as server-sent events (`text/event-stream`) until
+                 *     the job ends: each event's data is one line as JSON, its id the
+                 *     line's id; a last `end` event says the job ended.
+                 */
+                follow?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Order id */
+                order_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of lines, or with `follow=true` a stream of them */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Logs"];
+                    "text/event-stream": string;
                 };
             };
             /** @description The request was refused; `code` says why. */

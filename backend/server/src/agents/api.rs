@@ -129,8 +129,15 @@ pub struct Assignment {
     pub gpu_ids: Vec<u32>,
     /// For `stop`: when the grace period ends.
     pub stop_at: Option<DateTime<Utc>>,
-    /// Environment for the workload, `CUDA_VISIBLE_DEVICES` included.
+    /// Environment for the workload, `CUDA_VISIBLE_DEVICES` included; for a
+    /// job also its own variables and the rendezvous (`MASTER_ADDR`,
+    /// `MASTER_PORT`, `WORLD_SIZE`, `NODE_RANK`).
     pub env: HashMap<String, String>,
+    /// A job's command line (`sh -c`); absent for an instance, which runs
+    /// the agent's own workload command.
+    pub command: Option<String>,
+    /// Where a job's command starts.
+    pub working_dir: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -475,20 +482,52 @@ async fn assignments(
         .filter(order::Column::Status.eq(OrderStatus::Scheduled))
         .exec(&state.db)
         .await?;
+    // Jobs: their commands, and every node of each for the rendezvous.
+    let jobs: HashMap<Uuid, order::Model> = order::Entity::find()
+        .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
+        .filter(order::Column::Job.is_not_null())
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|o| (o.id, o))
+        .collect();
+    let gangs = allocation::Entity::find()
+        .filter(allocation::Column::OrderId.is_in(jobs.keys().copied()))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .all(&state.db)
+        .await?;
+    let names: HashMap<Uuid, String> = node::Entity::find()
+        .filter(node::Column::Id.is_in(gangs.iter().map(|a| a.node_id)))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|n| (n.id, n.name))
+        .collect();
     let assignments = live
         .into_iter()
         .map(|a| {
+            let launch = jobs.get(&a.order_id).and_then(|job| {
+                let gang: Vec<(Uuid, &str)> = gangs
+                    .iter()
+                    .filter(|g| g.order_id == job.id)
+                    .map(|g| (g.id, names.get(&g.node_id).map_or("", String::as_str)))
+                    .collect();
+                crate::jobs::launch(job, a.id, &gang)
+            });
             let gpu_ids = a.gpu_list();
             let visible = gpu_ids
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(",");
-            let env = HashMap::from([
+            let mut env = HashMap::from([
                 ("CUDA_VISIBLE_DEVICES".to_owned(), visible),
                 ("GANTRY_ORDER_ID".to_owned(), a.order_id.to_string()),
                 ("GANTRY_ORG_ID".to_owned(), a.org_id.to_string()),
             ]);
+            if let Some(launch) = &launch {
+                env.extend(launch.env.iter().cloned());
+            }
             Assignment {
                 order_id: a.order_id,
                 action: if a.state == AllocationState::Active {
@@ -499,6 +538,8 @@ async fn assignments(
                 gpu_ids,
                 stop_at: a.stop_at,
                 env,
+                command: launch.as_ref().map(|l| l.command.clone()),
+                working_dir: launch.and_then(|l| l.working_dir),
             }
         })
         .collect();
@@ -559,6 +600,62 @@ async fn report_status(
             lifecycle::came_up(&txn, report.order_id, access.to_string(), now).await?;
         }
         WorkloadState::Exited | WorkloadState::Failed => {
+            allocation::Entity::update_many()
+                .col_expr(allocation::Column::ExitCode, Expr::value(report.exit_code))
+                .filter(allocation::Column::OrderId.eq(report.order_id))
+                .filter(allocation::Column::NodeId.eq(node.id))
+                .filter(allocation::Column::State.ne(AllocationState::Released))
+                .exec(&txn)
+                .await?;
+            let current = order::Entity::find_by_id(report.order_id)
+                .one(&txn)
+                .await?
+                .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+            if current.job.is_some() {
+                order::Entity::update_many()
+                    .col_expr(order::Column::ExitCode, Expr::value(report.exit_code))
+                    .filter(order::Column::Id.eq(current.id))
+                    .exec(&txn)
+                    .await?;
+            }
+            // A job asked to retry failures runs again while retries last.
+            let failed = !matches!(
+                (report.state, report.exit_code),
+                (WorkloadState::Exited, Some(0))
+            );
+            if failed
+                && current.job.is_some()
+                && current.retry_on_failure
+                && current.attempts <= current.max_retries
+                && alive.contains(&current.status)
+            {
+                let why = match report.exit_code {
+                    Some(code) => format!("exited with code {code}"),
+                    None => message.clone().unwrap_or_else(|| "could not start".into()),
+                };
+                set_status(OrderStatus::Preempted, &alive)
+                    .col_expr(
+                        order::Column::PendingReason,
+                        Expr::value(Some(format!(
+                            "attempt {} {why}; retry {} of {}",
+                            current.attempts, current.attempts, current.max_retries
+                        ))),
+                    )
+                    .exec(&txn)
+                    .await?;
+                lifecycle::stop(&txn, report.order_id, now).await?;
+                lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
+                let current = order::Entity::find_by_id(report.order_id)
+                    .one(&txn)
+                    .await?
+                    .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+                txn.commit().await?;
+                state.scheduler.wake();
+                return Ok(Json(StatusAck {
+                    order_id: current.id,
+                    status: current.status,
+                }));
+            }
             let (status, reason) = match (report.state, report.exit_code) {
                 (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
                 (WorkloadState::Exited, code) => (

@@ -24,6 +24,13 @@ pub struct Model {
     pub down_from: Option<DateTimeUtc>,
     /// How far usage records cover it (whole seconds).
     pub metered_until: Option<DateTimeUtc>,
+    /// Which attempt of its order it served (1, 2, …).
+    pub attempt: i32,
+    /// The exit code its workload reported, if it exited.
+    pub exit_code: Option<i32>,
+    /// How its attempt ended (completed, failed, timed_out, cancelled,
+    /// preempted, node_lost); none while it lasts.
+    pub outcome: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -31,6 +31,21 @@ pub struct Model {
     pub attempts: i32,
     /// The `Idempotency-Key` it was created with, unique per organization.
     pub idempotency_key: Option<String>,
+    /// A job's JSON spec (command, args, env, working directory, image);
+    /// none for an instance.
+    pub job: Option<String>,
+    /// Walltime of a job: past it the job is stopped as timed out.
+    pub max_runtime_seconds: Option<i64>,
+    /// Whether a job's non-zero exit is retried.
+    pub retry_on_failure: bool,
+    /// Retries a job may have after its first attempt.
+    pub max_retries: i32,
+    pub array_id: Option<Uuid>,
+    pub array_index: Option<i32>,
+    /// The exit code of a job's last attempt.
+    pub exit_code: Option<i32>,
+    /// Bytes of output kept, against the per-job limit.
+    pub log_bytes: i64,
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

@@ -79,6 +79,25 @@ pub async fn release(
     if ids.is_empty() {
         return Ok(());
     }
+    // The attempt these allocations served ends as its order stands now.
+    let outcome =
+        order::Entity::find_by_id(order_id)
+            .one(db)
+            .await?
+            .map_or("released", |o| match o.status {
+                OrderStatus::Completed => "completed",
+                OrderStatus::Failed => "failed",
+                OrderStatus::Cancelled => "cancelled",
+                OrderStatus::TimedOut => "timed_out",
+                OrderStatus::Preempted => "preempted",
+                _ => "released",
+            });
+    allocation::Entity::update_many()
+        .col_expr(allocation::Column::Outcome, Expr::value(Some(outcome)))
+        .filter(allocation::Column::Id.is_in(ids.iter().copied()))
+        .filter(allocation::Column::Outcome.is_null())
+        .exec(db)
+        .await?;
     gpu_claim::Entity::delete_many()
         .filter(gpu_claim::Column::AllocationId.is_in(ids.iter().copied()))
         .exec(db)
@@ -114,11 +133,38 @@ pub async fn stopped(
     if holding.is_some() {
         return Ok(());
     }
+    // A job that has had all its retries fails instead of queueing again.
+    if let Some(o) = order::Entity::find_by_id(order_id).one(db).await?
+        && o.status == OrderStatus::Preempted
+        && o.kind == crate::jobs::KIND
+        && o.attempts > o.max_retries
+    {
+        order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Failed))
+            .col_expr(
+                order::Column::FailureReason,
+                Expr::value(Some(format!(
+                    "{}; no retries left after {} attempts",
+                    o.pending_reason.as_deref().unwrap_or("preempted"),
+                    o.attempts
+                ))),
+            )
+            .col_expr(
+                order::Column::PendingReason,
+                Expr::value(Option::<String>::None),
+            )
+            .filter(order::Column::Id.eq(order_id))
+            .filter(order::Column::Status.eq(OrderStatus::Preempted))
+            .exec(db)
+            .await?;
+    }
+    // The preempting actor's reason (a drain, a lost node, a retried exit)
+    // stays; a plain preemption says so.
     order::Entity::update_many()
         .col_expr(order::Column::Status, Expr::value(OrderStatus::Queued))
         .col_expr(
             order::Column::PendingReason,
-            Expr::value(Some("preempted; queued again".to_owned())),
+            Expr::cust("COALESCE(pending_reason, 'preempted; queued again')"),
         )
         .col_expr(order::Column::Access, Expr::value(Option::<String>::None))
         .col_expr(order::Column::UpdatedAt, Expr::value(now))
@@ -135,6 +181,7 @@ pub async fn stopped(
             OrderStatus::Cancelled,
             OrderStatus::Failed,
             OrderStatus::Completed,
+            OrderStatus::TimedOut,
         ]))
         .filter(order::Column::EndedAt.is_null())
         .exec(db)

@@ -24,7 +24,7 @@ use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::Operator;
 use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
-use crate::entities::{allocation, gpu_model, node, order, project};
+use crate::entities::{allocation, gpu_model, node, order, order_dependency, project};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -49,7 +49,8 @@ pub struct Order {
     pub id: Uuid,
     pub org_id: Uuid,
     pub project_id: Option<Uuid>,
-    /// `instance`: capacity kept until cancelled.
+    /// `instance`: capacity kept until cancelled; `job`: a command run to
+    /// completion.
     pub kind: String,
     pub instance_type: String,
     pub gpu_model: String,
@@ -75,6 +76,8 @@ pub struct Order {
     pub access: Option<serde_json::Value>,
     /// How many times it has been started.
     pub attempts: i32,
+    /// What a job runs and how it is retried; none for an instance.
+    pub job: Option<crate::jobs::JobView>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
@@ -100,11 +103,15 @@ pub struct CreateOrder {
     pub pricing_class: Option<PricingClass>,
     /// `dev` when absent.
     pub workload_class: Option<WorkloadClass>,
-    /// How long it is expected to run, 60 s to a year; it ends then.
-    #[schema(minimum = 60, maximum = 31622400)]
+    /// How long it is expected to run, 60 s to a year (a job: from 1 s);
+    /// an instance ends then, and so does a job on simulated nodes, while
+    /// a job's command on a real node decides for itself.
+    #[schema(minimum = 1, maximum = 31622400)]
     pub duration_seconds: Option<i64>,
     /// When it must have finished; in the future.
     pub deadline: Option<DateTime<Utc>>,
+    /// Makes the order a job: a command run to completion.
+    pub job: Option<crate::jobs::JobSpec>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -112,6 +119,8 @@ pub struct CreateOrder {
 pub struct OrderFilter {
     pub status: Option<OrderStatus>,
     pub project_id: Option<Uuid>,
+    /// The members of one job array.
+    pub array_id: Option<Uuid>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -164,6 +173,23 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
         .into_iter()
         .map(|n| (n.id, n.name))
         .collect();
+    let mut dependencies: HashMap<Uuid, Vec<crate::jobs::Dependency>> = HashMap::new();
+    for d in order_dependency::Entity::find()
+        .filter(
+            order_dependency::Column::OrderId
+                .is_in(rows.iter().filter(|o| o.job.is_some()).map(|o| o.id)),
+        )
+        .all(db)
+        .await?
+    {
+        dependencies
+            .entry(d.order_id)
+            .or_default()
+            .push(crate::jobs::Dependency {
+                order_id: d.depends_on,
+                condition: crate::jobs::Condition::parse(&d.condition),
+            });
+    }
     let mut placements: HashMap<Uuid, Vec<NodePlacement>> = HashMap::new();
     for a in live {
         placements
@@ -182,6 +208,7 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
             gpu_model: models.get(&o.gpu_model_id).cloned().unwrap_or_default(),
             region: o.region_id.and_then(|r| regions.get(&r).cloned()),
             placement: placements.remove(&o.id).unwrap_or_default(),
+            job: crate::jobs::view(&o, dependencies.remove(&o.id).unwrap_or_default()),
             access: o
                 .access
                 .as_deref()
@@ -253,6 +280,9 @@ async fn list_orders(
     }
     if let Some(project) = filter.project_id {
         select = select.filter(order::Column::ProjectId.eq(project));
+    }
+    if let Some(array) = filter.array_id {
+        select = select.filter(order::Column::ArrayId.eq(array));
     }
     Ok(Json(page_of(&state.db, select, request).await?))
 }
@@ -335,8 +365,10 @@ async fn create_order(
     let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
     let mut fields = Fields::default();
     fields.range("node_count", node_count, 1, NODE_COUNT_MAX);
+    let command = request.job.as_ref().map(|job| job.validate(&mut fields));
     if let Some(duration) = request.duration_seconds {
-        fields.range("duration_seconds", duration, DURATION_MIN, DURATION_MAX);
+        let min = if command.is_some() { 1 } else { DURATION_MIN };
+        fields.range("duration_seconds", duration, min, DURATION_MAX);
     }
     if request.deadline.is_some_and(|deadline| deadline <= now) {
         fields.push("deadline", "must be in the future");
@@ -385,6 +417,10 @@ async fn create_order(
             format!("no project {project_id} in this organization"),
         ));
     }
+    let job = request.job.as_ref();
+    if let Some(job) = job {
+        crate::jobs::arrays::check_dependencies(db, scope, &job.depends_on).await?;
+    }
     admission::admit(
         db,
         &admission::Request {
@@ -400,14 +436,25 @@ async fn create_order(
         },
     )
     .await?;
-    let txn = crate::db::write(db).await?;
-    let row = order::ActiveModel {
+    let count = job.and_then(|j| j.array_count).unwrap_or(1);
+    let array_id = job
+        .filter(|j| j.array_count.is_some())
+        .map(|_| Uuid::now_v7());
+    let stored = command
+        .as_ref()
+        .map(|c| serde_json::to_string(c).unwrap_or_default());
+    let member = |index: i32| order::ActiveModel {
         id: Set(Uuid::now_v7()),
         org_id: Set(scope.org_id),
         project_id: Set(request.project_id),
         created_by_kind: Set(access.actor.kind.to_owned()),
         created_by: Set(access.actor.id),
-        kind: Set("instance".to_owned()),
+        kind: Set(if job.is_some() {
+            crate::jobs::KIND
+        } else {
+            "instance"
+        }
+        .to_owned()),
         instance_type_id: Set(instance.id),
         gpu_model_id: Set(model.id),
         gpus_per_node: Set(instance.gpus_per_node),
@@ -415,7 +462,11 @@ async fn create_order(
         region_id: Set(region.as_ref().map(|r| r.id)),
         priority_class: Set(priority_class),
         pricing_class: Set(pricing_class),
-        workload_class: Set(request.workload_class.unwrap_or(WorkloadClass::Dev)),
+        workload_class: Set(request.workload_class.unwrap_or(if job.is_some() {
+            WorkloadClass::Batch
+        } else {
+            WorkloadClass::Dev
+        })),
         duration_seconds: Set(request.duration_seconds),
         deadline: Set(request.deadline),
         status: Set(OrderStatus::Queued),
@@ -424,14 +475,34 @@ async fn create_order(
         failure_reason: Set(None),
         access: Set(None),
         attempts: Set(0),
-        idempotency_key: Set(idempotency_key),
+        // Only the first member answers a retried request.
+        idempotency_key: Set(if index == 0 {
+            idempotency_key.clone()
+        } else {
+            None
+        }),
+        job: Set(stored.clone()),
+        max_runtime_seconds: Set(job.and_then(|j| j.max_runtime_seconds)),
+        retry_on_failure: Set(job.is_some_and(|j| j.retry.on_failure)),
+        max_retries: Set(job.map_or(0, |j| j.retry.max_retries)),
+        array_id: Set(array_id),
+        array_index: Set(array_id.map(|_| index)),
+        exit_code: Set(None),
+        log_bytes: Set(0),
         started_at: Set(None),
         ended_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+    };
+    let txn = crate::db::write(db).await?;
+    let row = member(0).insert(&txn).await?;
+    let mut members = vec![row.id];
+    if count > 1 {
+        members.extend(crate::jobs::arrays::insert_members(&txn, (1..count).map(member)).await?);
     }
-    .insert(&txn)
-    .await?;
+    if let Some(job) = job {
+        crate::jobs::arrays::link_dependencies(&txn, &members, &job.depends_on).await?;
+    }
     audit::record(
         &txn,
         Change {
@@ -444,6 +515,9 @@ async fn create_order(
                 "node_count": node_count,
                 "pricing_class": pricing_class,
                 "priority_class": priority_class,
+                "kind": row.kind,
+                "array_id": array_id,
+                "array_count": array_id.map(|_| count),
             }),
             actor: &access.actor,
         },
@@ -452,6 +526,26 @@ async fn create_order(
     txn.commit().await?;
     state.scheduler.wake();
     Ok((StatusCode::CREATED, Json(view(&state.db, row).await?)))
+}
+
+/// Cancels an order that has not ended, inside the caller's transaction:
+/// its work is asked to stop, and it ends once that is done.
+pub async fn cancel(
+    txn: &impl ConnectionTrait,
+    current: order::Model,
+    now: DateTime<Utc>,
+) -> Result<order::Model, sea_orm::DbErr> {
+    let holding = lifecycle::stop(txn, current.id, now).await?;
+    let still_stopping = holding > 0 || current.status == OrderStatus::Preempted;
+    let mut row: order::ActiveModel = current.into();
+    row.status = Set(OrderStatus::Cancelled);
+    row.pending_reason = Set(None);
+    row.estimated_start = Set(None);
+    row.updated_at = Set(now);
+    if !still_stopping {
+        row.ended_at = Set(Some(now));
+    }
+    row.update(txn).await
 }
 
 /// Cancels a waiting order or terminates a running one; its GPUs are freed
@@ -480,7 +574,7 @@ async fn cancel_order(
             txn.commit().await?;
             return Ok(Json(view(&state.db, current).await?));
         }
-        OrderStatus::Completed | OrderStatus::Failed => {
+        OrderStatus::Completed | OrderStatus::Failed | OrderStatus::TimedOut => {
             return Err(ApiError::conflict(
                 "order_ended",
                 format!(
@@ -493,17 +587,7 @@ async fn cancel_order(
         _ => {}
     }
     let now = state.clock.now();
-    let holding = lifecycle::stop(&txn, current.id, now).await?;
-    let mut row: order::ActiveModel = current.clone().into();
-    row.status = Set(OrderStatus::Cancelled);
-    row.pending_reason = Set(None);
-    row.estimated_start = Set(None);
-    row.updated_at = Set(now);
-    let still_stopping = holding > 0 || current.status == OrderStatus::Preempted;
-    if !still_stopping {
-        row.ended_at = Set(Some(now));
-    }
-    let updated = row.update(&txn).await?;
+    let updated = cancel(&txn, current.clone(), now).await?;
     audit::record(
         &txn,
         Change {

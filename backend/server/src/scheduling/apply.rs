@@ -165,6 +165,9 @@ async fn start(
                 running_since: Set(None),
                 down_from: Set(None),
                 metered_until: Set(None),
+                attempt: Set(current.attempts + 1),
+                exit_code: Set(None),
+                outcome: Set(None),
             },
             txn,
         )

@@ -142,9 +142,12 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
             gpus: a.gpu_list(),
         });
     }
+    // Jobs waiting on other jobs are not the engine's to place yet.
+    let gate = crate::jobs::dependencies::gate(db).await?;
     let mut pending: Vec<engine::Workload> = orders
         .values()
         .filter(|o| o.status == OrderStatus::Queued)
+        .filter(|o| !gate.blocked.contains_key(&o.id) && !gate.broken.contains_key(&o.id))
         .map(|o| workload(o, &types, &model_name, &region_names))
         .collect();
     pending.sort_by(|a, b| a.id.cmp(&b.id));
@@ -157,7 +160,13 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
                 .or_default() += a.gpu_count();
         }
     }
-    let held = super::scoped::hold_back(&mut pending, &orders, &quota_rows, used, &region_names);
+    let mut held =
+        super::scoped::hold_back(&mut pending, &orders, &quota_rows, used, &region_names);
+    held.extend(
+        gate.blocked
+            .into_iter()
+            .map(|(order_id, reason)| super::scoped::Held { order_id, reason }),
+    );
     Ok(Loaded {
         held,
         snapshot: engine::OwnedSnapshot {

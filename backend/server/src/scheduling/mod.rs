@@ -188,7 +188,12 @@ async fn cycle(
         }
     }
     end_expired(state, now).await?;
+    crate::jobs::time_out(&state.db, now).await?;
     evacuate(state, now).await?;
+    let gate = crate::jobs::dependencies::gate(&state.db).await?;
+    if !gate.broken.is_empty() {
+        crate::jobs::dependencies::fail_broken(&state.db, &gate.broken, now).await?;
+    }
     let loading = Instant::now();
     let loaded = load::load(&state.db, now).await?;
     let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
@@ -252,14 +257,41 @@ async fn close_month_and_budgets(state: &AppState, now: DateTime<Utc>) {
     }
 }
 
-/// Running orders whose duration has passed are completed and stopped.
+/// Running orders whose duration has passed are completed and stopped. A
+/// job's duration is only an estimate where an agent runs its command (the
+/// command decides when it ends); on simulated nodes it is the job's length.
 async fn end_expired(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
     let running = order::Entity::find()
         .filter(order::Column::Status.eq(OrderStatus::Running))
         .filter(order::Column::DurationSeconds.is_not_null())
         .all(&state.db)
         .await?;
-    for o in running {
+    let jobs: Vec<Uuid> = running
+        .iter()
+        .filter(|o| o.kind == crate::jobs::KIND)
+        .map(|o| o.id)
+        .collect();
+    let on_agents: HashSet<Uuid> = if jobs.is_empty() {
+        HashSet::new()
+    } else {
+        let agent_nodes: HashSet<Uuid> = node::Entity::find()
+            .filter(node::Column::Driver.eq(DriverKind::Agent))
+            .all(&state.db)
+            .await?
+            .into_iter()
+            .map(|n| n.id)
+            .collect();
+        allocation::Entity::find()
+            .filter(allocation::Column::OrderId.is_in(jobs))
+            .filter(allocation::Column::State.eq(AllocationState::Active))
+            .all(&state.db)
+            .await?
+            .into_iter()
+            .filter(|a| agent_nodes.contains(&a.node_id))
+            .map(|a| a.order_id)
+            .collect()
+    };
+    for o in running.into_iter().filter(|o| !on_agents.contains(&o.id)) {
         let (Some(started), Some(duration)) = (o.started_at, o.duration_seconds) else {
             continue;
         };

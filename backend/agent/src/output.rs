@@ -1,0 +1,200 @@
+//! Workloads' output: each one's stdout and stderr go to files in the state
+//! directory, and every round the new complete lines are read from there to
+//! be shipped to the control plane. The files outlive the agent, so a
+//! workload's output is never lost to an agent restart (lines already
+//! shipped before one are shipped again after it).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+/// Lines read from one workload in one round, at most.
+const LINES_PER_ROUND: usize = 1000;
+/// Longer lines are cut into pieces of this many bytes.
+const LINE_MAX: usize = 16 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub stream: &'static str,
+    pub line: String,
+}
+
+struct Tail {
+    path: PathBuf,
+    stream: &'static str,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+pub struct Output {
+    dir: PathBuf,
+    tails: HashMap<Uuid, [Tail; 2]>,
+}
+
+impl Output {
+    pub fn new(state_dir: &Path) -> std::io::Result<Self> {
+        let dir = state_dir.join("output");
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self {
+            dir,
+            tails: HashMap::new(),
+        })
+    }
+
+    /// Fresh files for a workload being started: its stdout and stderr.
+    pub fn create(&mut self, id: Uuid) -> std::io::Result<(File, File)> {
+        let (out, err) = (self.path(id, "stdout"), self.path(id, "stderr"));
+        let files = (File::create(&out)?, File::create(&err)?);
+        self.tails
+            .insert(id, [tail(out, "stdout"), tail(err, "stderr")]);
+        Ok(files)
+    }
+
+    /// Follows the files of a workload taken back after a restart.
+    pub fn resume(&mut self, id: Uuid) {
+        let tails = [
+            tail(self.path(id, "stdout"), "stdout"),
+            tail(self.path(id, "stderr"), "stderr"),
+        ];
+        self.tails.insert(id, tails);
+    }
+
+    /// New lines of every workload; `ended` workloads are read to the end
+    /// (a last line without newline included) and then forgotten.
+    pub fn read(&mut self, ended: &[Uuid]) -> Vec<(Uuid, Vec<Line>)> {
+        let mut all = Vec::new();
+        for (id, tails) in &mut self.tails {
+            let last = ended.contains(id);
+            let mut lines = Vec::new();
+            for tail in tails.iter_mut() {
+                tail.read_into(&mut lines, last);
+            }
+            if !lines.is_empty() {
+                all.push((*id, lines));
+            }
+        }
+        for id in ended {
+            if let Some(tails) = self.tails.get(id)
+                && tails.iter().all(|t| t.partial.is_empty())
+            {
+                self.tails.remove(id);
+                for stream in ["stdout", "stderr"] {
+                    std::fs::remove_file(self.path(*id, stream)).ok();
+                }
+            }
+        }
+        all
+    }
+
+    fn path(&self, id: Uuid, stream: &str) -> PathBuf {
+        self.dir.join(format!("{id}.{stream}"))
+    }
+}
+
+fn tail(path: PathBuf, stream: &'static str) -> Tail {
+    Tail {
+        path,
+        stream,
+        offset: 0,
+        partial: Vec::new(),
+    }
+}
+
+impl Tail {
+    fn read_into(&mut self, lines: &mut Vec<Line>, last: bool) {
+        let Ok(mut file) = File::open(&self.path) else {
+            return;
+        };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut fresh = Vec::new();
+        let budget = (LINES_PER_ROUND * LINE_MAX) as u64;
+        if let Ok(read) = file.take(budget).read_to_end(&mut fresh) {
+            self.offset += read as u64;
+        }
+        self.partial.extend_from_slice(&fresh);
+        let mut start = 0;
+        for (i, byte) in self.partial.iter().enumerate() {
+            if *byte == b'\n' {
+                push(lines, self.stream, &self.partial[start..i]);
+                start = i + 1;
+            }
+        }
+        self.partial.drain(..start);
+        if (last && !self.partial.is_empty()) || self.partial.len() >= LINE_MAX {
+            push(lines, self.stream, &self.partial);
+            self.partial.clear();
+        }
+    }
+}
+
+fn push(lines: &mut Vec<Line>, stream: &'static str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.strip_suffix('\r').unwrap_or(&text);
+    if text.is_empty() {
+        lines.push(Line {
+            stream,
+            line: String::new(),
+        });
+        return;
+    }
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(LINE_MAX);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        lines.push(Line {
+            stream,
+            line: rest[..cut].to_owned(),
+        });
+        rest = &rest[cut..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> PathBuf {
+        std::env::temp_dir().join(format!("gantry-output-{}", Uuid::now_v7().simple()))
+    }
+
+    #[test]
+    fn complete_lines_come_as_written_and_the_last_one_at_the_end() {
+        use std::io::Write;
+        let mut output = Output::new(&dir()).expect("dir");
+        let id = Uuid::now_v7();
+        let (mut out, mut err) = output.create(id).expect("files");
+        write!(out, "one\ntwo\nthr").expect("write");
+        writeln!(err, "oops").expect("write");
+        let first = output.read(&[]);
+        let lines: Vec<String> = first[0]
+            .1
+            .iter()
+            .map(|l| format!("{}:{}", l.stream, l.line))
+            .collect();
+        assert_eq!(lines, ["stdout:one", "stdout:two", "stderr:oops"]);
+        write!(out, "ee").expect("write");
+        assert!(
+            output.read(&[]).is_empty(),
+            "a partial line waits for its end"
+        );
+        let last = output.read(&[id]);
+        assert_eq!(
+            last[0].1,
+            vec![Line {
+                stream: "stdout",
+                line: "three".into()
+            }]
+        );
+        assert!(
+            output.read(&[id]).is_empty(),
+            "an ended workload is forgotten"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! Job arrays (one request, many similar jobs, each scheduled on its own
+//! and told its index) and the dependency edges jobs are created with.
+
+use axum::Json;
+use axum::extract::{RawPathParams, State};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::Dependency;
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::entities::{order, order_dependency};
+use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::extract::path_uuid;
+use crate::tenancy::access::{OrgAccess, OrgScope, need};
+
+/// Rows per INSERT: well under SQLite's and PostgreSQL's bind limits.
+const CHUNK: usize = 200;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArrayCancelled {
+    pub array_id: Uuid,
+    /// Members that were still queued or running and are now cancelled.
+    pub cancelled: usize,
+    /// Members that had already ended.
+    pub ended: usize,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(cancel_array))
+}
+
+/// Every dependency names a job of this organization; another
+/// organization's ids are unknown here, as any other unknown id.
+pub async fn check_dependencies(
+    db: &impl ConnectionTrait,
+    scope: &OrgScope,
+    dependencies: &[Dependency],
+) -> ApiResult<()> {
+    if dependencies.is_empty() {
+        return Ok(());
+    }
+    let found: std::collections::HashMap<Uuid, order::Model> = scope
+        .select::<order::Entity>()
+        .filter(order::Column::Id.is_in(dependencies.iter().map(|d| d.order_id)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|o| (o.id, o))
+        .collect();
+    for dependency in dependencies {
+        match found.get(&dependency.order_id) {
+            None => {
+                return Err(ApiError::unprocessable(
+                    "unknown_dependency",
+                    format!("no job {} in this organization", dependency.order_id),
+                ));
+            }
+            Some(o) if o.kind != super::KIND => {
+                return Err(ApiError::unprocessable(
+                    "dependency_not_a_job",
+                    format!("order {} is an instance, not a job", o.id),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Inserts the other members of an array; their ids.
+pub async fn insert_members(
+    txn: &impl ConnectionTrait,
+    members: impl Iterator<Item = order::ActiveModel>,
+) -> Result<Vec<Uuid>, DbErr> {
+    let members: Vec<order::ActiveModel> = members.collect();
+    let ids = members.iter().filter_map(|m| m.id.clone().take()).collect();
+    for chunk in members.chunks(CHUNK) {
+        order::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(txn)
+            .await?;
+    }
+    Ok(ids)
+}
+
+/// Records that each of `orders` waits on each of `dependencies`.
+pub async fn link_dependencies(
+    txn: &impl ConnectionTrait,
+    orders: &[Uuid],
+    dependencies: &[Dependency],
+) -> Result<(), DbErr> {
+    let edges: Vec<order_dependency::ActiveModel> = orders
+        .iter()
+        .flat_map(|order_id| {
+            dependencies.iter().map(|d| order_dependency::ActiveModel {
+                order_id: Set(*order_id),
+                depends_on: Set(d.order_id),
+                condition: Set(d.condition.as_str().to_owned()),
+            })
+        })
+        .collect();
+    for chunk in edges.chunks(CHUNK) {
+        order_dependency::Entity::insert_many(chunk.to_vec())
+            .on_conflict_do_nothing()
+            .exec_without_returning(txn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Cancels every member of a job array that has not ended.
+#[utoipa::path(
+    post,
+    path = "/orgs/{org_id}/job-arrays/{array_id}/cancel",
+    tag = "orders",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("array_id" = Uuid, Path, description = "The `job.array_id` its members share"),
+    ),
+    responses((status = 200, description = "What was cancelled", body = ArrayCancelled), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn cancel_array(
+    State(state): State<AppState>,
+    access: OrgAccess<need::Member>,
+    params: RawPathParams,
+) -> ApiResult<Json<ArrayCancelled>> {
+    let array_id = path_uuid(&params, "array_id", Resource::Order)?;
+    // The scheduling loop may be placing members right now: PostgreSQL
+    // then breaks the deadlock by aborting one side, and this side tries
+    // again.
+    let mut tries = 0;
+    let (cancelled, total) = loop {
+        match cancel_members(&state, &access, array_id).await {
+            Err(error) if tries < 3 && crate::db::is_retryable(&error) => tries += 1,
+            result => break result?,
+        }
+    };
+    if total == 0 {
+        return Err(ApiError::not_found(Resource::Order, array_id));
+    }
+    state.scheduler.wake();
+    Ok(Json(ArrayCancelled {
+        array_id,
+        cancelled,
+        ended: total - cancelled,
+    }))
+}
+
+/// Cancels what has not ended of an array, in one transaction: how many
+/// were cancelled, of how many members.
+async fn cancel_members(
+    state: &AppState,
+    access: &OrgAccess<need::Member>,
+    array_id: Uuid,
+) -> Result<(usize, usize), DbErr> {
+    let scope = &access.scope;
+    let txn = crate::db::write(&state.db).await?;
+    let members = scope
+        .select::<order::Entity>()
+        .filter(order::Column::ArrayId.eq(array_id))
+        .order_by_asc(order::Column::Id)
+        .all(&txn)
+        .await?;
+    let total = members.len();
+    if total == 0 {
+        return Ok((0, 0));
+    }
+    let now = state.clock.now();
+    let mut cancelled = 0;
+    for member in members.into_iter().filter(|m| !m.status.is_final()) {
+        crate::orders::cancel(&txn, member, now).await?;
+        cancelled += 1;
+    }
+    audit::record(
+        &txn,
+        Change {
+            org_id: Some(scope.org_id),
+            action: "job_array.cancel",
+            target_type: "job_array",
+            target_id: Some(array_id.to_string()),
+            details: serde_json::json!({ "cancelled": cancelled }),
+            actor: &access.actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok((cancelled, total))
+}

@@ -1,0 +1,109 @@
+//! Each attempt of an order: where it ran, on which GPUs, from when to
+//! when, and how it ended, read from the allocations that served it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::Json;
+use axum::extract::{RawPathParams, State};
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::entities::{allocation, node, order};
+use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::http::extract::path_uuid;
+use crate::tenancy::access::{OrgAccess, need};
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptNode {
+    pub node_id: Uuid,
+    pub node_name: String,
+    pub gpu_ids: Vec<u32>,
+    pub exit_code: Option<i32>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Attempt {
+    /// 1 for the first start, 2 for the first retry, …
+    pub attempt: i32,
+    pub nodes: Vec<AttemptNode>,
+    /// When its work came up (absent when it never did).
+    pub started_at: Option<DateTime<Utc>>,
+    /// When its GPUs were freed (absent while it lasts).
+    pub ended_at: Option<DateTime<Utc>>,
+    /// completed, failed, timed_out, cancelled or preempted; absent while
+    /// it lasts.
+    pub outcome: Option<String>,
+    /// The first exit code its nodes reported.
+    pub exit_code: Option<i32>,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list_attempts))
+}
+
+/// Every attempt of an order (a job's retries, an instance's restarts
+/// after preemption), oldest first.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/orders/{order_id}/attempts",
+    tag = "orders",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("order_id" = Uuid, Path, description = "Order id"),
+    ),
+    responses((status = 200, description = "Its attempts, oldest first", body = Vec<Attempt>), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn list_attempts(
+    State(state): State<AppState>,
+    access: OrgAccess<need::AnyRole>,
+    params: RawPathParams,
+) -> ApiResult<Json<Vec<Attempt>>> {
+    let id = path_uuid(&params, "order_id", Resource::Order)?;
+    let found = access
+        .scope
+        .select::<order::Entity>()
+        .filter(order::Column::Id.eq(id))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Order, id))?;
+    let allocations = allocation::Entity::find()
+        .filter(allocation::Column::OrderId.eq(found.id))
+        .order_by_asc(allocation::Column::Id)
+        .all(&state.db)
+        .await?;
+    let names: HashMap<Uuid, String> = node::Entity::find()
+        .filter(node::Column::Id.is_in(allocations.iter().map(|a| a.node_id)))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|n| (n.id, n.name))
+        .collect();
+    let mut attempts: BTreeMap<i32, Attempt> = BTreeMap::new();
+    for a in allocations {
+        let entry = attempts.entry(a.attempt).or_insert_with(|| Attempt {
+            attempt: a.attempt,
+            nodes: Vec::new(),
+            started_at: a.running_since,
+            ended_at: a.released_at,
+            outcome: a.outcome.clone(),
+            exit_code: None,
+        });
+        entry.started_at = entry.started_at.min(a.running_since).or(a.running_since);
+        entry.ended_at = entry.ended_at.max(a.released_at);
+        entry.exit_code = entry.exit_code.or(a.exit_code);
+        entry.nodes.push(AttemptNode {
+            node_id: a.node_id,
+            node_name: names.get(&a.node_id).cloned().unwrap_or_default(),
+            gpu_ids: a.gpu_list(),
+            exit_code: a.exit_code,
+        });
+    }
+    Ok(Json(attempts.into_values().collect()))
+}

@@ -1,0 +1,110 @@
+//! Which queued jobs may be placed: a job with dependencies waits until
+//! each has ended (`after_any`) or completed (`after_ok`); one whose
+//! `after_ok` dependency ended any other way can never run and fails, and
+//! its own dependents fail in turn on later cycles.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, Query};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use uuid::Uuid;
+
+use super::Condition;
+use crate::classes::OrderStatus;
+use crate::entities::{order, order_dependency};
+
+/// Queued jobs held back this cycle, each with why.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// Waiting for dependencies still running or queued.
+    pub blocked: HashMap<Uuid, String>,
+    /// A dependency that had to succeed did not: these fail.
+    pub broken: HashMap<Uuid, String>,
+}
+
+pub async fn gate(db: &impl ConnectionTrait) -> Result<Gate, DbErr> {
+    let queued = Query::select()
+        .column(order::Column::Id)
+        .from(order::Entity)
+        .and_where(order::Column::Status.eq(OrderStatus::Queued))
+        .to_owned();
+    let edges = order_dependency::Entity::find()
+        .filter(order_dependency::Column::OrderId.in_subquery(queued))
+        .all(db)
+        .await?;
+    let mut gate = Gate::default();
+    if edges.is_empty() {
+        return Ok(gate);
+    }
+    let statuses: HashMap<Uuid, OrderStatus> = order::Entity::find()
+        .select_only()
+        .column(order::Column::Id)
+        .column(order::Column::Status)
+        .filter(order::Column::Id.is_in(edges.iter().map(|e| e.depends_on)))
+        .into_tuple::<(Uuid, OrderStatus)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    for edge in edges {
+        let Some(&status) = statuses.get(&edge.depends_on) else {
+            continue;
+        };
+        let short = &edge.depends_on.to_string()[..8];
+        let condition = Condition::parse(&edge.condition);
+        if status.is_final() {
+            if condition == Condition::AfterOk && status != OrderStatus::Completed {
+                gate.broken.entry(edge.order_id).or_insert_with(|| {
+                    format!(
+                        "dependency {} ended {} instead of completing",
+                        edge.depends_on,
+                        status.as_str()
+                    )
+                });
+            }
+        } else if !gate.broken.contains_key(&edge.order_id) {
+            gate.blocked.entry(edge.order_id).or_insert_with(|| {
+                format!(
+                    "waiting for job {short} ({}) to {}",
+                    status.as_str(),
+                    match condition {
+                        Condition::AfterOk => "complete",
+                        Condition::AfterAny => "end",
+                    }
+                )
+            });
+        }
+    }
+    for id in gate.broken.keys() {
+        gate.blocked.remove(id);
+    }
+    Ok(gate)
+}
+
+/// Fails the queued jobs whose required dependency failed.
+pub async fn fail_broken(
+    db: &impl ConnectionTrait,
+    broken: &HashMap<Uuid, String>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    for (id, reason) in broken {
+        order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Failed))
+            .col_expr(
+                order::Column::FailureReason,
+                Expr::value(Some(reason.clone())),
+            )
+            .col_expr(
+                order::Column::PendingReason,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(order::Column::EndedAt, Expr::value(Some(now)))
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(*id))
+            .filter(order::Column::Status.eq(OrderStatus::Queued))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
+}
