@@ -44,8 +44,8 @@ const RESERVED_ENV: &[&str] = &[
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
-    /// Run by `sh -c` on every node, with `args` appended as its
-    /// positional words.
+    /// Run by `sh -c` on every node; `args` are appended to it, each quoted
+    /// as one word (as a container's args follow its command).
     #[schema(min_length = 1, max_length = 4096)]
     pub command: String,
     #[serde(default)]
