@@ -115,6 +115,34 @@ describe("the console", () => {
     await page.getByRole("table", { name: "API keys" }).getByText("ci", { exact: true }).waitFor();
   });
 
+  test("a tenant submits a job array from the launch form and follows its jobs", async () => {
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByText("Job (runs a command to completion)").click();
+    await page.getByRole("textbox", { name: "Command" }).fill("python sweep.py");
+    await page.getByRole("textbox", { name: "Arguments" }).fill("--lr\n0.1");
+    await page.getByRole("textbox", { name: "Array size" }).fill("3");
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x1 / }).click();
+    await page.getByRole("textbox", { name: "Duration (hours)" }).fill("0.0005");
+    await screenshot(page, "launch-job");
+    await page.getByRole("button", { name: "Submit job" }).click();
+
+    await page.getByRole("heading", { name: /^Job / }).waitFor();
+    expect(await page.getByTestId("job-command").textContent()).toBe('python sweep.py "--lr" "0.1"');
+    // The simulated node runs it for its two seconds, then it completes.
+    await page.getByRole("heading", { name: "Status" }).locator("..").getByText("completed").waitFor({ timeout: 30_000 });
+    await page.getByRole("table", { name: "Attempts" }).locator("tbody tr").first().waitFor();
+    await screenshot(page, "job");
+    await accessible(page);
+
+    // The array's three members, listed together.
+    await page.getByText(/^Member 0 of array/).getByRole("link").click();
+    await expect.poll(() => page.getByRole("table", { name: "Orders" }).locator("tbody tr").count()).toBe(3);
+  });
+
   test("a second tenant cannot see the first tenant's orders", async () => {
     expect(alphaOrder).not.toBe("");
     const { page } = await session();

@@ -65,12 +65,14 @@ const launch = createRoute({
   component: lazyRouteComponent(() => import("./pages/tenant/Launch"), "LaunchPage"),
 });
 
-export type OrdersSearch = { status?: string };
+export type OrdersSearch = { status?: string; array?: string };
 const orders = createRoute({
   getParentRoute: () => org,
   path: "/orders",
-  validateSearch: (search: Record<string, unknown>): OrdersSearch =>
-    typeof search.status === "string" ? { status: search.status } : {},
+  validateSearch: (search: Record<string, unknown>): OrdersSearch => ({
+    ...(typeof search.status === "string" ? { status: search.status } : {}),
+    ...(typeof search.array === "string" ? { array: search.array } : {}),
+  }),
   component: lazyRouteComponent(() => import("./pages/tenant/Orders"), "OrdersPage"),
 });
 

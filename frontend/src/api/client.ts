@@ -56,12 +56,12 @@ export async function unwrap<T>(call: Promise<Answer<T>>): Promise<T> {
 }
 
 /**
- * For routes that also answer CSV: the JSON answer, which is what a call
- * without `format=csv` gets.
+ * For routes that can also answer text (CSV, an event stream): the JSON
+ * answer, which is what a call without those options gets.
  */
 export async function unwrapJson<T>(call: Promise<Answer<T>>): Promise<Exclude<T, string>> {
   const answer = await unwrap(call);
-  if (typeof answer === "string") throw new ApiError(0, { detail: "the server answered CSV where JSON was asked for" });
+  if (typeof answer === "string") throw new ApiError(0, { detail: "the server answered text where JSON was asked for" });
   return answer as Exclude<T, string>;
 }
 

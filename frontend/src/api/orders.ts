@@ -11,13 +11,13 @@ type OrderStatus = Schemas["OrderStatus"];
 const LIVE_REFRESH_MS = 2_000;
 const IDLE_REFRESH_MS = 15_000;
 
-export function useOrders(orgId: string, status?: OrderStatus) {
+export function useOrders(orgId: string, status?: OrderStatus, arrayId?: string) {
   return useInfiniteQuery({
-    queryKey: keys.org(orgId, "orders", status ?? "all"),
+    queryKey: keys.org(orgId, "orders", status ?? "all", arrayId ?? "any"),
     queryFn: ({ pageParam }) =>
       unwrap(
         api.GET("/api/v1/orgs/{org_id}/orders", {
-          params: { path: { org_id: orgId }, query: { limit: 50, cursor: pageParam, status } },
+          params: { path: { org_id: orgId }, query: { limit: 50, cursor: pageParam, status, array_id: arrayId } },
         }),
       ),
     initialPageParam: undefined as string | undefined,

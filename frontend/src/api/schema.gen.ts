@@ -1967,8 +1967,8 @@ export interface components {
         /** @description What a job runs, and how it is retried, limited and ordered. */
         JobSpec: {
             /**
-             * @description Run by `sh -c` on every node, with `args` appended as its
-             *     positional words.
+             * @description Run by `sh -c` on every node; `args` are appended to it, each quoted
+             *     as one word (as a container's args follow its command).
              */
             command: string;
             args?: string[];

@@ -55,7 +55,7 @@ impl Driver for SimulatedDriver {
         let clock = self.clock.clone();
         let timing = self.timing;
         tokio::spawn(async move {
-            match bring_up(&db, &clock, order_id, timing).await {
+            match bring_up(&db, &clock, &scheduler, order_id, timing).await {
                 Ok(true) => scheduler.wake(),
                 Ok(false) => {}
                 Err(error) => tracing::warn!(%error, %order_id, "simulated start failed"),
@@ -86,10 +86,12 @@ impl Driver for SimulatedDriver {
 }
 
 /// Walks an order from scheduled through provisioning to running (or to a
-/// simulated failure). `Ok(true)` when GPUs were freed by a failure.
+/// simulated failure), and a job on to its end after its length.
+/// `Ok(true)` when GPUs were freed by a failure.
 async fn bring_up(
     db: &DatabaseConnection,
     clock: &Clock,
+    scheduler: &SchedulerHandle,
     order_id: Uuid,
     timing: Timing,
 ) -> Result<bool, DbErr> {
@@ -133,9 +135,50 @@ async fn bring_up(
     }
     let access = access_details(db, order_id).await?;
     let txn = crate::db::write(db).await?;
-    lifecycle::came_up(&txn, order_id, access, now).await?;
+    let up = lifecycle::came_up(&txn, order_id, access, now).await?;
     txn.commit().await?;
+    // A job runs for its length, then ends by itself, as its command would.
+    if up
+        && let Some(job) = order::Entity::find_by_id(order_id).one(db).await?
+        && job.kind == crate::jobs::KIND
+        && let Some(seconds) = job.duration_seconds
+    {
+        let length = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let (db, clock, scheduler) = (db.clone(), clock.clone(), scheduler.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(length).await;
+            match complete(&db, order_id, clock.now()).await {
+                Ok(true) => scheduler.wake(),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, %order_id, "simulated job end failed"),
+            }
+        });
+    }
     Ok(false)
+}
+
+/// A simulated job's command exits 0: it completes and its GPUs are free
+/// at once. False when it was no longer running (cancelled, timed out).
+async fn complete(
+    db: &DatabaseConnection,
+    order_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let txn = crate::db::write(db).await?;
+    let ended = order::Entity::update_many()
+        .col_expr(order::Column::Status, Expr::value(OrderStatus::Completed))
+        .col_expr(order::Column::ExitCode, Expr::value(Some(0)))
+        .col_expr(order::Column::UpdatedAt, Expr::value(now))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.eq(OrderStatus::Running))
+        .exec(&txn)
+        .await?;
+    if ended.rows_affected == 1 {
+        lifecycle::stop(&txn, order_id, now).await?;
+        lifecycle::stopped(&txn, order_id, None, now).await?;
+    }
+    txn.commit().await?;
+    Ok(ended.rows_affected == 1)
 }
 
 /// How a tenant reaches a simulated instance: one host per node.

@@ -3,6 +3,7 @@ import { useForm } from "@mantine/form";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useNavigate } from "@tanstack/react-router";
 import { useMemo } from "react";
+import { JobFields } from "./JobFields";
 import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import { keys, useInstanceTypes, useQuotas, useRegions } from "../../api/queries";
 import { ProblemAlert } from "../../components/Loadable";
@@ -17,7 +18,18 @@ const PRIORITY: Schemas["PriorityClass"][] = ["standard", "production", "batch",
 const WORKLOAD: Schemas["WorkloadClass"][] = ["training", "fine_tuning", "inference", "dev", "batch", "hpo"];
 const ANY_REGION = "";
 
-type Values = {
+export type Values = {
+  kind: "instance" | "job";
+  command: string;
+  args: string;
+  env: string;
+  workingDir: string;
+  walltimeMinutes: number | string;
+  retryOnFailure: boolean;
+  maxRetries: number | string;
+  arrayCount: number | string;
+  dependsOn: string;
+  dependencyCondition: "after_ok" | "after_any";
   instanceType: string;
   nodeCount: number;
   region: string;
@@ -37,6 +49,17 @@ export function LaunchPage() {
 
   const form = useForm<Values>({
     initialValues: {
+      kind: "instance",
+      command: "",
+      args: "",
+      env: "",
+      workingDir: "",
+      walltimeMinutes: "",
+      retryOnFailure: false,
+      maxRetries: 3,
+      arrayCount: "",
+      dependsOn: "",
+      dependencyCondition: "after_ok",
       instanceType: "",
       nodeCount: 1,
       region: ANY_REGION,
@@ -46,6 +69,14 @@ export function LaunchPage() {
       durationHours: "",
     },
     validate: {
+      command: (v, all) => (all.kind === "job" && !v.trim() ? "Enter the command the job runs" : null),
+      env: (v) =>
+        v
+          .split("\n")
+          .filter((line) => line.trim())
+          .every((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line))
+          ? null
+          : "One NAME=value per line",
       instanceType: (v) => (v ? null : "Choose an instance type"),
       nodeCount: (v) => (Number.isInteger(v) && v >= 1 && v <= 64 ? null : "1 to 64 nodes"),
       durationHours: (v) => (v === "" || (typeof v === "number" && v > 0) ? null : "A positive number of hours, or empty"),
@@ -84,6 +115,7 @@ export function LaunchPage() {
             priority_class: v.priorityClass,
             workload_class: v.workloadClass,
             duration_seconds: typeof v.durationHours === "number" ? Math.round(v.durationHours * 3600) : null,
+            job: v.kind === "job" ? jobOf(v) : null,
           },
         }),
       ),
@@ -109,12 +141,31 @@ export function LaunchPage() {
 
   return (
     <>
-      <PageHeader title="Launch GPU capacity" subtitle="Choose a shape; the price and your quota update as you go." />
+      <PageHeader
+        title="Launch GPU capacity"
+        subtitle="An instance you keep and log into, or a job that runs a command to completion; the price and your quota update as you go."
+      />
       <form onSubmit={form.onSubmit((v) => submit.mutate(v))} noValidate>
         <Grid>
           <Grid.Col span={{ base: 12, md: 7 }}>
             <Paper withBorder p="md">
               <Stack>
+                <div>
+                  <Text size="sm" fw={500} id="kind-label">
+                    What to launch
+                  </Text>
+                  <SegmentedControl
+                    aria-labelledby="kind-label"
+                    fullWidth
+                    data={[
+                      { value: "instance", label: "GPU instance" },
+                      { value: "job", label: "Job (runs a command to completion)" },
+                    ]}
+                    key={form.key("kind")}
+                    {...form.getInputProps("kind")}
+                  />
+                </div>
+                {values.kind === "job" && <JobFields form={form} />}
                 <Select
                   label="Instance type"
                   placeholder={types.isPending ? "Loading the catalog…" : "Choose a GPU shape"}
@@ -221,7 +272,7 @@ export function LaunchPage() {
               {quota && <QuotaNotice check={quota} model={selected?.gpu_model ?? ""} />}
               {submit.isError && <ProblemAlert error={submit.error} title="The order was refused" />}
               <Button type="submit" size="md" loading={submit.isPending} disabled={quota?.kind === "never"}>
-                Launch
+                {values.kind === "job" ? "Submit job" : "Launch"}
               </Button>
             </Stack>
           </Grid.Col>
@@ -229,6 +280,30 @@ export function LaunchPage() {
       </form>
     </>
   );
+}
+
+/** The job section of the order body, from the form's text fields. */
+export function jobOf(v: Values): Schemas["JobSpec"] {
+  const lines = (text: string) => text.split("\n").map((l) => l.trim()).filter(Boolean);
+  const dependencies = v.dependsOn
+    .split(/[\s,]+/)
+    .filter(Boolean)
+    .map((id) => ({ order_id: id, condition: v.dependencyCondition }));
+  return {
+    command: v.command,
+    args: lines(v.args),
+    env: Object.fromEntries(
+      lines(v.env).map((line) => {
+        const at = line.indexOf("=");
+        return [line.slice(0, at), line.slice(at + 1)];
+      }),
+    ),
+    working_dir: v.workingDir.trim() || null,
+    max_runtime_seconds: typeof v.walltimeMinutes === "number" ? Math.round(v.walltimeMinutes * 60) : null,
+    retry: { on_failure: v.retryOnFailure, max_retries: typeof v.maxRetries === "number" ? v.maxRetries : 3 },
+    depends_on: dependencies,
+    array_count: typeof v.arrayCount === "number" ? v.arrayCount : null,
+  };
 }
 
 function QuotaNotice({ check, model }: { check: QuotaCheck; model: string }) {

@@ -10,6 +10,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge, TERMINAL } from "../../components/StatusBadge";
 import { dateTime, duration, gpuHours, words } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
+import { Attempts, JobSummary, Output } from "./JobPanels";
 import { AnchorLink } from "../../components/links";
 
 export function OrderDetailPage() {
@@ -25,7 +26,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
   return (
     <>
       <PageHeader
-        title={`Order ${order.id.slice(0, 8)}`}
+        title={`${order.kind === "job" ? "Job" : "Order"} ${order.id.slice(0, 8)}`}
         subtitle={
           <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
             ← All orders
@@ -113,6 +114,8 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                 </Table>
               )}
             </Paper>
+            {order.job && <Attempts orgId={orgId} order={order} />}
+            {order.job && <Output orgId={orgId} order={order} />}
             {order.access && Object.keys(order.access).length > 0 && (
               <Paper withBorder p="md">
                 <Title order={4} mb="sm">
@@ -136,6 +139,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 5 }}>
           <Stack>
+            {order.job && <JobSummary orgId={orgId} order={order} job={order.job} />}
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
                 Shape

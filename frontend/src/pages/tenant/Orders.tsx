@@ -11,14 +11,14 @@ import { dateTime, duration } from "../../lib/format";
 import { useOrgId } from "../../lib/orgId";
 import { AnchorLink, ButtonLink } from "../../components/links";
 
-const FILTERS = ["all", "queued", "running", "completed", "failed", "cancelled", "preempted"] as const;
+const FILTERS = ["all", "queued", "running", "completed", "failed", "timed_out", "cancelled", "preempted"] as const;
 
 export function OrdersPage() {
   const orgId = useOrgId();
-  const search = useSearch({ strict: false }) as { status?: string };
+  const search = useSearch({ strict: false }) as { status?: string; array?: string };
   const navigate = useNavigate();
   const status = FILTERS.includes(search.status as (typeof FILTERS)[number]) ? search.status : "all";
-  const orders = useOrders(orgId, status === "all" ? undefined : (status as Schemas["OrderStatus"]));
+  const orders = useOrders(orgId, status === "all" ? undefined : (status as Schemas["OrderStatus"]), search.array);
 
   return (
     <>
@@ -34,10 +34,14 @@ export function OrdersPage() {
       <SegmentedControl
         mb="md"
         aria-label="Filter by status"
-        data={FILTERS.map((f) => ({ value: f, label: f }))}
+        data={FILTERS.map((f) => ({ value: f, label: f.replace("_", " ") }))}
         value={status}
         onChange={(value) =>
-          void navigate({ to: "/orgs/$orgId/orders", params: { orgId }, search: value === "all" ? {} : { status: value } })
+          void navigate({
+            to: "/orgs/$orgId/orders",
+            params: { orgId },
+            search: { ...(value === "all" ? {} : { status: value }), ...(search.array ? { array: search.array } : {}) },
+          })
         }
       />
       <Loadable query={orders}>
@@ -57,6 +61,7 @@ export function OrdersPage() {
                   <Table.Thead>
                     <Table.Tr>
                       <Table.Th>Order</Table.Th>
+                      <Table.Th>Kind</Table.Th>
                       <Table.Th>Instance</Table.Th>
                       <Table.Th>GPUs</Table.Th>
                       <Table.Th>Region</Table.Th>
@@ -75,6 +80,10 @@ export function OrdersPage() {
                             <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: order.id }} ff="monospace" size="sm">
                               {order.id.slice(0, 8)}
                             </AnchorLink>
+                          </Table.Td>
+                          <Table.Td>
+                            {order.kind}
+                            {order.job?.array_index !== null && order.job?.array_index !== undefined && ` #${order.job.array_index}`}
                           </Table.Td>
                           <Table.Td>{order.instance_type}</Table.Td>
                           <Table.Td>
