@@ -104,6 +104,9 @@ async fn a_job_runs_its_length_and_one_past_its_walltime_times_out(engine: Engin
         .await
         .expect_problem(StatusCode::CONFLICT, "order_ended");
     // Metered like any other allocation while it held its GPU.
+    // Both jobs' attempts are metered like any allocation: every second
+    // they held their GPU, no gap, no overlap.
+    assert!(server.metered_exactly().await >= 2);
     // Its one attempt: the node, the GPU, and how it ended.
     let attempts = server
         .get(

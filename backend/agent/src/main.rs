@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use gantry_agent::client::{CallError, Client, Registration, Report, WorkloadState};
 use gantry_agent::discovery::Source;
+use gantry_agent::output::Line;
 use gantry_agent::supervisor::{Event, Supervisor};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::EnvFilter;
@@ -117,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(running, "took back workloads from before the restart");
     }
     let mut unsent: Vec<Report> = Vec::new();
+    let mut unsent_output: Vec<(Uuid, Vec<Line>)> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
@@ -124,7 +126,15 @@ async fn main() -> anyhow::Result<()> {
             _ = tick.tick() => {}
             _ = terminate.recv() => break,
         }
-        let result = step(&client, &credential, &source, &mut supervisor, &mut unsent).await;
+        let result = step(
+            &client,
+            &credential,
+            &source,
+            &mut supervisor,
+            &mut unsent,
+            &mut unsent_output,
+        )
+        .await;
         match result {
             Ok(()) => {}
             Err(CallError::Unauthorized) => {
@@ -162,13 +172,14 @@ async fn register(
     Ok(registered.credential)
 }
 
-/// One round: heartbeat, fetch assignments, reconcile, report.
+/// One round: heartbeat, fetch assignments, reconcile, ship output, report.
 async fn step(
     client: &Client,
     credential: &str,
     source: &Source,
     supervisor: &mut Supervisor,
     unsent: &mut Vec<Report>,
+    unsent_output: &mut Vec<(Uuid, Vec<Line>)>,
 ) -> Result<(), CallError> {
     client
         .heartbeat(credential, &source.samples(&supervisor.busy_gpus()))
@@ -179,17 +190,42 @@ async fn step(
     // Output goes first: once an exit is reported the work is released and
     // its late lines would no longer be taken.
     let ended: Vec<Uuid> = events.iter().filter_map(Event::ended).collect();
-    for (order_id, lines) in supervisor.output(&ended) {
-        for chunk in lines.chunks(1000) {
-            client.send_output(credential, order_id, chunk).await?;
-        }
-    }
+    unsent_output.extend(supervisor.output(&ended));
     unsent.extend(events.into_iter().map(report_of));
+    // What cannot be sent now (the control plane away) waits for a later
+    // round, in order, before any report.
+    while let Some((order_id, lines)) = unsent_output.first_mut() {
+        while !lines.is_empty() {
+            let batch = upload_batch(lines);
+            client
+                .send_output(credential, *order_id, &lines[..batch])
+                .await?;
+            lines.drain(..batch);
+        }
+        unsent_output.remove(0);
+    }
     while let Some(report) = unsent.first() {
         client.report(credential, report).await?;
         unsent.remove(0);
     }
     Ok(())
+}
+
+/// How many of `lines` go in one upload: at most 500, and under 128 KiB,
+/// well inside the control plane's body limit.
+fn upload_batch(lines: &[Line]) -> usize {
+    const LINES: usize = 500;
+    const BYTES: usize = 128 * 1024;
+    let mut bytes = 0;
+    lines
+        .iter()
+        .take(LINES)
+        .take_while(|l| {
+            bytes += l.line.len() + 32;
+            bytes <= BYTES
+        })
+        .count()
+        .max(1)
 }
 
 fn report_of(event: Event) -> Report {

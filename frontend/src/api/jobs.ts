@@ -2,7 +2,7 @@
 // the job runs) and cancelling a whole array.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRef } from "react";
-import { api, type Schemas, unwrap, unwrapJson } from "./client";
+import { api, ApiError, type Schemas, unwrap } from "./client";
 import { keys } from "./queries";
 
 const OUTPUT_REFRESH_MS = 1_500;
@@ -29,11 +29,14 @@ export function useOutput(orgId: string, orderId: string) {
     queryKey: keys.org(orgId, "output", orderId),
     queryFn: async () => {
       if (store.current.orderId !== orderId) store.current = { orderId, after: 0, lines: [] };
-      const page = await unwrapJson(
+      const answer = await unwrap(
         api.GET("/api/v1/orgs/{org_id}/orders/{order_id}/logs", {
           params: { path: { org_id: orgId, order_id: orderId }, query: { after: store.current.after, limit: 1000 } },
         }),
       );
+      // Without `follow` the answer is a page, never an event.
+      if (!("lines" in answer)) throw new ApiError(0, { detail: "the server answered an event stream" });
+      const page = answer;
       if (page.lines.length > 0) {
         store.current.lines = [...store.current.lines, ...page.lines].slice(-LINES_KEPT);
         store.current.after = page.next_after ?? store.current.after;

@@ -2033,6 +2033,15 @@ export interface components {
          * @enum {string}
          */
         LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid";
+        /**
+         * @description One server-sent event of `follow=true`: `data` is a [`LogLine`] as
+         *     JSON and `id` its id; the last event is `end` with `{}`.
+         */
+        LogEvent: {
+            id?: string | null;
+            event?: string | null;
+            data: string;
+        };
         LogKept: {
             /** @description Lines stored from this upload. */
             kept: number;
@@ -6611,7 +6620,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Logs"];
-                    "text/event-stream": string;
+                    "text/event-stream": components["schemas"]["LogEvent"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -100,6 +100,28 @@ pub struct Logs {
     pub ended: bool,
 }
 
+/// One server-sent event of `follow=true`: `data` is a [`LogLine`] as
+/// JSON and `id` its id; the last event is `end` with `{}`.
+#[derive(Debug, ToSchema)]
+pub struct LogEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl From<LogEvent> for Event {
+    fn from(sent: LogEvent) -> Self {
+        let mut event = Event::default().data(sent.data);
+        if let Some(id) = sent.id {
+            event = event.id(id);
+        }
+        if let Some(name) = sent.event {
+            event = event.event(name);
+        }
+        event
+    }
+}
+
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct LogQuery {
@@ -235,7 +257,7 @@ fn row(
     responses(
         (status = 200, description = "A page of lines, or with `follow=true` a stream of them", content(
             (Logs = "application/json"),
-            (String = "text/event-stream"),
+            (LogEvent = "text/event-stream"),
         )),
         ProblemResponses,
     ),
