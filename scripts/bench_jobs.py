@@ -16,19 +16,10 @@ import sqlite3
 import statistics
 import sys
 import time
-import urllib.request
+
+from bench_orders import call, percentile
 
 MIX = [("h100x1", 1, 40), ("h100x2", 1, 25), ("h100x4", 1, 20), ("h100x8", 1, 10), ("h100x8", 2, 5)]
-
-
-def call(method, url, token, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read() or b"null")
 
 
 def when(text):
@@ -42,11 +33,6 @@ def when(text):
         zone = tail[len(digits):]
         text = f"{head}.{digits[:6]}{zone}"
     return datetime.datetime.fromisoformat(text).timestamp()
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
 def catalog(base, op, nodes):

@@ -3,6 +3,7 @@
 //! assignment with exactly the allocated GPUs, reports completion, and when
 //! it dies its node becomes unhealthy and its work is queued again.
 
+mod lab;
 #[allow(dead_code)]
 #[path = "../../../tests/api/support.rs"]
 mod support;
@@ -12,7 +13,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use gantry_server::entities::usage_record;
-use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use support::{Engine, TestServer};
@@ -60,50 +60,6 @@ fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
     Agent(child)
 }
 
-/// A one-region catalog with a 2×H100 instance type; answers a join token.
-async fn lab(server: &TestServer, op: &str) -> String {
-    server
-        .post(
-            "/api/v1/admin/catalog/regions",
-            op,
-            json!({ "name": "lab", "display_name": "Lab", "time_zone": "UTC" }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    server
-        .post(
-            "/api/v1/admin/catalog/gpu-models",
-            op,
-            json!({ "name": "H100-SXM-80GB", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink" }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    let instance = server
-        .post(
-            "/api/v1/admin/catalog/instance-types",
-            op,
-            json!({ "name": "h100x2", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 2, "vcpus": 1, "memory_gib": 1 }),
-        )
-        .await;
-    instance.expect(StatusCode::CREATED);
-    server
-        .post(
-            &format!(
-                "/api/v1/admin/catalog/instance-types/{}/prices",
-                instance.id("/id")
-            ),
-            op,
-            json!({ "pricing_class": "on_demand", "hourly_micros": 5_000_000 }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    let join = server
-        .post("/api/v1/admin/join-tokens", op, json!({ "region": "lab" }))
-        .await;
-    join.expect(StatusCode::CREATED);
-    join.str("/token")
-}
-
 /// The agent's node once it has registered.
 async fn registered(server: &TestServer, op: &str) -> Value {
     for _ in 0..200 {
@@ -132,7 +88,7 @@ async fn restarts_of_the_control_plane_and_the_agent_keep_work_running(engine: E
     .await;
     let operator = server.operator().await;
     let op = &operator.token;
-    let token = lab(&server, op).await;
+    let token = lab::catalog(&server, op).await;
     let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("work dir");
     std::fs::write(dir.join("hold"), "").expect("hold file");
@@ -274,7 +230,7 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     .await;
     let operator = server.operator().await;
     let op = &operator.token;
-    let token = lab(&server, op).await;
+    let token = lab::catalog(&server, op).await;
 
     let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("work dir");

@@ -3,6 +3,7 @@
 //! whole process group, requeue on agent death, and the rendezvous of a
 //! two-node job.
 
+mod lab;
 #[allow(dead_code)]
 #[path = "../../../tests/api/support.rs"]
 mod support;
@@ -70,51 +71,12 @@ async fn lab(engine: Engine) -> Lab {
     })
     .await;
     let operator = server.operator().await.token;
-    let op = &operator;
-    server
-        .post(
-            "/api/v1/admin/catalog/regions",
-            op,
-            json!({ "name": "lab", "display_name": "Lab", "time_zone": "UTC" }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    server
-        .post(
-            "/api/v1/admin/catalog/gpu-models",
-            op,
-            json!({ "name": "H100-SXM-80GB", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink" }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    let instance = server
-        .post(
-            "/api/v1/admin/catalog/instance-types",
-            op,
-            json!({ "name": "h100x2", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 2, "vcpus": 1, "memory_gib": 1 }),
-        )
-        .await;
-    instance.expect(StatusCode::CREATED);
-    server
-        .post(
-            &format!(
-                "/api/v1/admin/catalog/instance-types/{}/prices",
-                instance.id("/id")
-            ),
-            op,
-            json!({ "pricing_class": "on_demand", "hourly_micros": 5_000_000 }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    let join = server
-        .post("/api/v1/admin/join-tokens", op, json!({ "region": "lab" }))
-        .await;
-    join.expect(StatusCode::CREATED);
+    let token = lab::catalog(&server, &operator).await;
     let tenant = server.signup("jobs").await;
     let dir = std::env::temp_dir().join(format!("gantry-jobs-{}", Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).expect("work dir");
     Lab {
-        token: join.str("/token"),
+        token,
         server,
         tenant,
         operator,

@@ -14,9 +14,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::entities::{allocation, node, order};
-use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
-use crate::http::extract::path_uuid;
+use crate::entities::{allocation, node};
+use crate::error::{ApiResult, ProblemResponses};
 use crate::tenancy::access::{OrgAccess, need};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -65,14 +64,7 @@ async fn list_attempts(
     access: OrgAccess<need::AnyRole>,
     params: RawPathParams,
 ) -> ApiResult<Json<Vec<Attempt>>> {
-    let id = path_uuid(&params, "order_id", Resource::Order)?;
-    let found = access
-        .scope
-        .select::<order::Entity>()
-        .filter(order::Column::Id.eq(id))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Order, id))?;
+    let found = crate::orders::find(&state.db, &access.scope, &params).await?;
     let allocations = allocation::Entity::find()
         .filter(allocation::Column::OrderId.eq(found.id))
         .order_by_asc(allocation::Column::Id)

@@ -26,7 +26,7 @@ use crate::app::AppState;
 use crate::classes::AllocationState;
 use crate::entities::{allocation, job_log, order};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
-use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
+use crate::http::extract::{ApiJson, ApiQuery};
 use crate::tenancy::access::{OrgAccess, need};
 
 const LINES_PER_UPLOAD: usize = 1000;
@@ -269,14 +269,7 @@ async fn read(
     params: RawPathParams,
     ApiQuery(query): ApiQuery<LogQuery>,
 ) -> ApiResult<Response> {
-    let id = path_uuid(&params, "order_id", Resource::Order)?;
-    let job = access
-        .scope
-        .select::<order::Entity>()
-        .filter(order::Column::Id.eq(id))
-        .one(&state.db)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Order, id))?;
+    let job = crate::orders::find(&state.db, &access.scope, &params).await?;
     let limit = query.limit.unwrap_or(PAGE_DEFAULT);
     if !(1..=PAGE_MAX).contains(&limit) {
         return Err(ApiError::bad_request(

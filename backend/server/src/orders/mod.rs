@@ -244,7 +244,8 @@ async fn view(db: &impl ConnectionTrait, row: order::Model) -> ApiResult<Order> 
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("order view lost its row")))
 }
 
-async fn find(
+/// The order named by the path's `order_id`, in the caller's organization.
+pub async fn find(
     db: &impl ConnectionTrait,
     scope: &OrgScope,
     params: &RawPathParams,

@@ -1,0 +1,50 @@
+//! What the agent tests share: a control plane ready for agents to join.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::support::TestServer;
+
+/// A one-region catalog with a 2×H100 instance type; answers a join token.
+pub async fn catalog(server: &TestServer, op: &str) -> String {
+    server
+        .post(
+            "/api/v1/admin/catalog/regions",
+            op,
+            json!({ "name": "lab", "display_name": "Lab", "time_zone": "UTC" }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    server
+        .post(
+            "/api/v1/admin/catalog/gpu-models",
+            op,
+            json!({ "name": "H100-SXM-80GB", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink" }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    let instance = server
+        .post(
+            "/api/v1/admin/catalog/instance-types",
+            op,
+            json!({ "name": "h100x2", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 2, "vcpus": 1, "memory_gib": 1 }),
+        )
+        .await;
+    instance.expect(StatusCode::CREATED);
+    server
+        .post(
+            &format!(
+                "/api/v1/admin/catalog/instance-types/{}/prices",
+                instance.id("/id")
+            ),
+            op,
+            json!({ "pricing_class": "on_demand", "hourly_micros": 5_000_000 }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    let join = server
+        .post("/api/v1/admin/join-tokens", op, json!({ "region": "lab" }))
+        .await;
+    join.expect(StatusCode::CREATED);
+    join.str("/token")
+}
