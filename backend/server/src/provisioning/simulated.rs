@@ -98,16 +98,19 @@ async fn bring_up(
     let half = timing.provision / 2;
     tokio::time::sleep(half).await;
     let now = clock.now();
-    order::Entity::update_many()
-        .col_expr(
-            order::Column::Status,
-            Expr::value(OrderStatus::Provisioning),
-        )
-        .col_expr(order::Column::UpdatedAt, Expr::value(now))
-        .filter(order::Column::Id.eq(order_id))
-        .filter(order::Column::Status.eq(OrderStatus::Scheduled))
-        .exec(db)
-        .await?;
+    // With no delay there is no provisioning to show: one write less.
+    if !timing.provision.is_zero() {
+        order::Entity::update_many()
+            .col_expr(
+                order::Column::Status,
+                Expr::value(OrderStatus::Provisioning),
+            )
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(order_id))
+            .filter(order::Column::Status.eq(OrderStatus::Scheduled))
+            .exec(db)
+            .await?;
+    }
     tokio::time::sleep(timing.provision - half).await;
     let now = clock.now();
     let coming_up = [OrderStatus::Scheduled, OrderStatus::Provisioning];
@@ -137,13 +140,15 @@ async fn bring_up(
     let txn = crate::db::write(db).await?;
     let up = lifecycle::came_up(&txn, order_id, access, now).await?;
     txn.commit().await?;
-    // A job runs for its length, then ends by itself, as its command would.
+    // A job runs for its length from the start it recorded, then ends by
+    // itself, as its command would.
     if up
         && let Some(job) = order::Entity::find_by_id(order_id).one(db).await?
         && job.kind == crate::jobs::KIND
         && let Some(seconds) = job.duration_seconds
     {
-        let length = Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let end = now + chrono::Duration::seconds(seconds);
+        let length = (end - clock.now()).to_std().unwrap_or_default();
         let (db, clock, scheduler) = (db.clone(), clock.clone(), scheduler.clone());
         tokio::spawn(async move {
             tokio::time::sleep(length).await;

@@ -102,6 +102,9 @@ pub async fn apply(
     Ok(applied)
 }
 
+/// How far an estimated start may move before it is written again.
+const ESTIMATE_SLACK_SECONDS: i64 = 10;
+
 fn order_id(workload: &str) -> Option<Uuid> {
     Uuid::try_parse(workload).ok()
 }
@@ -232,7 +235,15 @@ async fn record_reason(
         return Ok(false);
     };
     let estimate = waiting.estimated_start.map(at);
-    if current.pending_reason == reason && current.estimated_start == estimate {
+    // Estimates drift a little every cycle; rewriting every waiting order
+    // for that would cost a write per order per cycle.
+    let estimate_moved = match (current.estimated_start, estimate) {
+        (Some(before), Some(after)) => {
+            (after - before).num_seconds().abs() >= ESTIMATE_SLACK_SECONDS
+        }
+        (before, after) => before != after,
+    };
+    if current.pending_reason == reason && !estimate_moved {
         return Ok(false);
     }
     let changed = order::Entity::update_many()
