@@ -37,6 +37,15 @@ export function useRegions() {
   });
 }
 
+export function useGpuModelNames() {
+  return useQuery({
+    queryKey: keys.catalog("gpu-models"),
+    queryFn: () => unwrap(api.GET("/api/v1/catalog/gpu-models", { params: { query: { limit: 200 } } })),
+    select: (page) => page.items.map((m) => m.name),
+    staleTime: 60_000,
+  });
+}
+
 export function useQuotas(orgId: string) {
   return useQuery({
     queryKey: keys.org(orgId, "quotas"),

@@ -569,17 +569,7 @@ async fn report_status(
     let node = agent.node;
     let now = state.clock.now();
     let txn = crate::db::write(&state.db).await?;
-    // An agent speaks only for orders that hold GPUs on its own node.
-    let holds = allocation::Entity::find()
-        .filter(allocation::Column::NodeId.eq(node.id))
-        .filter(allocation::Column::OrderId.eq(report.order_id))
-        .filter(allocation::Column::State.ne(AllocationState::Released))
-        .one(&txn)
-        .await?
-        .is_some();
-    if !holds {
-        return Err(ApiError::not_found(Resource::Order, report.order_id));
-    }
+    super::holds_on(&txn, report.order_id, node.id).await?;
     let alive = [
         OrderStatus::Scheduled,
         OrderStatus::Provisioning,
@@ -623,16 +613,17 @@ async fn report_status(
                 (report.state, report.exit_code),
                 (WorkloadState::Exited, Some(0))
             );
-            if failed
+            let retry = failed
                 && current.job.is_some()
                 && current.retry_on_failure
                 && current.attempts <= current.max_retries
-                && alive.contains(&current.status)
-            {
+                && alive.contains(&current.status);
+            if retry {
                 let why = match report.exit_code {
                     Some(code) => format!("exited with code {code}"),
                     None => message.clone().unwrap_or_else(|| "could not start".into()),
                 };
+                // Preempted, so that once stopped it is queued again.
                 set_status(OrderStatus::Preempted, &alive)
                     .col_expr(
                         order::Column::PendingReason,
@@ -643,41 +634,30 @@ async fn report_status(
                     )
                     .exec(&txn)
                     .await?;
-                lifecycle::stop(&txn, report.order_id, now).await?;
-                lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
-                let current = order::Entity::find_by_id(report.order_id)
-                    .one(&txn)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
-                txn.commit().await?;
-                state.scheduler.wake();
-                return Ok(Json(StatusAck {
-                    order_id: current.id,
-                    status: current.status,
-                }));
-            }
-            let (status, reason) = match (report.state, report.exit_code) {
-                (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
-                (WorkloadState::Exited, code) => (
-                    OrderStatus::Failed,
-                    Some(format!(
-                        "the workload exited with code {}",
-                        code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
-                    )),
-                ),
-                _ => (
-                    OrderStatus::Failed,
-                    Some(
-                        message
-                            .clone()
-                            .unwrap_or_else(|| "the agent could not start it".into()),
+            } else {
+                let (status, reason) = match (report.state, report.exit_code) {
+                    (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
+                    (WorkloadState::Exited, code) => (
+                        OrderStatus::Failed,
+                        Some(format!(
+                            "the workload exited with code {}",
+                            code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
+                        )),
                     ),
-                ),
-            };
-            set_status(status, &alive)
-                .col_expr(order::Column::FailureReason, Expr::value(reason))
-                .exec(&txn)
-                .await?;
+                    _ => (
+                        OrderStatus::Failed,
+                        Some(
+                            message
+                                .clone()
+                                .unwrap_or_else(|| "the agent could not start it".into()),
+                        ),
+                    ),
+                };
+                set_status(status, &alive)
+                    .col_expr(order::Column::FailureReason, Expr::value(reason))
+                    .exec(&txn)
+                    .await?;
+            }
             lifecycle::stop(&txn, report.order_id, now).await?;
             lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
         }

@@ -17,3 +17,30 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(join_tokens::routes())
         .merge(api::routes())
 }
+
+/// An agent speaks only for orders that hold GPUs on its own node; any
+/// other order is unknown to it.
+pub async fn holds_on(
+    db: &impl sea_orm::ConnectionTrait,
+    order_id: uuid::Uuid,
+    node_id: uuid::Uuid,
+) -> crate::error::ApiResult<()> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+    use crate::entities::allocation;
+    let holds = allocation::Entity::find()
+        .filter(allocation::Column::NodeId.eq(node_id))
+        .filter(allocation::Column::OrderId.eq(order_id))
+        .filter(allocation::Column::State.ne(crate::classes::AllocationState::Released))
+        .one(db)
+        .await?
+        .is_some();
+    if holds {
+        Ok(())
+    } else {
+        Err(crate::error::ApiError::not_found(
+            crate::error::Resource::Order,
+            order_id,
+        ))
+    }
+}

@@ -23,8 +23,7 @@ use uuid::Uuid;
 
 use crate::agents::node_auth::NodeAgent;
 use crate::app::AppState;
-use crate::classes::AllocationState;
-use crate::entities::{allocation, job_log, order};
+use crate::entities::{job_log, order};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::tenancy::access::{OrgAccess, need};
@@ -174,18 +173,11 @@ async fn upload(
         ));
     }
     let txn = crate::db::write(&state.db).await?;
-    // An agent speaks only for work on its own node.
-    let holds = allocation::Entity::find()
-        .filter(allocation::Column::NodeId.eq(agent.node.id))
-        .filter(allocation::Column::OrderId.eq(upload.order_id))
-        .filter(allocation::Column::State.ne(AllocationState::Released))
+    crate::agents::holds_on(&txn, upload.order_id, agent.node.id).await?;
+    let job = order::Entity::find_by_id(upload.order_id)
         .one(&txn)
         .await?
-        .is_some();
-    let job = order::Entity::find_by_id(upload.order_id).one(&txn).await?;
-    let Some(job) = job.filter(|_| holds) else {
-        return Err(ApiError::not_found(Resource::Order, upload.order_id));
-    };
+        .ok_or_else(|| ApiError::not_found(Resource::Order, upload.order_id))?;
     let limit = i64::try_from(state.config.job_log_limit_bytes).unwrap_or(i64::MAX);
     let now = state.clock.now();
     let mut used = job.log_bytes;

@@ -69,6 +69,19 @@ pub async fn release(
     node_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
+    let current = order::Entity::find_by_id(order_id).one(db).await?;
+    free(db, order_id, current.as_ref(), node_id, now).await
+}
+
+/// [`release`] with the order already read: the attempt its allocations
+/// served ends as the order stands now.
+async fn free(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+    current: Option<&order::Model>,
+    node_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
     let mut live = allocation::Entity::find()
         .filter(allocation::Column::OrderId.eq(order_id))
         .filter(allocation::Column::State.ne(AllocationState::Released));
@@ -79,25 +92,14 @@ pub async fn release(
     if ids.is_empty() {
         return Ok(());
     }
-    // The attempt these allocations served ends as its order stands now.
-    let outcome =
-        order::Entity::find_by_id(order_id)
-            .one(db)
-            .await?
-            .map_or("released", |o| match o.status {
-                OrderStatus::Completed => "completed",
-                OrderStatus::Failed => "failed",
-                OrderStatus::Cancelled => "cancelled",
-                OrderStatus::TimedOut => "timed_out",
-                OrderStatus::Preempted => "preempted",
-                _ => "released",
-            });
-    allocation::Entity::update_many()
-        .col_expr(allocation::Column::Outcome, Expr::value(Some(outcome)))
-        .filter(allocation::Column::Id.is_in(ids.iter().copied()))
-        .filter(allocation::Column::Outcome.is_null())
-        .exec(db)
-        .await?;
+    let outcome = current.map_or("released", |o| match o.status {
+        OrderStatus::Completed => "completed",
+        OrderStatus::Failed => "failed",
+        OrderStatus::Cancelled => "cancelled",
+        OrderStatus::TimedOut => "timed_out",
+        OrderStatus::Preempted => "preempted",
+        _ => "released",
+    });
     gpu_claim::Entity::delete_many()
         .filter(gpu_claim::Column::AllocationId.is_in(ids.iter().copied()))
         .exec(db)
@@ -108,6 +110,7 @@ pub async fn release(
             Expr::value(AllocationState::Released),
         )
         .col_expr(allocation::Column::ReleasedAt, Expr::value(Some(now)))
+        .col_expr(allocation::Column::Outcome, Expr::value(Some(outcome)))
         .filter(allocation::Column::Id.is_in(ids))
         .exec(db)
         .await?;
@@ -124,7 +127,8 @@ pub async fn stopped(
     node_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
-    release(db, order_id, node_id, now).await?;
+    let current = order::Entity::find_by_id(order_id).one(db).await?;
+    free(db, order_id, current.as_ref(), node_id, now).await?;
     let holding = allocation::Entity::find()
         .filter(allocation::Column::OrderId.eq(order_id))
         .filter(allocation::Column::State.ne(AllocationState::Released))
@@ -134,7 +138,7 @@ pub async fn stopped(
         return Ok(());
     }
     // A job that has had all its retries fails instead of queueing again.
-    if let Some(o) = order::Entity::find_by_id(order_id).one(db).await?
+    if let Some(o) = current
         && o.status == OrderStatus::Preempted
         && o.kind == crate::jobs::KIND
         && o.attempts > o.max_retries

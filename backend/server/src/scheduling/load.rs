@@ -22,8 +22,11 @@ pub struct Loaded {
     /// Orders the engine saw, by id.
     pub orders: HashMap<Uuid, order::Model>,
     /// Queued orders kept from the engine this cycle by a project or
-    /// regional quota.
+    /// regional quota, or by jobs they wait for.
     pub held: Vec<super::scoped::Held>,
+    /// Queued jobs whose required dependency failed, with why; the loop
+    /// fails them.
+    pub broken: HashMap<Uuid, String>,
 }
 
 pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loaded, DbErr> {
@@ -169,6 +172,7 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
     );
     Ok(Loaded {
         held,
+        broken: gate.broken,
         snapshot: engine::OwnedSnapshot {
             cluster: engine::Cluster {
                 nodes: cluster_nodes,

@@ -190,12 +190,10 @@ async fn cycle(
     end_expired(state, now).await?;
     crate::jobs::time_out(&state.db, now).await?;
     evacuate(state, now).await?;
-    let gate = crate::jobs::dependencies::gate(&state.db).await?;
-    if !gate.broken.is_empty() {
-        crate::jobs::dependencies::fail_broken(&state.db, &gate.broken, now).await?;
-    }
     let loading = Instant::now();
     let loaded = load::load(&state.db, now).await?;
+    // The engine never sees them; they can never run.
+    crate::jobs::dependencies::fail_broken(&state.db, &loaded.broken, now).await?;
     let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
     let pending = loaded.snapshot.pending.len();
     let deciding = Instant::now();

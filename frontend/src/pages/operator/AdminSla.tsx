@@ -8,11 +8,11 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { words } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
-import { SlaReportView, thisMonth } from "../tenant/Sla";
+import { isMonth, SlaReportView, thisMonth } from "../tenant/Sla";
 
 export function AdminSlaPage() {
   const [month, setMonth] = useState(thisMonth());
-  const valid = /^\d{4}-(0[1-9]|1[0-2])$/.test(month);
+  const valid = isMonth(month);
   const names = useOrgNames().data ?? new Map<string, string>();
   const reports = useQuery({
     queryKey: keys.admin("sla", month),

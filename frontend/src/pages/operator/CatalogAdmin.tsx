@@ -1,8 +1,8 @@
 import { Button, Grid, Group, NumberInput, Paper, Select, Stack, Table, TextInput, Title } from "@mantine/core";
 import { useForm } from "@mantine/form";
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { api, type Schemas, unwrap } from "../../api/client";
-import { keys, useInstanceTypes, useRegions } from "../../api/queries";
+import { keys, useGpuModelNames, useInstanceTypes, useRegions } from "../../api/queries";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
@@ -121,11 +121,7 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
 
 function NewInstanceType() {
   const queryClient = useQueryClient();
-  const models = useQuery({
-    queryKey: keys.catalog("gpu-models"),
-    queryFn: () => unwrap(api.GET("/api/v1/catalog/gpu-models", { params: { query: { limit: 200 } } })),
-    select: (page) => page.items.map((m) => m.name),
-  });
+  const models = useGpuModelNames();
   const form = useForm({
     initialValues: { name: "", gpu_model: "", gpus_per_node: 8, vcpus: 96, memory_gib: 1024, disk_gib: 0 },
     validate: {

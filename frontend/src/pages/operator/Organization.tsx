@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
 import { useState } from "react";
 import { api, type Schemas, unwrap } from "../../api/client";
-import { keys, useOrgNames, useRegions } from "../../api/queries";
+import { keys, useGpuModelNames, useOrgNames, useRegions } from "../../api/queries";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { money } from "../../lib/format";
@@ -43,11 +43,7 @@ function Quotas({ orgId }: { orgId: string }) {
     queryKey: keys.admin("quotas", orgId),
     queryFn: () => unwrap(api.GET("/api/v1/admin/orgs/{org_id}/quotas", { params: { path: { org_id: orgId } } })),
   });
-  const models = useQuery({
-    queryKey: keys.catalog("gpu-models"),
-    queryFn: () => unwrap(api.GET("/api/v1/catalog/gpu-models", { params: { query: { limit: 200 } } })),
-    select: (page) => page.items.map((m) => m.name),
-  });
+  const models = useGpuModelNames();
   const regions = useRegions();
   // Edits stay a draft until saved; before the first edit the server's rows show.
   const [draft, setRows] = useState<Row[] | null>(null);

@@ -1,9 +1,8 @@
 import { Button, Group, Paper, Table, Text, Title } from "@mantine/core";
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
-import { api, ApiError, unwrapJson } from "../../api/client";
+import { api, unwrap, unwrapJson } from "../../api/client";
 import { keys } from "../../api/queries";
-import { session } from "../../api/session";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
@@ -25,13 +24,13 @@ export function InvoiceDetailPage() {
   });
   // The CSV needs the session's token, so it is fetched, then saved.
   const csv = useMutation({
-    mutationFn: async () => {
-      const response = await fetch(`/api/v1/orgs/${orgId}/invoices/${invoiceId}?format=csv`, {
-        headers: { Authorization: `Bearer ${session.token() ?? ""}` },
-      });
-      if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => undefined));
-      return response.blob();
-    },
+    mutationFn: () =>
+      unwrap(
+        api.GET("/api/v1/orgs/{org_id}/invoices/{invoice_id}", {
+          params: { path: { org_id: orgId, invoice_id: invoiceId }, query: { format: "csv" } },
+          parseAs: "blob",
+        }),
+      ),
     onSuccess: (blob) => {
       const url = URL.createObjectURL(blob);
       const link = document.createElement("a");

@@ -13,10 +13,15 @@ export function thisMonth(): string {
   return new Date().toISOString().slice(0, 7);
 }
 
+/** A month as the SLA report takes it: `YYYY-MM`. */
+export function isMonth(value: string): boolean {
+  return /^\d{4}-(0[1-9]|1[0-2])$/.test(value);
+}
+
 export function SlaPage() {
   const orgId = useOrgId();
   const [month, setMonth] = useState(thisMonth());
-  const valid = /^\d{4}-(0[1-9]|1[0-2])$/.test(month);
+  const valid = isMonth(month);
   const report = useQuery({
     queryKey: keys.org(orgId, "sla", month),
     queryFn: () =>
