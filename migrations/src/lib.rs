@@ -13,6 +13,7 @@ mod m20261203_000006_sla;
 mod m20261203_000007_budgets;
 mod m20261203_000008_prepaid;
 mod m20261203_000009_jobs;
+mod m20261203_000010_isolation;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000007_budgets::Migration),
             Box::new(m20261203_000008_prepaid::Migration),
             Box::new(m20261203_000009_jobs::Migration),
+            Box::new(m20261203_000010_isolation::Migration),
         ]
     }
 }

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use crate::discovery::{Gpu, Sample};
 use crate::output::Line;
+use crate::runtime::Image;
 
 #[derive(Debug, Serialize)]
 pub struct Registration<'a> {
@@ -17,12 +18,21 @@ pub struct Registration<'a> {
     pub cpu_milli: i64,
     pub memory_mib: i64,
     pub gpus: &'a [Gpu],
+    /// How this node isolates workloads.
+    pub runtime: &'a str,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct Registered {
     pub node_id: Uuid,
     pub credential: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct HeartbeatAck {
+    /// An operator asked for a new node credential.
+    #[serde(default)]
+    pub rotate_credential: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -43,6 +53,23 @@ pub struct Assignment {
     pub command: Option<String>,
     #[serde(default)]
     pub working_dir: Option<String>,
+    /// The instance type's CPU and memory on this node.
+    #[serde(default)]
+    pub limits: Option<AssignedLimits>,
+    /// OpenSSH public keys an instance admits.
+    #[serde(default)]
+    pub ssh_keys: Vec<String>,
+    /// Ports the order exposes; each gets a node port.
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    #[serde(default)]
+    pub image: Option<Image>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct AssignedLimits {
+    pub cpu_milli: u64,
+    pub memory_mib: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,6 +92,8 @@ pub struct Report {
     pub state: WorkloadState,
     pub exit_code: Option<i32>,
     pub message: Option<String>,
+    /// How the tenant reaches the workload, once running.
+    pub access: Option<serde_json::Value>,
 }
 
 /// Why a call failed: the credential was refused (register again), or
@@ -132,13 +161,27 @@ impl Client {
         }
     }
 
-    pub async fn heartbeat(&self, credential: &str, gpus: &[Sample]) -> Result<(), CallError> {
+    pub async fn heartbeat(
+        &self,
+        credential: &str,
+        gpus: &[Sample],
+    ) -> Result<HeartbeatAck, CallError> {
         let request = self
             .http
             .post(format!("{}/heartbeat", self.base))
             .bearer_auth(credential)
             .json(&serde_json::json!({ "gpus": gpus }));
-        self.call::<serde_json::Value>(request).await.map(|_| ())
+        self.call(request).await
+    }
+
+    /// Trades the node credential for a new one; the old one keeps working
+    /// until the new one is first used.
+    pub async fn rotate_credential(&self, credential: &str) -> Result<Registered, CallError> {
+        let request = self
+            .http
+            .post(format!("{}/credential", self.base))
+            .bearer_auth(credential);
+        self.call(request).await
     }
 
     pub async fn assignments(&self, credential: &str) -> Result<Vec<Assignment>, CallError> {
@@ -179,12 +222,31 @@ impl Client {
         }
     }
 
+    /// Reports what a workload did. A report the control plane refuses for
+    /// good (the work is no longer this node's, or the report makes no
+    /// sense for it) is dropped rather than retried for ever.
     pub async fn report(&self, credential: &str, report: &Report) -> Result<(), CallError> {
-        let request = self
+        let response = self
             .http
             .post(format!("{}/status", self.base))
             .bearer_auth(credential)
-            .json(report);
-        self.call::<serde_json::Value>(request).await.map(|_| ())
+            .json(report)
+            .send()
+            .await?;
+        match response.status() {
+            reqwest::StatusCode::UNAUTHORIZED => Err(CallError::Unauthorized),
+            status if status.is_success() => Ok(()),
+            status @ (reqwest::StatusCode::NOT_FOUND
+            | reqwest::StatusCode::CONFLICT
+            | reqwest::StatusCode::UNPROCESSABLE_ENTITY) => {
+                let body = response.text().await.unwrap_or_default();
+                tracing::warn!(order = %report.order_id, %status, %body, "report refused; dropped");
+                Ok(())
+            }
+            status => {
+                let body = response.text().await.unwrap_or_default();
+                Err(CallError::Other(anyhow::anyhow!("{status}: {body}")))
+            }
+        }
     }
 }

@@ -68,6 +68,20 @@ impl Source {
         }
     }
 
+    /// The `/dev/nvidiaN` number of each GPU, in index order.
+    pub fn minor_numbers(&self) -> Vec<u32> {
+        match self {
+            Self::Simulated(gpus) => (0..u32::try_from(gpus.len()).unwrap_or(0)).collect(),
+            Self::Nvml(nvml) => (0..nvml.device_count().unwrap_or(0))
+                .map(|i| {
+                    nvml.device_by_index(i)
+                        .and_then(|d| d.minor_number())
+                        .unwrap_or(i)
+                })
+                .collect(),
+        }
+    }
+
     /// Telemetry per GPU; simulated GPUs are busy when work holds them.
     pub fn samples(&self, busy: &[u32]) -> Vec<Sample> {
         match self {

@@ -2,10 +2,14 @@
 //!
 //! It runs on every GPU server: it discovers the GPUs through NVML (or
 //! simulates them for development), registers with a join token, heartbeats
-//! telemetry, and starts and stops the workloads assigned to its node with
-//! `CUDA_VISIBLE_DEVICES` set to exactly their GPUs.
+//! telemetry, and starts and stops the workloads assigned to its node,
+//! each isolated by the node's runtime with exactly its GPUs.
 
+pub mod cgroup;
 pub mod client;
+pub mod devices;
 pub mod discovery;
 pub mod output;
+pub mod runtime;
+pub mod ssh;
 pub mod supervisor;

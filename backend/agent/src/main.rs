@@ -1,15 +1,24 @@
 //! `gantry-agent`: joins a GPU server to a Gantry control plane and runs
 //! the work the scheduler assigns to it.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::ops::RangeInclusive;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use gantry_agent::cgroup::{Cgroups, Limits};
 use gantry_agent::client::{CallError, Client, Registration, Report, WorkloadState};
+use gantry_agent::devices::GpuDevices;
 use gantry_agent::discovery::Source;
 use gantry_agent::output::Line;
-use gantry_agent::supervisor::{Event, Supervisor};
+use gantry_agent::runtime::oci::Oci;
+use gantry_agent::runtime::process::Process;
+use gantry_agent::runtime::sandbox::{Sandbox, Tools};
+use gantry_agent::runtime::{Access, Runtime, RuntimeKind};
+use gantry_agent::supervisor::{Event, Slots, Supervisor};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::EnvFilter;
 use uuid::Uuid;
@@ -20,9 +29,12 @@ struct Cli {
     /// The control plane, such as http://gantry.internal:8080.
     #[arg(long, env = "GANTRY_SERVER")]
     server: String,
-    /// A join token from an operator; needed until the node is registered.
-    #[arg(long, env = "GANTRY_JOIN_TOKEN")]
-    join_token: Option<String>,
+    /// A file holding a join token from an operator, needed until the node
+    /// is registered (`GANTRY_JOIN_TOKEN` may hold the token instead). The
+    /// token is never taken on the command line, where every local user
+    /// could read it, and is forgotten once the node is registered.
+    #[arg(long, env = "GANTRY_JOIN_TOKEN_FILE")]
+    join_token_file: Option<PathBuf>,
     /// This node's name; the host name when absent.
     #[arg(long, env = "GANTRY_NODE_NAME")]
     name: Option<String>,
@@ -30,13 +42,41 @@ struct Cli {
     rack: String,
     #[arg(long = "label")]
     labels: Vec<String>,
-    /// Where the node credential is kept across restarts.
+    /// Where the node credential, the workload ledger, output and scratch
+    /// are kept across restarts; readable by the agent's user only.
     #[arg(
         long,
         env = "GANTRY_AGENT_STATE_DIR",
         default_value = "/var/lib/gantry-agent"
     )]
     state_dir: PathBuf,
+    /// How workloads are isolated: `sandbox` (namespaces, a user of their
+    /// own, their GPUs only, cgroup limits), `oci` (podman containers with
+    /// CDI GPUs) or `process` (no isolation: trusted single-tenant nodes).
+    #[arg(long, value_enum, env = "GANTRY_RUNTIME", default_value = "sandbox")]
+    runtime: RuntimeKind,
+    /// Users for workloads (FIRST-LAST), one per live workload.
+    #[arg(long, default_value = "200000-265535", value_parser = range::<u32>)]
+    uid_range: RangeInclusive<u32>,
+    /// Node ports for instances' SSH servers and exposed ports (FIRST-LAST).
+    #[arg(long, default_value = "42000-42999", value_parser = range::<u16>)]
+    port_range: RangeInclusive<u16>,
+    /// The most processes one workload may have.
+    #[arg(long, default_value_t = 4096)]
+    pids_max: u64,
+    /// The address tenants reach this node at; the node name when absent.
+    #[arg(long, env = "GANTRY_PUBLIC_HOST")]
+    public_host: Option<String>,
+    /// Where sandbox images' root filesystems are prepared, one directory
+    /// per catalog image name; `<state-dir>/images` when absent.
+    #[arg(long)]
+    image_dir: Option<PathBuf>,
+    /// Where the oci runtime writes the CDI spec of this node's GPUs.
+    #[arg(long, default_value = "/etc/cdi")]
+    cdi_dir: PathBuf,
+    /// The cgroup file system.
+    #[arg(long, default_value = "/sys/fs/cgroup")]
+    cgroup_root: PathBuf,
     /// Pretend to have GPUs (COUNTxMODEL, such as 8xH100-SXM-80GB) on a
     /// machine without an NVIDIA driver, for development.
     #[arg(long)]
@@ -47,8 +87,8 @@ struct Cli {
     /// Print the discovered GPUs as JSON and exit.
     #[arg(long)]
     discover: bool,
-    /// What runs for each assigned workload (by `sh -c`), with
-    /// `CUDA_VISIBLE_DEVICES` and `GANTRY_ORDER_ID` set.
+    /// What an instance runs (by `sh -c`), with `CUDA_VISIBLE_DEVICES` and
+    /// `GANTRY_ORDER_ID` set; a job runs its own command.
     #[arg(
         long,
         env = "GANTRY_WORKLOAD_COMMAND",
@@ -69,8 +109,22 @@ struct Saved {
     credential: String,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// `FIRST-LAST` as an inclusive range.
+fn range<T: std::str::FromStr + PartialOrd>(text: &str) -> Result<RangeInclusive<T>, String> {
+    let (first, last) = text.split_once('-').ok_or("expected FIRST-LAST")?;
+    let parse = |t: &str| {
+        t.trim()
+            .parse::<T>()
+            .map_err(|_| format!("{t:?} is not a number"))
+    };
+    let (first, last) = (parse(first)?, parse(last)?);
+    if first > last {
+        return Err("FIRST must not be above LAST".into());
+    }
+    Ok(first..=last)
+}
+
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -78,6 +132,78 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let join_token = join_token(&cli)?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli, join_token))
+}
+
+/// The join token from its file or the environment, taken out of the
+/// environment before any thread or workload could inherit it.
+fn join_token(cli: &Cli) -> anyhow::Result<Option<String>> {
+    let from_env = std::env::var("GANTRY_JOIN_TOKEN").ok();
+    // SAFETY: called from main before the async runtime starts any thread.
+    unsafe { std::env::remove_var("GANTRY_JOIN_TOKEN") };
+    match &cli.join_token_file {
+        Some(path) => Ok(Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the join token from {}", path.display()))?
+                .trim()
+                .to_owned(),
+        )),
+        None => Ok(from_env.map(|t| t.trim().to_owned())),
+    }
+}
+
+/// The runtime `--runtime` names, or why this node cannot have it.
+fn open_runtime(cli: &Cli, source: &Source, gpus: usize) -> anyhow::Result<Box<dyn Runtime>> {
+    let devices = || -> anyhow::Result<GpuDevices> {
+        Ok(match source {
+            Source::Simulated(_) => GpuDevices::simulated(&cli.state_dir, gpus)
+                .context("making stand-in device nodes for the simulated GPUs")?,
+            Source::Nvml(_) => GpuDevices::real(source.minor_numbers()),
+        })
+    };
+    Ok(match cli.runtime {
+        RuntimeKind::Process => {
+            tracing::warn!(
+                "runtime `process`: workloads run unisolated as the agent's user;                  use it only on trusted single-tenant nodes"
+            );
+            Box::new(Process::new(&cli.state_dir)?)
+        }
+        RuntimeKind::Sandbox => {
+            let tools = Tools::find().map_err(anyhow::Error::msg)?;
+            if tools.sshd.is_none() {
+                tracing::warn!(
+                    "no sshd: instances get no SSH access (install the Debian package openssh-server)"
+                );
+            }
+            let cgroups = Cgroups::detect(&cli.cgroup_root).map_err(anyhow::Error::msg)?;
+            let image_dir = cli
+                .image_dir
+                .clone()
+                .unwrap_or_else(|| cli.state_dir.join("images"));
+            Box::new(
+                Sandbox::new(
+                    tools,
+                    &cli.state_dir,
+                    &image_dir,
+                    devices()?,
+                    cgroups,
+                    cli.pids_max,
+                )
+                .map_err(anyhow::Error::msg)?,
+            )
+        }
+        RuntimeKind::Oci => Box::new(
+            Oci::new(&cli.state_dir, &cli.cdi_dir, devices()?, gpus, cli.pids_max)
+                .map_err(anyhow::Error::msg)?,
+        ),
+    })
+}
+
+async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     let source = Source::open(cli.simulate_gpus.as_deref())?;
     let gpus = source.gpus(cli.gpu_model.as_deref())?;
     if cli.discover {
@@ -91,6 +217,13 @@ async fn main() -> anyhow::Result<()> {
             .trim()
             .to_lowercase(),
     };
+    let public_host = cli.public_host.clone().unwrap_or_else(|| name.clone());
+    std::fs::create_dir_all(&cli.state_dir)
+        .and_then(|()| {
+            std::fs::set_permissions(&cli.state_dir, std::fs::Permissions::from_mode(0o700))
+        })
+        .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
+    let runtime = open_runtime(&cli, &source, gpus.len())?;
     let client = Client::new(&cli.server)?;
     let (cpu_milli, memory_mib) = machine_size();
     let registration = Registration {
@@ -100,25 +233,52 @@ async fn main() -> anyhow::Result<()> {
         cpu_milli,
         memory_mib,
         gpus: &gpus,
+        runtime: runtime.kind().as_str(),
     };
     let saved_path = cli.state_dir.join("credential.json");
     let mut credential = match std::fs::read_to_string(&saved_path) {
         Ok(text) => serde_json::from_str::<Saved>(&text)?.credential,
-        Err(_) => register(&client, &cli, &registration, &saved_path).await?,
+        Err(_) => {
+            let Some(token) = join_token.take() else {
+                bail!(
+                    "this node is not registered yet: give the agent a join token from an \
+                     operator in a file (--join-token-file) or in GANTRY_JOIN_TOKEN"
+                );
+            };
+            register(&client, &token, &registration, &saved_path).await?
+        }
     };
-    tracing::info!(node = %name, gpus = gpus.len(), "agent running");
+    // Registered: the token is not kept.
+    drop(join_token);
+    tracing::info!(node = %name, gpus = gpus.len(), runtime = runtime.kind().as_str(), "agent running");
+    let slots = Slots {
+        uids: cli.uid_range.clone(),
+        ports: cli.port_range.clone(),
+        limits: Limits {
+            cpu_milli: u64::try_from(cpu_milli).unwrap_or(1000),
+            memory_mib: u64::try_from(memory_mib).unwrap_or(1024),
+            pids: cli.pids_max,
+        },
+    };
     let mut supervisor = Supervisor::new(
+        runtime,
         cli.workload_command.clone(),
         Duration::from_secs_f64(cli.grace_seconds.max(0.0)),
         &cli.state_dir,
+        slots,
     )
     .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
     let running = supervisor.adopt();
     if running > 0 {
         tracing::info!(running, "took back workloads from before the restart");
     }
-    let mut unsent: Vec<Report> = Vec::new();
-    let mut unsent_output: Vec<(Uuid, Vec<Line>)> = Vec::new();
+    let mut round = Round {
+        client: &client,
+        source: &source,
+        public_host: &public_host,
+        unsent: Vec::new(),
+        unsent_output: Vec::new(),
+    };
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     loop {
@@ -126,20 +286,20 @@ async fn main() -> anyhow::Result<()> {
             _ = tick.tick() => {}
             _ = terminate.recv() => break,
         }
-        let result = step(
-            &client,
-            &credential,
-            &source,
-            &mut supervisor,
-            &mut unsent,
-            &mut unsent_output,
-        )
-        .await;
-        match result {
-            Ok(()) => {}
+        match round.step(&credential, &mut supervisor).await {
+            Ok(None) => {}
+            Ok(Some(rotated)) => {
+                save(&saved_path, rotated.node_id, &rotated.credential)?;
+                credential = rotated.credential;
+                tracing::info!("node credential rotated");
+            }
             Err(CallError::Unauthorized) => {
-                tracing::warn!("the control plane refused the node credential; registering again");
-                credential = register(&client, &cli, &registration, &saved_path).await?;
+                std::fs::remove_file(&saved_path).ok();
+                bail!(
+                    "the control plane refused this node's credential (revoked by an operator?); \
+                     workloads keep running: start the agent again with a join token issued for \
+                     node {name}"
+                );
             }
             // The control plane may be restarting: work keeps running and the
             // agent reconciles once it answers again.
@@ -152,63 +312,93 @@ async fn main() -> anyhow::Result<()> {
 
 async fn register(
     client: &Client,
-    cli: &Cli,
+    token: &str,
     registration: &Registration<'_>,
-    saved_path: &std::path::Path,
+    saved_path: &Path,
 ) -> anyhow::Result<String> {
-    let Some(token) = &cli.join_token else {
-        bail!("this node is not registered yet: pass --join-token from an operator");
-    };
     let registered = client.register(token, registration).await?;
-    std::fs::create_dir_all(&cli.state_dir)
-        .with_context(|| format!("creating {}", cli.state_dir.display()))?;
-    let saved = Saved {
-        node_id: registered.node_id,
-        credential: registered.credential.clone(),
-    };
-    std::fs::write(saved_path, serde_json::to_vec(&saved)?)
-        .with_context(|| format!("writing {}", saved_path.display()))?;
+    save(saved_path, registered.node_id, &registered.credential)?;
     tracing::info!(node_id = %registered.node_id, "registered");
     Ok(registered.credential)
 }
 
-/// One round: heartbeat, fetch assignments, reconcile, ship output, report.
-async fn step(
-    client: &Client,
-    credential: &str,
-    source: &Source,
-    supervisor: &mut Supervisor,
-    unsent: &mut Vec<Report>,
-    unsent_output: &mut Vec<(Uuid, Vec<Line>)>,
-) -> Result<(), CallError> {
-    client
-        .heartbeat(credential, &source.samples(&supervisor.busy_gpus()))
-        .await?;
-    let assignments = client.assignments(credential).await?;
-    let mut events = supervisor.reconcile(&assignments);
-    events.extend(supervisor.poll());
-    // Output goes first: once an exit is reported the work is released and
-    // its late lines would no longer be taken.
-    let ended: Vec<Uuid> = events.iter().filter_map(Event::ended).collect();
-    unsent_output.extend(supervisor.output(&ended));
-    unsent.extend(events.into_iter().map(report_of));
-    // What cannot be sent now (the control plane away) waits for a later
-    // round, in order, before any report.
-    while let Some((order_id, lines)) = unsent_output.first_mut() {
-        while !lines.is_empty() {
-            let batch = upload_batch(lines);
-            client
-                .send_output(credential, *order_id, &lines[..batch])
-                .await?;
-            lines.drain(..batch);
-        }
-        unsent_output.remove(0);
-    }
-    while let Some(report) = unsent.first() {
-        client.report(credential, report).await?;
-        unsent.remove(0);
-    }
+/// Keeps the credential for the agent's user alone, replaced whole
+/// through a rename.
+fn save(path: &Path, node_id: Uuid, credential: &str) -> anyhow::Result<()> {
+    let saved = Saved {
+        node_id,
+        credential: credential.to_owned(),
+    };
+    let next = path.with_extension("next");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&next)
+        .with_context(|| format!("writing {}", next.display()))?;
+    file.write_all(&serde_json::to_vec(&saved)?)?;
+    file.sync_all()?;
+    std::fs::rename(&next, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// What one round of the agent needs, and what waits for the next.
+struct Round<'a> {
+    client: &'a Client,
+    source: &'a Source,
+    public_host: &'a str,
+    unsent: Vec<Report>,
+    unsent_output: Vec<(Uuid, Vec<Line>)>,
+}
+
+impl Round<'_> {
+    /// Heartbeat, fetch assignments, reconcile, ship output, report;
+    /// answers a new credential when the control plane asked for a
+    /// rotation.
+    async fn step(
+        &mut self,
+        credential: &str,
+        supervisor: &mut Supervisor,
+    ) -> Result<Option<gantry_agent::client::Registered>, CallError> {
+        let ack = self
+            .client
+            .heartbeat(credential, &self.source.samples(&supervisor.busy_gpus()))
+            .await?;
+        let assignments = self.client.assignments(credential).await?;
+        let mut events = supervisor.reconcile(&assignments);
+        events.extend(supervisor.poll());
+        // Output goes first: once an exit is reported the work is released and
+        // its late lines would no longer be taken.
+        let ended: Vec<Uuid> = events.iter().filter_map(Event::ended).collect();
+        self.unsent_output.extend(supervisor.output(&ended));
+        let kind = supervisor.runtime().kind();
+        self.unsent.extend(
+            events
+                .into_iter()
+                .map(|e| report_of(e, kind, self.public_host)),
+        );
+        // What cannot be sent now (the control plane away) waits for a later
+        // round, in order, before any report.
+        while let Some((order_id, lines)) = self.unsent_output.first_mut() {
+            while !lines.is_empty() {
+                let batch = upload_batch(lines);
+                self.client
+                    .send_output(credential, *order_id, &lines[..batch])
+                    .await?;
+                lines.drain(..batch);
+            }
+            self.unsent_output.remove(0);
+        }
+        while let Some(report) = self.unsent.first() {
+            self.client.report(credential, report).await?;
+            self.unsent.remove(0);
+        }
+        if ack.rotate_credential {
+            return Ok(Some(self.client.rotate_credential(credential).await?));
+        }
+        Ok(None)
+    }
 }
 
 /// How many of `lines` go in one upload: at most 500, and under 128 KiB,
@@ -228,19 +418,36 @@ fn upload_batch(lines: &[Line]) -> usize {
         .max(1)
 }
 
-fn report_of(event: Event) -> Report {
-    let (order_id, state, exit_code, message) = match event {
-        Event::Running(id) => (id, WorkloadState::Running, None, None),
-        Event::Exited(id, code) => (id, WorkloadState::Exited, code, None),
-        Event::Stopped(id) => (id, WorkloadState::Stopped, None, None),
-        Event::Failed(id, why) => (id, WorkloadState::Failed, None, Some(why)),
+fn report_of(event: Event, runtime: RuntimeKind, host: &str) -> Report {
+    let (order_id, state, exit_code, message, access) = match event {
+        Event::Running(id, access) => (
+            id,
+            WorkloadState::Running,
+            None,
+            None,
+            Some(access_of(&access, runtime, host)),
+        ),
+        Event::Exited(id, code, why) => (id, WorkloadState::Exited, code, why, None),
+        Event::Stopped(id) => (id, WorkloadState::Stopped, None, None, None),
+        Event::Failed(id, why) => (id, WorkloadState::Failed, None, Some(why), None),
     };
     Report {
         order_id,
         state,
         exit_code,
         message,
+        access,
     }
+}
+
+/// How a tenant reaches the workload, as the control plane takes it.
+fn access_of(access: &Access, runtime: RuntimeKind, host: &str) -> serde_json::Value {
+    serde_json::json!({
+        "runtime": runtime,
+        "host": host,
+        "ssh": access.ssh,
+        "ports": access.ports,
+    })
 }
 
 /// CPU (milli-cores) and memory (MiB) of this machine.

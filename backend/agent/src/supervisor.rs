@@ -1,7 +1,9 @@
 //! The workloads running on this node: each assignment to run becomes a
-//! process in its own process group with `CUDA_VISIBLE_DEVICES` set to
-//! exactly its GPUs; an assignment to stop (or one that disappeared) gets
-//! SIGTERM for the whole group, then SIGKILL when the grace period ends.
+//! process group started through the node's runtime (which decides what
+//! the workload can see and use), with `CUDA_VISIBLE_DEVICES` set to
+//! exactly its GPUs, a user and node ports of its own; an assignment to
+//! stop (or one that disappeared) gets SIGTERM for the whole group, then
+//! SIGKILL when the grace period ends.
 //!
 //! Workloads outlive the agent: a ledger in the state directory names each
 //! one's process group, so a restarted agent takes them back instead of
@@ -9,7 +11,10 @@
 //! leaves each exit code in a file, so one that ended while the agent was
 //! away is still reported with its code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::ops::RangeInclusive;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -18,14 +23,19 @@ use serde::{Deserialize, Serialize};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
+use crate::cgroup::Limits;
 use crate::client::{Action, Assignment};
 use crate::output::{Line, Output};
+use crate::runtime::{Access, Launch, PortMapping, Runtime};
 
 /// What happened to a workload, for the control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    Running(Uuid),
-    Exited(Uuid, Option<i32>),
+    /// Started, reachable as `Access` says.
+    Running(Uuid, Access),
+    /// Ended by itself with this code; the reason when the runtime knows
+    /// better than the code (out of memory).
+    Exited(Uuid, Option<i32>, Option<String>),
     Stopped(Uuid),
     Failed(Uuid, String),
 }
@@ -34,16 +44,28 @@ impl Event {
     /// The workload this event says has ended, if it says so.
     pub fn ended(&self) -> Option<Uuid> {
         match self {
-            Self::Running(_) => None,
-            Self::Exited(id, _) | Self::Stopped(id) | Self::Failed(id, _) => Some(*id),
+            Self::Running(..) => None,
+            Self::Exited(id, ..) | Self::Stopped(id) | Self::Failed(id, _) => Some(*id),
         }
     }
 }
 
-/// Runs the workload command (`$1`) and writes its exit code to `$2`. The
-/// wrapper catches SIGTERM instead of dying of it, so the workload gets its
-/// whole grace period and the code is still written.
-const WRAPPER: &str = r#"trap : TERM; sh -c "$1"; code=$?; echo "$code" > "$2"; exit "$code""#;
+/// Runs the workload's program line (`$2…`) and writes its exit code to
+/// `$1`. The wrapper catches SIGTERM instead of dying of it, so the
+/// workload gets its whole grace period and the code is still written.
+const WRAPPER: &str =
+    r#"exit_path=$1; shift; trap : TERM; "$@"; code=$?; echo "$code" > "$exit_path"; exit "$code""#;
+
+/// Where workloads' users and node ports come from, and their limits.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    /// Users for sandboxed workloads, never two live workloads on one.
+    pub uids: RangeInclusive<u32>,
+    /// Node ports for SSH servers and exposed ports.
+    pub ports: RangeInclusive<u16>,
+    /// A workload's limits when its assignment names none.
+    pub limits: Limits,
+}
 
 struct Workload {
     /// None for a workload taken back from an earlier run of the agent: not
@@ -55,6 +77,8 @@ struct Workload {
     /// that reuses the number.
     started: u64,
     gpus: Vec<u32>,
+    uid: u32,
+    ports: Vec<u16>,
     /// When SIGKILL follows the SIGTERM already sent.
     kill_at: Option<Instant>,
     /// Stopped because its assignment vanished: nobody waits for a report.
@@ -69,28 +93,49 @@ struct Record {
     /// The group leader's start time in clock ticks since boot.
     started: u64,
     gpus: Vec<u32>,
+    #[serde(default)]
+    uid: u32,
+    #[serde(default)]
+    ports: Vec<u16>,
 }
 
 pub struct Supervisor {
+    runtime: Box<dyn Runtime>,
     command: String,
     grace: Duration,
     state_dir: PathBuf,
+    slots: Slots,
     workloads: HashMap<Uuid, Workload>,
+    /// Ended workloads whose runtime could not tidy up yet.
+    leftovers: Vec<Uuid>,
     output: Output,
 }
 
 impl Supervisor {
-    /// `command` is run by `sh -c` for every workload; `state_dir` keeps the
-    /// ledger and exit codes across agent restarts.
-    pub fn new(command: String, grace: Duration, state_dir: &Path) -> std::io::Result<Self> {
+    /// `command` is what an instance runs (by `sh -c`); `state_dir` keeps
+    /// the ledger and exit codes across agent restarts.
+    pub fn new(
+        runtime: Box<dyn Runtime>,
+        command: String,
+        grace: Duration,
+        state_dir: &Path,
+        slots: Slots,
+    ) -> std::io::Result<Self> {
         std::fs::create_dir_all(state_dir.join("exits"))?;
         Ok(Self {
+            runtime,
             command,
             grace,
             state_dir: state_dir.to_owned(),
+            slots,
             workloads: HashMap::new(),
+            leftovers: Vec::new(),
             output: Output::new(state_dir)?,
         })
+    }
+
+    pub fn runtime(&self) -> &dyn Runtime {
+        self.runtime.as_ref()
     }
 
     /// Takes back the workloads an earlier run of the agent left behind;
@@ -114,6 +159,8 @@ impl Supervisor {
                     pgid: if alive { record.pgid } else { 0 },
                     started: record.started,
                     gpus: record.gpus,
+                    uid: record.uid,
+                    ports: record.ports,
                     kill_at: None,
                     orphaned: false,
                 },
@@ -144,6 +191,8 @@ impl Supervisor {
                         pgid: w.pgid,
                         started: w.started,
                         gpus: w.gpus.clone(),
+                        uid: w.uid,
+                        ports: w.ports.clone(),
                     },
                 )
             })
@@ -182,7 +231,7 @@ impl Supervisor {
                 (Action::Run, false) => events.push(self.start(assignment)),
                 (Action::Stop, true) => self.terminate(id, false),
                 (Action::Stop, false) => events.push(Event::Stopped(id)),
-                (Action::Run, true) => {}
+                (Action::Run, true) => self.runtime.authorize(id, &assignment.ssh_keys),
             }
         }
         let assigned: Vec<Uuid> = assignments.iter().map(|a| a.order_id).collect();
@@ -198,35 +247,117 @@ impl Supervisor {
         events
     }
 
+    /// A user no live workload has.
+    fn free_uid(&self) -> Option<u32> {
+        let taken: HashSet<u32> = self.workloads.values().map(|w| w.uid).collect();
+        self.slots.uids.clone().find(|uid| !taken.contains(uid))
+    }
+
+    /// `count` node ports that no live workload holds and nothing else
+    /// listens on.
+    fn free_ports(&self, count: usize) -> Option<Vec<u16>> {
+        let taken: HashSet<u16> = self
+            .workloads
+            .values()
+            .flat_map(|w| w.ports.iter().copied())
+            .collect();
+        let free: Vec<u16> = self
+            .slots
+            .ports
+            .clone()
+            .filter(|p| !taken.contains(p))
+            .filter(|p| std::net::TcpListener::bind(("0.0.0.0", *p)).is_ok())
+            .take(count)
+            .collect();
+        (free.len() == count).then_some(free)
+    }
+
     fn start(&mut self, assignment: &Assignment) -> Event {
         let id = assignment.order_id;
+        let Some(uid) = self.free_uid() else {
+            return Event::Failed(id, "every workload user of this node is taken".into());
+        };
+        // An instance gets an SSH server where the runtime offers one.
+        let ssh = assignment.command.is_none() && self.runtime.offers_ssh();
+        let wanted = usize::from(ssh) + assignment.ports.len();
+        let Some(mut node_ports) = self.free_ports(wanted) else {
+            return Event::Failed(id, "no free node port is left on this node".into());
+        };
+        let ports: Vec<u16> = node_ports.clone();
+        let ssh_port = ssh.then(|| node_ports.remove(0));
+        let mappings: Vec<PortMapping> = assignment
+            .ports
+            .iter()
+            .zip(&node_ports)
+            .map(|(port, node_port)| PortMapping {
+                port: *port,
+                node_port: *node_port,
+            })
+            .collect();
+        let mut env = assignment.env.clone();
+        for m in &mappings {
+            env.insert(format!("GANTRY_PORT_{}", m.port), m.node_port.to_string());
+        }
+        let limits = assignment.limits.map_or(self.slots.limits, |l| Limits {
+            cpu_milli: l.cpu_milli,
+            memory_mib: l.memory_mib,
+            pids: self.slots.limits.pids,
+        });
+        let launch = Launch {
+            id,
+            gpus: &assignment.gpu_ids,
+            env: &env,
+            command: assignment.command.as_deref().unwrap_or(&self.command),
+            working_dir: assignment.working_dir.as_deref(),
+            limits,
+            image: assignment.image.as_ref(),
+            uid,
+            ssh_port,
+            ssh_keys: &assignment.ssh_keys,
+            ports: &mappings,
+        };
+        let prepared = match self.runtime.prepare(&launch) {
+            Ok(prepared) => prepared,
+            Err(why) => {
+                self.runtime.clean(id);
+                return Event::Failed(id, why);
+            }
+        };
         let exit_path = self.exit_path(id);
         std::fs::remove_file(&exit_path).ok();
         let (stdout, stderr) = match self.output.create(id) {
             Ok(files) => files,
             Err(error) => return Event::Failed(id, format!("could not capture output: {error}")),
         };
-        let mut command = Command::new("sh");
+        let joins: Vec<CString> = prepared
+            .cgroup_procs
+            .iter()
+            .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
+            .collect();
+        let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
             .arg(WRAPPER)
             .arg("gantry-workload")
-            .arg(assignment.command.as_deref().unwrap_or(&self.command))
             .arg(&exit_path)
-            .envs(&assignment.env)
+            .args(&prepared.argv)
+            .env_clear()
+            .envs(prepared.env)
+            .current_dir(&prepared.cwd)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
-        if let Some(dir) = &assignment.working_dir {
-            command.current_dir(dir);
+        // SAFETY: between fork and exec the child only makes raw system
+        // calls on memory prepared before the fork (no allocation, no lock).
+        unsafe {
+            command.pre_exec(move || join_cgroups(&joins));
         }
-        let spawned = command.spawn();
-        match spawned {
+        match command.spawn() {
             Ok(child) => {
                 let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
                 let started = leader(pgid).map_or(0, |(_, started)| started);
-                tracing::info!(order = %id, gpus = ?assignment.gpu_ids, pgid, "started workload");
+                tracing::info!(order = %id, gpus = ?assignment.gpu_ids, pgid, uid, "started workload");
                 self.workloads.insert(
                     id,
                     Workload {
@@ -234,14 +365,19 @@ impl Supervisor {
                         pgid,
                         started,
                         gpus: assignment.gpu_ids.clone(),
+                        uid,
+                        ports,
                         kill_at: None,
                         orphaned: false,
                     },
                 );
                 self.save();
-                Event::Running(id)
+                Event::Running(id, prepared.access)
             }
-            Err(error) => Event::Failed(id, format!("could not start the workload: {error}")),
+            Err(error) => {
+                self.runtime.clean(id);
+                Event::Failed(id, format!("could not start the workload: {error}"))
+            }
         }
     }
 
@@ -286,7 +422,10 @@ impl Supervisor {
                     match (workload.kill_at, workload.orphaned) {
                         (Some(_), true) => {}
                         (Some(_), false) => events.push(Event::Stopped(*id)),
-                        (None, _) => events.push(Event::Exited(*id, code)),
+                        (None, _) => {
+                            let why = self.runtime.ending(*id);
+                            events.push(Event::Exited(*id, code, why));
+                        }
                     }
                 }
                 None => {
@@ -303,8 +442,46 @@ impl Supervisor {
         if !done.is_empty() {
             self.save();
         }
+        self.leftovers.extend(done);
+        let runtime = &self.runtime;
+        self.leftovers.retain(|id| !runtime.clean(*id));
         events
     }
+}
+
+/// Moves the calling (just forked) process into each cgroup by writing its
+/// pid to the `cgroup.procs` files.
+fn join_cgroups(files: &[CString]) -> std::io::Result<()> {
+    // SAFETY: getpid(2) has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let mut digits = [0u8; 12];
+    let mut at = digits.len();
+    let mut rest = pid.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + u8::try_from(rest % 10).unwrap_or(0);
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for file in files {
+        // SAFETY: open/write/close on a NUL-terminated path made before the
+        // fork and a buffer on this stack.
+        let written = unsafe {
+            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let n = libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at);
+            libc::close(fd);
+            n
+        };
+        if written < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Whether a taken-back workload's leader still runs. Its group is judged
@@ -357,7 +534,26 @@ mod tests {
             env: HashMap::from([("CUDA_VISIBLE_DEVICES".into(), visible)]),
             command: None,
             working_dir: None,
+            limits: None,
+            ssh_keys: Vec::new(),
+            ports: Vec::new(),
+            image: None,
         }
+    }
+
+    fn supervisor(command: &str, grace: Duration, dir: &Path) -> Supervisor {
+        let runtime = crate::runtime::process::Process::new(dir).expect("scratch");
+        let slots = Slots {
+            uids: 1..=1,
+            ports: 1..=1,
+            limits: Limits {
+                cpu_milli: 1000,
+                memory_mib: 1024,
+                pids: 64,
+            },
+        };
+        Supervisor::new(Box::new(runtime), command.to_owned(), grace, dir, slots)
+            .expect("state dir")
     }
 
     fn state_dir() -> PathBuf {
@@ -390,13 +586,18 @@ mod tests {
     async fn a_workload_sees_its_gpus_and_reports_its_exit_code() {
         let out = std::env::temp_dir().join(format!("gantry-agent-{}", Uuid::new_v4()));
         let command = format!("echo \"$CUDA_VISIBLE_DEVICES\" > {}; exit 3", out.display());
-        let mut supervisor =
-            Supervisor::new(command, Duration::from_secs(1), &state_dir()).expect("state dir");
+        let mut supervisor = supervisor(&command, Duration::from_secs(1), &state_dir());
         let started = supervisor.reconcile(&[assignment(Action::Run, &[2, 5])]);
-        assert_eq!(started, vec![Event::Running(Uuid::from_u128(7))]);
+        assert_eq!(
+            started,
+            vec![Event::Running(Uuid::from_u128(7), Access::default())]
+        );
         assert_eq!(supervisor.busy_gpus(), vec![2, 5]);
         let events = events_until(&mut supervisor, 1).await;
-        assert_eq!(events, vec![Event::Exited(Uuid::from_u128(7), Some(3))]);
+        assert_eq!(
+            events,
+            vec![Event::Exited(Uuid::from_u128(7), Some(3), None)]
+        );
         assert_eq!(std::fs::read_to_string(&out).expect("output"), "2,5\n");
         std::fs::remove_file(out).ok();
     }
@@ -410,8 +611,7 @@ mod tests {
             "trap '' TERM; sleep 30 & echo $! > {}; wait",
             pid_file.display()
         );
-        let mut supervisor =
-            Supervisor::new(command, Duration::from_millis(200), &state_dir()).expect("state dir");
+        let mut supervisor = supervisor(&command, Duration::from_millis(200), &state_dir());
         supervisor.reconcile(&[assignment(Action::Run, &[0])]);
         let mut child = String::new();
         for _ in 0..100 {
@@ -459,13 +659,12 @@ mod tests {
             marker.display()
         );
         let run = assignment(Action::Run, &[1, 3]);
-        let mut before =
-            Supervisor::new(command.clone(), Duration::from_secs(1), &dir).expect("state dir");
+        let mut before = supervisor(&command, Duration::from_secs(1), &dir);
         before.reconcile(std::slice::from_ref(&run));
         orphan(&mut before);
         drop(before);
 
-        let mut after = Supervisor::new(command, Duration::from_secs(1), &dir).expect("state dir");
+        let mut after = supervisor(&command, Duration::from_secs(1), &dir);
         assert_eq!(after.adopt(), 1);
         assert_eq!(after.busy_gpus(), vec![1, 3]);
         // Still assigned: taken back, not started a second time.
@@ -473,27 +672,28 @@ mod tests {
         assert!(after.poll().is_empty());
         std::fs::write(&marker, "").expect("marker");
         let events = events_until(&mut after, 1).await;
-        assert_eq!(events, vec![Event::Exited(Uuid::from_u128(7), Some(5))]);
+        assert_eq!(
+            events,
+            vec![Event::Exited(Uuid::from_u128(7), Some(5), None)]
+        );
 
         // A workload that ended while no agent watched is reported once.
         std::fs::remove_file(&marker).ok();
         let command = "exit 4".to_owned();
-        let mut before =
-            Supervisor::new(command.clone(), Duration::from_secs(1), &dir).expect("state dir");
+        let mut before = supervisor(&command, Duration::from_secs(1), &dir);
         before.reconcile(std::slice::from_ref(&run));
         orphan(&mut before);
         drop(before);
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let mut after = Supervisor::new(command, Duration::from_secs(1), &dir).expect("state dir");
+        let mut after = supervisor(&command, Duration::from_secs(1), &dir);
         assert_eq!(after.adopt(), 0);
         assert!(after.reconcile(std::slice::from_ref(&run)).is_empty());
         assert_eq!(
             after.poll(),
-            vec![Event::Exited(Uuid::from_u128(7), Some(4))]
+            vec![Event::Exited(Uuid::from_u128(7), Some(4), None)]
         );
         assert!(after.busy_gpus().is_empty());
-        let mut again =
-            Supervisor::new(String::new(), Duration::from_secs(1), &dir).expect("state dir");
+        let mut again = supervisor("", Duration::from_secs(1), &dir);
         assert_eq!(again.adopt(), 0);
         assert!(
             again.poll().is_empty(),

@@ -9,10 +9,11 @@ mod lab;
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gantry_server::entities::usage_record;
+use lab::Agent;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use support::{Engine, TestServer};
@@ -22,16 +23,6 @@ on_both_engines!(
     restarts_of_the_control_plane_and_the_agent_keep_work_running,
 );
 
-/// The agent process, killed with SIGKILL when dropped.
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
 fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
     // Each workload writes its GPUs and pid, then holds its GPUs while the
     // `hold` file exists.
@@ -40,21 +31,8 @@ fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
          if [ -e {dir}/hold ]; then exec sleep 60; fi",
         dir = dir.display()
     );
-    let child = Command::new(env!("CARGO_BIN_EXE_gantry-agent"))
-        .args([
-            "--server",
-            &server.base,
-            "--join-token",
-            token,
-            "--name",
-            "gpu-box-1",
-        ])
-        .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms", "100"])
+    let child = lab::agent_command(server, token, "gpu-box-1", &dir.join("state"), "process")
         .args(["--grace-seconds", "1", "--workload-command", &command])
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("start the agent");
     Agent(child)

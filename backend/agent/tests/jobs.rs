@@ -9,9 +9,10 @@ mod lab;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use lab::Agent;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::{Engine, Tenant, TestServer};
@@ -25,32 +26,9 @@ on_both_engines!(
     a_two_node_job_gets_one_rendezvous,
 );
 
-/// An agent process, killed with SIGKILL when dropped.
-struct Agent(Child);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.0.kill().ok();
-        self.0.wait().ok();
-    }
-}
-
 fn spawn_agent(server: &TestServer, token: &str, dir: &Path, name: &str) -> Agent {
-    let child = Command::new(env!("CARGO_BIN_EXE_gantry-agent"))
-        .args([
-            "--server",
-            &server.base,
-            "--join-token",
-            token,
-            "--name",
-            name,
-        ])
-        .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms", "100"])
+    let child = lab::agent_command(server, token, name, &dir.join(name), "process")
         .args(["--grace-seconds", "1", "--workload-command", "sleep 3600"])
-        .arg("--state-dir")
-        .arg(dir.join(name))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .expect("start the agent");
     Agent(child)

@@ -120,6 +120,15 @@ stored_enum! {
 }
 
 impl OrderStatus {
+    /// States of an order that is waiting, starting or running.
+    pub const LIVE: [Self; 5] = [
+        Self::Queued,
+        Self::Scheduled,
+        Self::Provisioning,
+        Self::Running,
+        Self::Preempted,
+    ];
+
     /// Whether the order is over and will never hold GPUs again.
     pub fn is_final(self) -> bool {
         matches!(

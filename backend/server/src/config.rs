@@ -46,7 +46,11 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_CONSOLE_DIR", "console_dir"),
     ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
     ("GANTRY_JOB_LOG_RETENTION_DAYS", "job_log_retention_days"),
+    ("GANTRY_EXPOSABLE_PORTS", "exposable_ports"),
 ];
+
+/// Keys whose environment value is a comma-separated list.
+const LISTS: &[&str] = &["cors_allowed_origins", "exposable_ports"];
 
 #[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -115,6 +119,9 @@ pub struct Config {
     pub job_log_limit_bytes: u64,
     /// How long a job's output is kept after it ended.
     pub job_log_retention_days: u64,
+    /// Ports an order may ask to expose on its nodes (each gets a node
+    /// port from the agent's range).
+    pub exposable_ports: Vec<u16>,
 }
 
 impl Default for Config {
@@ -146,6 +153,7 @@ impl Default for Config {
             console_dir: PathBuf::from("frontend/dist"),
             job_log_limit_bytes: 1024 * 1024,
             job_log_retention_days: 14,
+            exposable_ports: vec![6006, 7860, 8000, 8080, 8265, 8888],
         }
     }
 }
@@ -183,6 +191,7 @@ impl std::fmt::Debug for Config {
             .field("console_dir", &self.console_dir)
             .field("job_log_limit_bytes", &self.job_log_limit_bytes)
             .field("job_log_retention_days", &self.job_log_retention_days)
+            .field("exposable_ports", &self.exposable_ports)
             .finish()
     }
 }
@@ -198,14 +207,14 @@ impl Config {
             let Ok(value) = std::env::var(variable) else {
                 continue;
             };
-            builder = if *key == "cors_allowed_origins" {
-                let origins: Vec<String> = value
+            builder = if LISTS.contains(key) {
+                let items: Vec<String> = value
                     .split(',')
                     .map(str::trim)
                     .filter(|o| !o.is_empty())
                     .map(str::to_owned)
                     .collect();
-                builder.set_override(*key, origins)?
+                builder.set_override(*key, items)?
             } else {
                 builder.set_override(*key, value)?
             };

@@ -172,6 +172,8 @@ pub enum Resource {
     JoinToken,
     Invoice,
     UsageRecord,
+    Image,
+    SshKey,
 }
 
 impl Resource {
@@ -190,6 +192,8 @@ impl Resource {
             Self::JoinToken => ("join_token_not_found", "join token"),
             Self::Invoice => ("invoice_not_found", "invoice"),
             Self::UsageRecord => ("usage_record_not_found", "usage record"),
+            Self::Image => ("image_not_found", "image"),
+            Self::SshKey => ("ssh_key_not_found", "SSH key"),
         }
     }
 }

@@ -27,5 +27,6 @@ pub mod provisioning;
 pub mod quotas;
 pub mod scheduling;
 pub mod sla;
+pub mod ssh_keys;
 pub mod tenancy;
 pub mod validate;

@@ -104,7 +104,7 @@ pub const SLUG: &str = "^[a-z0-9][a-z0-9-]{0,62}$";
 /// The schema pattern of [`Fields::label`].
 pub const LABEL: &str = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
 
-fn is_slug(value: &str) -> bool {
+pub fn is_slug(value: &str) -> bool {
     let mut chars = value.chars();
     chars
         .next()

@@ -1,9 +1,52 @@
-//! What the agent tests share: a control plane ready for agents to join.
+//! What the agent tests share: a control plane ready for agents to join,
+//! and agent processes.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 
 use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::support::TestServer;
+
+/// An agent process, killed with SIGKILL when dropped.
+pub struct Agent(pub Child);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// The agent binary joining `server` as `name` with four simulated H100s,
+/// polling every 100 ms, its join token in the environment (never on the
+/// command line), isolating workloads with `runtime`.
+pub fn agent_command(
+    server: &TestServer,
+    token: &str,
+    name: &str,
+    state_dir: &Path,
+    runtime: &str,
+) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gantry-agent"));
+    command
+        .env("GANTRY_JOIN_TOKEN", token)
+        .args([
+            "--server",
+            &server.base,
+            "--name",
+            name,
+            "--runtime",
+            runtime,
+        ])
+        .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms", "100"])
+        .arg("--state-dir")
+        .arg(state_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
 
 /// A one-region catalog with a 2×H100 instance type; answers a join token.
 pub async fn catalog(server: &TestServer, op: &str) -> String {

@@ -19,11 +19,13 @@ use super::node_auth::{JoinToken, NodeAgent};
 use crate::app::AppState;
 use crate::auth::api_key_secret::{self, NODE_PREFIX};
 use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
-use crate::entities::{allocation, gpu, gpu_model, gpu_telemetry, node, order};
+use crate::entities::{
+    allocation, gpu, gpu_model, gpu_telemetry, image, instance_type, join_token, node, order,
+};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::ApiJson;
 use crate::inventory::nodes::{self, GpuSpec, NodeSpec};
-use crate::orders::lifecycle;
+use crate::orders::{HostAccess, OrderAccess, SshAccess, lifecycle};
 use crate::validate::Fields;
 
 const GPUS_MAX: usize = 64;
@@ -65,6 +67,32 @@ pub struct Register {
     pub memory_mib: i64,
     #[schema(max_items = 64)]
     pub gpus: Vec<DiscoveredGpu>,
+    /// How the agent isolates workloads; `process` when absent.
+    #[serde(default)]
+    pub runtime: NodeRuntime,
+}
+
+/// How an agent isolates the workloads on its node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeRuntime {
+    /// Namespaces, a user per workload, its GPUs only, cgroup limits.
+    Sandbox,
+    /// Containers with CDI GPUs.
+    Oci,
+    /// Plain processes of the agent's user: not isolated.
+    #[default]
+    Process,
+}
+
+impl NodeRuntime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Oci => "oci",
+            Self::Process => "process",
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -110,6 +138,9 @@ pub struct Heartbeat {
 pub struct HeartbeatAck {
     pub node_id: Uuid,
     pub state: NodeState,
+    /// An operator asked for a new credential: fetch one from
+    /// `POST /agent/credential`.
+    pub rotate_credential: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -138,6 +169,29 @@ pub struct Assignment {
     pub command: Option<String>,
     /// Where a job's command starts.
     pub working_dir: Option<String>,
+    /// The instance type's share of the node, enforced by the runtime.
+    pub limits: WorkloadLimits,
+    /// OpenSSH public keys an instance admits (its SSH server's
+    /// `authorized_keys`); read afresh on every fetch, so a deleted key
+    /// stops working.
+    pub ssh_keys: Vec<String>,
+    /// Ports to expose, each on a node port of the agent's choosing.
+    pub ports: Vec<u16>,
+    pub image: Option<AssignedImage>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkloadLimits {
+    pub cpu_milli: i64,
+    pub memory_mib: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssignedImage {
+    /// The catalog name: a sandbox node's root file system directory.
+    pub name: String,
+    /// The OCI reference a container node runs.
+    pub reference: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -145,7 +199,7 @@ pub struct Assignments {
     pub assignments: Vec<Assignment>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkloadState {
     /// It is up.
@@ -166,9 +220,33 @@ pub struct StatusReport {
     pub exit_code: Option<i32>,
     #[schema(max_length = 1000)]
     pub message: Option<String>,
-    /// How the tenant reaches it, once running.
-    #[schema(value_type = Option<Object>)]
-    pub access: Option<serde_json::Value>,
+    /// How the tenant reaches it on this node, with `running`.
+    pub access: Option<ReportedAccess>,
+}
+
+/// What an agent says of how its workload is reached.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportedAccess {
+    #[serde(default)]
+    pub runtime: Option<NodeRuntime>,
+    /// The node's public address.
+    #[schema(min_length = 1, max_length = 253)]
+    pub host: String,
+    pub ssh: Option<ReportedSsh>,
+    #[serde(default)]
+    #[schema(max_items = 8)]
+    pub ports: Vec<crate::orders::PortAccess>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportedSsh {
+    #[schema(min_length = 1, max_length = 32)]
+    pub user: String,
+    pub port: u16,
+    #[schema(min_length = 1, max_length = 128)]
+    pub host_key_fingerprint: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -241,12 +319,42 @@ async fn register(
             format!("the catalog has no GPU model {missing:?}; an operator must add it first"),
         ));
     }
+    if let Some(bound) = &join.token.node_name
+        && *bound != request.name
+    {
+        return Err(ApiError::forbidden(format!(
+            "this join token registers node {bound:?} only"
+        )));
+    }
     let existing = node::Entity::find()
         .filter(node::Column::Name.eq(&request.name))
         .one(&txn)
         .await?;
     let node_id = match existing {
-        Some(current) => reregister(&txn, current, &request, &models).await?,
+        Some(current) => {
+            // Taking over a registered node (its credential, its GPUs)
+            // needs the operator's word for that node, not a region's.
+            if join.token.node_name.as_deref() != Some(current.name.as_str()) {
+                return Err(ApiError::conflict(
+                    "node_registered",
+                    format!(
+                        "node {} is registered already; an operator issues a join token for \
+                         this node (POST /admin/join-tokens with \"node\") to register it again",
+                        current.name
+                    ),
+                ));
+            }
+            if current.region_id != join.token.region_id {
+                return Err(ApiError::conflict(
+                    "region_mismatch",
+                    format!(
+                        "node {} belongs to another region than the join token",
+                        current.name
+                    ),
+                ));
+            }
+            reregister(&txn, current, &request, &models).await?
+        }
         None => {
             let mut gpus: Vec<&DiscoveredGpu> = request.gpus.iter().collect();
             gpus.sort_by_key(|g| g.index);
@@ -280,12 +388,32 @@ async fn register(
             Expr::value(Some(secret.secret_hash)),
         )
         .col_expr(
+            node::Column::CredentialNextHash,
+            Expr::value(None::<String>),
+        )
+        .col_expr(node::Column::CredentialRotate, Expr::value(false))
+        .col_expr(
+            node::Column::Runtime,
+            Expr::value(Some(request.runtime.as_str())),
+        )
+        .col_expr(
             node::Column::LastHeartbeatAt,
             Expr::value(Some(state.clock.now())),
         )
         .filter(node::Column::Id.eq(node_id))
         .exec(&txn)
         .await?;
+    // A token for one node is spent once that node has registered.
+    if join.token.node_name.is_some() {
+        join_token::Entity::update_many()
+            .col_expr(
+                join_token::Column::RevokedAt,
+                Expr::value(Some(state.clock.now())),
+            )
+            .filter(join_token::Column::Id.eq(join.token.id))
+            .exec(&txn)
+            .await?;
+    }
     txn.commit().await?;
     state.scheduler.wake();
     Ok((
@@ -450,6 +578,7 @@ async fn heartbeat(
     Ok(Json(HeartbeatAck {
         node_id: updated.id,
         state: updated.state,
+        rotate_credential: updated.credential_rotate,
     }))
 }
 
@@ -482,17 +611,21 @@ async fn assignments(
         .filter(order::Column::Status.eq(OrderStatus::Scheduled))
         .exec(&state.db)
         .await?;
-    // Jobs: their commands, and every node of each for the rendezvous.
-    let jobs: HashMap<Uuid, order::Model> = order::Entity::find()
+    let orders: HashMap<Uuid, order::Model> = order::Entity::find()
         .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
-        .filter(order::Column::Job.is_not_null())
         .all(&state.db)
         .await?
         .into_iter()
         .map(|o| (o.id, o))
         .collect();
+    // Jobs: their commands, and every node of each for the rendezvous.
+    let jobs: Vec<Uuid> = orders
+        .values()
+        .filter(|o| o.job.is_some())
+        .map(|o| o.id)
+        .collect();
     let gangs = allocation::Entity::find()
-        .filter(allocation::Column::OrderId.is_in(jobs.keys().copied()))
+        .filter(allocation::Column::OrderId.is_in(jobs))
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(&state.db)
         .await?;
@@ -503,16 +636,41 @@ async fn assignments(
         .into_iter()
         .map(|n| (n.id, n.name))
         .collect();
+    let types: HashMap<Uuid, instance_type::Model> = instance_type::Entity::find()
+        .filter(instance_type::Column::Id.is_in(orders.values().map(|o| o.instance_type_id)))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let images: HashMap<Uuid, image::Model> = image::Entity::find()
+        .filter(image::Column::Id.is_in(orders.values().filter_map(|o| o.image_id)))
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|i| (i.id, i))
+        .collect();
+    // Instances' keys; jobs have no SSH server.
+    let key_ids: Vec<Uuid> = orders
+        .values()
+        .filter(|o| o.job.is_none())
+        .flat_map(|o| crate::orders::json_list::<Uuid>(o.ssh_key_ids.as_deref()))
+        .collect();
+    let keys: HashMap<Uuid, String> = crate::ssh_keys::public_keys(&state.db, &key_ids)
+        .await?
+        .into_iter()
+        .collect();
     let assignments = live
         .into_iter()
-        .map(|a| {
-            let launch = jobs.get(&a.order_id).and_then(|job| {
+        .filter_map(|a| {
+            let order = orders.get(&a.order_id)?;
+            let launch = order.job.as_ref().and_then(|_| {
                 let gang: Vec<(Uuid, &str)> = gangs
                     .iter()
-                    .filter(|g| g.order_id == job.id)
+                    .filter(|g| g.order_id == order.id)
                     .map(|g| (g.id, names.get(&g.node_id).map_or("", String::as_str)))
                     .collect();
-                crate::jobs::launch(job, a.id, &gang)
+                crate::jobs::launch(order, a.id, &gang)
             });
             let gpu_ids = a.gpu_list();
             let visible = gpu_ids
@@ -528,7 +686,16 @@ async fn assignments(
             if let Some(launch) = &launch {
                 env.extend(launch.env.iter().cloned());
             }
-            Assignment {
+            let size = types.get(&order.instance_type_id);
+            let ssh_keys = if order.job.is_some() {
+                Vec::new()
+            } else {
+                crate::orders::json_list::<Uuid>(order.ssh_key_ids.as_deref())
+                    .iter()
+                    .filter_map(|id| keys.get(id).cloned())
+                    .collect()
+            };
+            Some(Assignment {
                 order_id: a.order_id,
                 action: if a.state == AllocationState::Active {
                     Action::Run
@@ -540,10 +707,93 @@ async fn assignments(
                 env,
                 command: launch.as_ref().map(|l| l.command.clone()),
                 working_dir: launch.and_then(|l| l.working_dir),
-            }
+                limits: WorkloadLimits {
+                    cpu_milli: size.map_or(1000, |t| i64::from(t.vcpus) * 1000),
+                    memory_mib: size.map_or(1024, |t| i64::from(t.memory_gib) * 1024),
+                },
+                ssh_keys,
+                ports: crate::orders::json_list(order.ports.as_deref()),
+                image: order
+                    .image_id
+                    .and_then(|i| images.get(&i))
+                    .map(|i| AssignedImage {
+                        name: i.name.clone(),
+                        reference: i.reference.clone(),
+                    }),
+            })
         })
         .collect();
     Ok(Json(Assignments { assignments }))
+}
+
+fn check_access(fields: &mut Fields, access: &ReportedAccess) {
+    let host_ok = !access.host.is_empty()
+        && access.host.len() <= 253
+        && access
+            .host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c));
+    if !host_ok {
+        fields.push("access.host", "must be a host name or IP address");
+    }
+    if let Some(ssh) = &access.ssh {
+        if !crate::validate::is_slug(&ssh.user) {
+            fields.push("access.ssh.user", "must be a user name");
+        }
+        let fingerprint = &ssh.host_key_fingerprint;
+        if fingerprint.len() > 128
+            || !fingerprint
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ":+/=".contains(c))
+        {
+            fields.push("access.ssh.host_key_fingerprint", "must be SHA256:<base64>");
+        }
+    }
+    if access.ports.len() > 8 {
+        fields.push("access.ports", "at most 8 ports");
+    }
+}
+
+/// The order's access with this node's entry replaced by what its agent
+/// reported (or, from an older agent, just the node's name).
+fn merged_access(
+    current: &order::Model,
+    node: &node::Model,
+    reported: Option<&ReportedAccess>,
+) -> OrderAccess {
+    let mut access: OrderAccess = current
+        .access
+        .as_deref()
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or_default();
+    access.driver = "agent".into();
+    access.runtime = reported
+        .and_then(|r| r.runtime)
+        .map(|r| r.as_str().to_owned())
+        .or(node.runtime.clone());
+    let entry = match reported {
+        Some(r) => HostAccess {
+            node: node.name.clone(),
+            host: r.host.clone(),
+            ssh: r.ssh.as_ref().map(|s| SshAccess {
+                command: format!("ssh -p {} {}@{}", s.port, s.user, r.host),
+                user: s.user.clone(),
+                port: s.port,
+                host_key_fingerprint: Some(s.host_key_fingerprint.clone()),
+            }),
+            ports: r.ports.clone(),
+        },
+        None => HostAccess {
+            node: node.name.clone(),
+            host: node.name.clone(),
+            ssh: None,
+            ports: Vec::new(),
+        },
+    };
+    access.hosts.retain(|h| h.node != node.name);
+    access.hosts.push(entry);
+    access.hosts.sort_by(|a, b| a.node.cmp(&b.node));
+    access
 }
 
 /// Reports what a workload on this node did.
@@ -565,6 +815,9 @@ async fn report_status(
         .message
         .as_deref()
         .map(|m| fields.text("message", m, MESSAGE_MAX));
+    if let Some(access) = &report.access {
+        check_access(&mut fields, access);
+    }
     fields.finish()?;
     let node = agent.node;
     let now = state.clock.now();
@@ -584,12 +837,41 @@ async fn report_status(
     };
     match report.state {
         WorkloadState::Running => {
-            let access = report.access.clone().unwrap_or_else(|| {
-                serde_json::json!({ "driver": "agent", "hosts": [{ "node": node.name, "host": node.name }] })
-            });
-            lifecycle::came_up(&txn, report.order_id, access.to_string(), now).await?;
+            let current = order::Entity::find_by_id(report.order_id)
+                .one(&txn)
+                .await?
+                .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+            let access = merged_access(&current, &node, report.access.as_ref());
+            let stored = serde_json::to_string(&access).unwrap_or_default();
+            let came_up = lifecycle::came_up(&txn, report.order_id, stored.clone(), now).await?;
+            // Another node of a gang came up: its entry joins the others.
+            if !came_up && current.status == OrderStatus::Running {
+                order::Entity::update_many()
+                    .col_expr(order::Column::Access, Expr::value(Some(stored)))
+                    .filter(order::Column::Id.eq(current.id))
+                    .exec(&txn)
+                    .await?;
+            }
         }
         WorkloadState::Exited | WorkloadState::Failed => {
+            let current = order::Entity::find_by_id(report.order_id)
+                .one(&txn)
+                .await?
+                .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+            // The agent fetched it before it could start it: an ending
+            // reported for work never handed over is not believed.
+            if report.state == WorkloadState::Exited
+                && matches!(current.status, OrderStatus::Queued | OrderStatus::Scheduled)
+            {
+                return Err(ApiError::conflict(
+                    "not_started",
+                    format!(
+                        "order {} is {}: no workload of it was started on this node",
+                        current.id,
+                        current.status.as_str()
+                    ),
+                ));
+            }
             allocation::Entity::update_many()
                 .col_expr(allocation::Column::ExitCode, Expr::value(report.exit_code))
                 .filter(allocation::Column::OrderId.eq(report.order_id))
@@ -597,10 +879,6 @@ async fn report_status(
                 .filter(allocation::Column::State.ne(AllocationState::Released))
                 .exec(&txn)
                 .await?;
-            let current = order::Entity::find_by_id(report.order_id)
-                .one(&txn)
-                .await?
-                .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
             if current.job.is_some() {
                 order::Entity::update_many()
                     .col_expr(order::Column::ExitCode, Expr::value(report.exit_code))
@@ -639,10 +917,12 @@ async fn report_status(
                     (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
                     (WorkloadState::Exited, code) => (
                         OrderStatus::Failed,
-                        Some(format!(
-                            "the workload exited with code {}",
-                            code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
-                        )),
+                        Some(message.clone().unwrap_or_else(|| {
+                            format!(
+                                "the workload exited with code {}",
+                                code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
+                            )
+                        })),
                     ),
                     _ => (
                         OrderStatus::Failed,

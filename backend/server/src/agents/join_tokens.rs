@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::{ActiveModelTrait, EntityTrait, QueryOrder, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -16,7 +16,7 @@ use crate::app::AppState;
 use crate::audit;
 use crate::auth::api_key_secret::{self, JOIN_PREFIX};
 use crate::auth::principal::{Actor, Operator};
-use crate::entities::join_token;
+use crate::entities::{join_token, node};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, path_uuid};
 use crate::validate::Fields;
@@ -30,6 +30,9 @@ pub struct JoinTokenInfo {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The one node it registers (again), when issued for one; such a
+    /// token is spent by that registration.
+    pub node: Option<String>,
     /// The token itself: returned once, when created.
     pub token: Option<String>,
 }
@@ -43,6 +46,11 @@ pub struct CreateJoinToken {
     /// Lifetime, 60 s to 30 days; one day when absent.
     #[schema(minimum = 60, maximum = 2592000)]
     pub expires_in_seconds: Option<i64>,
+    /// Issue it for one node by name: needed to register a node that is
+    /// registered already (a reinstall, a revoked credential). It must be
+    /// the node's region.
+    #[schema(pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub node: Option<String>,
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -76,6 +84,7 @@ async fn list_join_tokens(
                 created_at: t.created_at,
                 expires_at: t.expires_at,
                 revoked_at: t.revoked_at,
+                node: t.node_name,
                 token: None,
             })
             .collect(),
@@ -100,9 +109,24 @@ async fn create_join_token(
     let ttl = request.expires_in_seconds.unwrap_or(24 * 3600);
     let mut fields = Fields::default();
     fields.range("expires_in_seconds", ttl, 60, TTL_MAX);
+    if let Some(node) = &request.node {
+        fields.slug("node", node);
+    }
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
     let region = crate::catalog::region_in_body(&txn, &request.region).await?;
+    if let Some(name) = &request.node
+        && let Some(existing) = node::Entity::find()
+            .filter(node::Column::Name.eq(name))
+            .one(&txn)
+            .await?
+        && existing.region_id != region.id
+    {
+        return Err(ApiError::unprocessable(
+            "region_mismatch",
+            format!("node {name} is not in region {}", region.name),
+        ));
+    }
     let id = Uuid::now_v7();
     let secret = api_key_secret::generate_with(JOIN_PREFIX, id);
     let now = Utc::now();
@@ -114,6 +138,7 @@ async fn create_join_token(
         created_at: Set(now),
         expires_at: Set(now + Duration::seconds(ttl)),
         revoked_at: Set(None),
+        node_name: Set(request.node.clone()),
     }
     .insert(&txn)
     .await?;
@@ -123,7 +148,7 @@ async fn create_join_token(
         "join_token.create",
         "join_token",
         id,
-        serde_json::json!({ "region": region.name, "expires_at": row.expires_at }),
+        serde_json::json!({ "region": region.name, "expires_at": row.expires_at, "node": row.node_name }),
     )
     .await?;
     txn.commit().await?;
@@ -135,6 +160,7 @@ async fn create_join_token(
             created_at: row.created_at,
             expires_at: row.expires_at,
             revoked_at: None,
+            node: row.node_name,
             token: Some(secret.token),
         }),
     ))

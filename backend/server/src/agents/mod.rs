@@ -4,6 +4,7 @@
 //! heartbeats stop becomes unhealthy and its work moves on.
 
 pub mod api;
+pub mod credentials;
 pub mod health;
 pub mod join_tokens;
 pub mod node_auth;
@@ -16,6 +17,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(join_tokens::routes())
         .merge(api::routes())
+        .merge(credentials::routes())
 }
 
 /// An agent speaks only for orders that hold GPUs on its own node; any

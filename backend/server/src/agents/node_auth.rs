@@ -5,7 +5,8 @@ use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
 use chrono::Utc;
-use sea_orm::EntityTrait;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 use crate::app::AppState;
 use crate::auth::api_key_secret::{self, JOIN_PREFIX, NODE_PREFIX};
@@ -49,13 +50,40 @@ impl FromRequestParts<AppState> for NodeAgent {
             .one(&state.db)
             .await?
             .filter(|n| n.driver == DriverKind::Agent)
-            .filter(|n| {
-                n.credential_hash
-                    .as_deref()
-                    .is_some_and(|stored| api_key_secret::hashes_match(stored, &hash))
-            })
             .ok_or_else(invalid)?;
-        Ok(Self { node })
+        let matches = |stored: &Option<String>| {
+            stored
+                .as_deref()
+                .is_some_and(|stored| api_key_secret::hashes_match(stored, &hash))
+        };
+        if matches(&node.credential_hash) {
+            return Ok(Self { node });
+        }
+        if !matches(&node.credential_next_hash) {
+            return Err(invalid());
+        }
+        // The first use of a rotated credential retires the old one; the
+        // update is conditional, so a concurrent rotation is not undone.
+        node::Entity::update_many()
+            .col_expr(
+                node::Column::CredentialHash,
+                Expr::col(node::Column::CredentialNextHash),
+            )
+            .col_expr(
+                node::Column::CredentialNextHash,
+                Expr::value(None::<String>),
+            )
+            .filter(node::Column::Id.eq(node.id))
+            .filter(node::Column::CredentialNextHash.eq(node.credential_next_hash.clone()))
+            .exec(&state.db)
+            .await?;
+        Ok(Self {
+            node: node::Model {
+                credential_hash: node.credential_next_hash.clone(),
+                credential_next_hash: None,
+                ..node
+            },
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! caller reads it under `/catalog`.
 
 pub mod gpu_models;
+pub mod images;
 pub mod instance_types;
 pub mod prices;
 pub mod regions;
@@ -23,6 +24,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(gpu_models::routes())
         .merge(instance_types::routes())
         .merge(prices::routes())
+        .merge(images::routes())
 }
 
 /// Finds a row by id, or by its unique name when `reference` is not a UUID.

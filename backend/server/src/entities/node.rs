@@ -19,6 +19,14 @@ pub struct Model {
     pub driver: DriverKind,
     pub credential_hash: Option<String>,
     pub last_heartbeat_at: Option<DateTimeUtc>,
+    /// How its agent isolates workloads (`sandbox`, `oci`, `process`);
+    /// none for simulated nodes.
+    pub runtime: Option<String>,
+    /// A rotated credential not yet used: either it or the current one is
+    /// accepted until the agent first presents the new one.
+    pub credential_next_hash: Option<String>,
+    /// An operator asked for a new credential; the next heartbeat says so.
+    pub credential_rotate: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

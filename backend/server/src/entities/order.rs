@@ -46,6 +46,11 @@ pub struct Model {
     pub exit_code: Option<i32>,
     /// Bytes of output kept, against the per-job limit.
     pub log_bytes: i64,
+    /// A JSON array of the SSH key ids an instance admits.
+    pub ssh_key_ids: Option<String>,
+    /// A JSON array of the ports it exposes.
+    pub ports: Option<String>,
+    pub image_id: Option<Uuid>,
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

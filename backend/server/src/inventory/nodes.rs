@@ -58,6 +58,12 @@ pub struct Node {
     pub cpu_milli: i64,
     pub memory_mib: i64,
     pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// How its agent isolates workloads: `sandbox`, `oci` or `process`;
+    /// none for simulated nodes.
+    pub runtime: Option<String>,
+    /// False where tenants' workloads are not walled off from each other
+    /// and from the agent (`process`): fit for one trusted tenant only.
+    pub isolated: bool,
     pub gpus: Vec<NodeGpu>,
     pub created_at: DateTime<Utc>,
 }
@@ -131,6 +137,9 @@ pub async fn insert(
         state: Set(NodeState::Ready),
         driver: Set(spec.driver),
         credential_hash: Set(None),
+        runtime: Set(None),
+        credential_next_hash: Set(None),
+        credential_rotate: Set(false),
         last_heartbeat_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -271,6 +280,9 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             cpu_milli: n.cpu_milli,
             memory_mib: n.memory_mib,
             last_heartbeat_at: n.last_heartbeat_at,
+            isolated: n.driver == DriverKind::Simulated
+                || matches!(n.runtime.as_deref(), Some("sandbox" | "oci")),
+            runtime: n.runtime,
             created_at: n.created_at,
         })
         .collect())

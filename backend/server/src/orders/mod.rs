@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod lifecycle;
+pub mod service;
 
 use std::collections::HashMap;
 
@@ -24,12 +25,11 @@ use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::Operator;
 use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
-use crate::entities::{allocation, gpu_model, node, order, order_dependency, project};
+use crate::entities::{allocation, image, node, order, order_dependency};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
 use crate::tenancy::access::{OrgAccess, OrgScope, need};
-use crate::validate::Fields;
 
 const NODE_COUNT_MAX: i32 = 64;
 const DURATION_MIN: i64 = 60;
@@ -72,8 +72,13 @@ pub struct Order {
     /// The GPUs it holds now.
     pub placement: Vec<NodePlacement>,
     /// How to reach it, once running.
-    #[schema(value_type = Option<Object>)]
-    pub access: Option<serde_json::Value>,
+    pub access: Option<OrderAccess>,
+    /// SSH keys the instance admits.
+    pub ssh_key_ids: Vec<Uuid>,
+    /// Ports it exposes on its nodes.
+    pub ports: Vec<u16>,
+    /// The catalog image it runs.
+    pub image: Option<String>,
     /// How many times it has been started.
     pub attempts: i32,
     /// What a job runs and how it is retried; none for an instance.
@@ -82,6 +87,48 @@ pub struct Order {
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// How a tenant reaches a running order: one entry per node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct OrderAccess {
+    /// `agent` or `simulated`.
+    pub driver: String,
+    /// How the nodes isolate it: `sandbox`, `oci`, `process` (not
+    /// isolated); none on simulated nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    pub hosts: Vec<HostAccess>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HostAccess {
+    pub node: String,
+    /// The address tenants reach the node at.
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshAccess>,
+    #[serde(default)]
+    pub ports: Vec<PortAccess>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SshAccess {
+    /// The exact command, such as `ssh -p 42017 gantry@gpu-a17.example`.
+    pub command: String,
+    pub user: String,
+    pub port: u16,
+    /// The instance's host key, `SHA256:…`, to check on first connection;
+    /// none on simulated nodes.
+    pub host_key_fingerprint: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+pub struct PortAccess {
+    /// The port the order asked to expose.
+    pub port: u16,
+    /// Where it is reached on the node.
+    pub node_port: u16,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -112,6 +159,20 @@ pub struct CreateOrder {
     pub deadline: Option<DateTime<Utc>>,
     /// Makes the order a job: a command run to completion.
     pub job: Option<crate::jobs::JobSpec>,
+    /// SSH keys an instance admits (`/me/ssh-keys`); all of the ordering
+    /// user's keys when absent, none for an API key unless it names them
+    /// (keys of the organization's members).
+    #[schema(max_items = 32)]
+    pub ssh_key_ids: Option<Vec<Uuid>>,
+    /// Ports to expose on each node, from the operator's list; each gets a
+    /// node port, told to the workload as `GANTRY_PORT_<port>` and shown in
+    /// `access`.
+    #[schema(max_items = 8)]
+    pub ports: Option<Vec<u16>>,
+    /// A catalog image name (`/catalog/images`); the default image when
+    /// absent.
+    #[schema(min_length = 1, max_length = 64)]
+    pub image: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -160,6 +221,13 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
     let types = crate::catalog::instance_type_names(db).await?;
     let models = crate::catalog::gpu_model_names(db).await?;
     let regions = crate::catalog::region_names(db).await?;
+    let images: HashMap<Uuid, String> = image::Entity::find()
+        .filter(image::Column::Id.is_in(rows.iter().filter_map(|o| o.image_id)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|i| (i.id, i.name))
+        .collect();
     let live = allocation::Entity::find()
         .filter(allocation::Column::OrderId.is_in(rows.iter().map(|o| o.id)))
         .filter(allocation::Column::State.ne(AllocationState::Released))
@@ -213,6 +281,9 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
                 .access
                 .as_deref()
                 .and_then(|a| serde_json::from_str(a).ok()),
+            ssh_key_ids: json_list(o.ssh_key_ids.as_deref()),
+            ports: json_list(o.ports.as_deref()),
+            image: o.image_id.and_then(|i| images.get(&i).cloned()),
             id: o.id,
             org_id: o.org_id,
             project_id: o.project_id,
@@ -235,6 +306,13 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
             ended_at: o.ended_at,
         })
         .collect())
+}
+
+/// A stored JSON array; empty when absent.
+pub fn json_list<T: serde::de::DeserializeOwned>(stored: Option<&str>) -> Vec<T> {
+    stored
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
 }
 
 async fn view(db: &impl ConnectionTrait, row: order::Model) -> ApiResult<Order> {
@@ -361,172 +439,26 @@ async fn create_order(
         .get(crate::http::idempotency::HEADER)
         .and_then(|v| v.to_str().ok())
         .map(|key| format!("{}:{key}", access.scope.principal.idempotency_scope()));
-    let now = state.clock.now();
-    let node_count = request.node_count.unwrap_or(1);
-    let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
-    let mut fields = Fields::default();
-    fields.range("node_count", node_count, 1, NODE_COUNT_MAX);
-    let command = request.job.as_ref().map(|job| job.validate(&mut fields));
-    if let Some(duration) = request.duration_seconds {
-        let min = if command.is_some() { 1 } else { DURATION_MIN };
-        fields.range("duration_seconds", duration, min, DURATION_MAX);
-    }
-    if request.deadline.is_some_and(|deadline| deadline <= now) {
-        fields.push("deadline", "must be in the future");
-    }
-    let priority_class = match (pricing_class, request.priority_class) {
-        (PricingClass::Spot, None | Some(PriorityClass::Preemptible)) => PriorityClass::Preemptible,
-        (PricingClass::Spot, Some(_)) => {
-            fields.push("priority_class", "spot capacity is always preemptible");
-            PriorityClass::Preemptible
-        }
-        (_, class) => class.unwrap_or(PriorityClass::Standard),
+    let caller = service::Caller {
+        scope: &access.scope,
+        actor: &access.actor,
+        idempotency_key,
     };
-    fields.finish()?;
-    let scope = &access.scope;
-    // Everything is read before the write transaction, which then holds
-    // SQLite's single write lock only for the insert.
-    let db = &state.db;
-    if let Some(key) = &idempotency_key
-        && let Some(existing) = scope
-            .select::<order::Entity>()
-            .filter(order::Column::IdempotencyKey.eq(key))
-            .one(db)
-            .await?
-    {
-        return Ok((StatusCode::CREATED, Json(view(db, existing).await?)));
-    }
-    let instance = crate::catalog::instance_type_in_body(db, &request.instance_type).await?;
-    let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
-    let region = match &request.region {
-        Some(reference) => Some(crate::catalog::region_in_body(db, reference).await?),
-        None => None,
-    };
-    if let Some(project_id) = request.project_id
-        && scope
-            .select::<project::Entity>()
-            .filter(project::Column::Id.eq(project_id))
-            .one(db)
-            .await?
-            .is_none()
-    {
-        return Err(ApiError::unprocessable(
-            "unknown_project",
-            format!("no project {project_id} in this organization"),
-        ));
-    }
-    let job = request.job.as_ref();
-    if let Some(job) = job {
-        crate::jobs::arrays::check_dependencies(db, scope, &job.depends_on).await?;
-    }
-    admission::admit(
-        db,
-        &admission::Request {
-            org_id: scope.org_id,
-            project_id: request.project_id,
-            instance: &instance,
-            model: &model,
-            region: region.as_ref(),
-            node_count,
-            pricing_class,
-            priority_class,
-            now,
-        },
+    let created = service::create(
+        &state.db,
+        &state.config,
+        &caller,
+        request,
+        state.clock.now(),
     )
     .await?;
-    let count = job.and_then(|j| j.array_count).unwrap_or(1);
-    let array_id = job
-        .filter(|j| j.array_count.is_some())
-        .map(|_| Uuid::now_v7());
-    let stored = command
-        .as_ref()
-        .map(|c| serde_json::to_string(c).unwrap_or_default());
-    let member = |index: i32| order::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        org_id: Set(scope.org_id),
-        project_id: Set(request.project_id),
-        created_by_kind: Set(access.actor.kind.to_owned()),
-        created_by: Set(access.actor.id),
-        kind: Set(if job.is_some() {
-            crate::jobs::KIND
-        } else {
-            "instance"
-        }
-        .to_owned()),
-        instance_type_id: Set(instance.id),
-        gpu_model_id: Set(model.id),
-        gpus_per_node: Set(instance.gpus_per_node),
-        node_count: Set(node_count),
-        region_id: Set(region.as_ref().map(|r| r.id)),
-        priority_class: Set(priority_class),
-        pricing_class: Set(pricing_class),
-        workload_class: Set(request.workload_class.unwrap_or(if job.is_some() {
-            WorkloadClass::Batch
-        } else {
-            WorkloadClass::Dev
-        })),
-        duration_seconds: Set(request.duration_seconds),
-        deadline: Set(request.deadline),
-        status: Set(OrderStatus::Queued),
-        pending_reason: Set(Some("waiting for the scheduler".to_owned())),
-        estimated_start: Set(None),
-        failure_reason: Set(None),
-        access: Set(None),
-        attempts: Set(0),
-        // Only the first member answers a retried request.
-        idempotency_key: Set(if index == 0 {
-            idempotency_key.clone()
-        } else {
-            None
-        }),
-        job: Set(stored.clone()),
-        max_runtime_seconds: Set(job.and_then(|j| j.max_runtime_seconds)),
-        retry_on_failure: Set(job.is_some_and(|j| j.retry.on_failure)),
-        max_retries: Set(job.map_or(0, |j| j.retry.max_retries)),
-        array_id: Set(array_id),
-        array_index: Set(array_id.map(|_| index)),
-        exit_code: Set(None),
-        log_bytes: Set(0),
-        started_at: Set(None),
-        ended_at: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
-    };
-    let txn = crate::db::write(db).await?;
-    let row = member(0).insert(&txn).await?;
-    let mut members = vec![row.id];
-    if count > 1 {
-        members.extend(crate::jobs::arrays::insert_members(&txn, (1..count).map(member)).await?);
+    if created.new {
+        state.scheduler.wake();
     }
-    if let Some(job) = job {
-        crate::jobs::arrays::link_dependencies(&txn, &members, &job.depends_on).await?;
-    }
-    audit::record(
-        &txn,
-        Change {
-            org_id: Some(scope.org_id),
-            action: "order.create",
-            target_type: "order",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({
-                "instance_type": instance.name,
-                "node_count": node_count,
-                "pricing_class": pricing_class,
-                "priority_class": priority_class,
-                "kind": row.kind,
-                "array_id": array_id,
-                "array_count": array_id.map(|_| count),
-            }),
-            actor: &access.actor,
-        },
-    )
-    .await?;
-    txn.commit().await?;
-    state.scheduler.wake();
-    Ok((StatusCode::CREATED, Json(view(&state.db, row).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(view(&state.db, created.order).await?),
+    ))
 }
 
 /// Cancels an order that has not ended, inside the caller's transaction:

@@ -15,6 +15,7 @@ use crate::classes::{AllocationState, OrderStatus};
 use crate::clock::Clock;
 use crate::entities::{allocation, node, order};
 use crate::orders::lifecycle;
+use crate::orders::{HostAccess, OrderAccess, SshAccess};
 use crate::scheduling::SchedulerHandle;
 
 #[derive(Debug, Clone, Copy)]
@@ -197,12 +198,27 @@ async fn access_details(db: &DatabaseConnection, order_id: Uuid) -> Result<Strin
         .filter(node::Column::Id.is_in(allocations.iter().map(|a| a.node_id)))
         .all(db)
         .await?;
-    let hosts: Vec<serde_json::Value> = nodes
+    let hosts = nodes
         .iter()
         .map(|n| {
             let host = format!("{}.sim.gantry.internal", n.name);
-            serde_json::json!({ "node": n.name, "host": host, "ssh": format!("ssh gantry@{host}") })
+            HostAccess {
+                node: n.name.clone(),
+                ssh: Some(SshAccess {
+                    command: format!("ssh gantry@{host}"),
+                    user: "gantry".into(),
+                    port: 22,
+                    host_key_fingerprint: None,
+                }),
+                host,
+                ports: Vec::new(),
+            }
         })
         .collect();
-    Ok(serde_json::json!({ "driver": "simulated", "hosts": hosts }).to_string())
+    let access = OrderAccess {
+        driver: "simulated".into(),
+        runtime: None,
+        hosts,
+    };
+    Ok(serde_json::to_string(&access).unwrap_or_default())
 }

@@ -1,0 +1,157 @@
+//! How a workload is isolated on this node. The supervisor owns a
+//! workload's lifecycle (its process group, signals, exit code, output);
+//! a runtime owns what the workload can see and use, and turns an
+//! assignment into the program line the supervisor starts.
+//!
+//! - `sandbox`: bubblewrap namespaces, a user of its own, only its GPUs'
+//!   device nodes, a private scratch directory and cgroup limits.
+//! - `oci`: the same guarantees through podman with GPUs as CDI devices.
+//! - `process`: a plain process of the agent's user, for trusted
+//!   single-tenant nodes only.
+
+pub mod oci;
+pub mod process;
+pub mod sandbox;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::cgroup::Limits;
+
+/// The runtimes an agent can be started with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeKind {
+    Sandbox,
+    Oci,
+    Process,
+}
+
+impl RuntimeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Oci => "oci",
+            Self::Process => "process",
+        }
+    }
+}
+
+/// A catalog image as an assignment names it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Image {
+    pub name: String,
+    pub reference: String,
+}
+
+/// A port the order exposes and the node port it is reached on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct PortMapping {
+    pub port: u16,
+    pub node_port: u16,
+}
+
+/// What the supervisor asks a runtime to start.
+#[derive(Debug)]
+pub struct Launch<'a> {
+    pub id: Uuid,
+    pub gpus: &'a [u32],
+    /// The order's variables with Gantry's own.
+    pub env: &'a HashMap<String, String>,
+    /// Run by `sh -c`.
+    pub command: &'a str,
+    pub working_dir: Option<&'a str>,
+    pub limits: Limits,
+    pub image: Option<&'a Image>,
+    /// The user it runs as (sandbox and oci), from the agent's range.
+    pub uid: u32,
+    /// Where an instance's SSH server listens, when it has one.
+    pub ssh_port: Option<u16>,
+    /// The public keys an instance admits.
+    pub ssh_keys: &'a [String],
+    pub ports: &'a [PortMapping],
+}
+
+/// A workload ready to start.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Program and arguments; the supervisor's exit-code wrapper runs them.
+    pub argv: Vec<OsString>,
+    /// The whole environment: nothing of the agent's own is passed on.
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    /// `cgroup.procs` files the workload's first process joins.
+    pub cgroup_procs: Vec<PathBuf>,
+    pub access: Access,
+}
+
+/// How a tenant reaches the workload on this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Access {
+    pub ssh: Option<SshAccess>,
+    pub ports: Vec<PortMapping>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SshAccess {
+    pub user: String,
+    pub port: u16,
+    pub host_key_fingerprint: String,
+}
+
+pub trait Runtime: Send {
+    fn kind(&self) -> RuntimeKind;
+
+    /// Whether instances get an SSH server.
+    fn offers_ssh(&self) -> bool;
+
+    /// Sets up what the workload needs and answers how to start it, or why
+    /// this node cannot run it.
+    fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String>;
+
+    /// Replaces the keys a running instance admits.
+    fn authorize(&self, id: Uuid, keys: &[String]);
+
+    /// Why the workload ended, when the runtime knows better than its exit
+    /// code (the kernel killed it for memory).
+    fn ending(&self, id: Uuid) -> Option<String>;
+
+    /// Removes what is left of an ended workload: stray processes, scratch,
+    /// cgroups. False while something is still going away (asked again).
+    fn clean(&self, id: Uuid) -> bool;
+}
+
+/// `PATH` and friends for an environment that starts empty.
+pub fn base_env(home: &str) -> Vec<(String, String)> {
+    vec![
+        (
+            "PATH".to_owned(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+        ),
+        ("HOME".to_owned(), home.to_owned()),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+    ]
+}
+
+/// The environment a workload starts with: the base, then the order's.
+pub fn workload_env(home: &str, env: &HashMap<String, String>) -> Vec<(String, String)> {
+    let mut all = base_env(home);
+    let mut own: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    own.sort();
+    all.retain(|(k, _)| !env.contains_key(k));
+    all.extend(own);
+    all
+}
+
+/// Where a program is on `PATH`, if anywhere.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}

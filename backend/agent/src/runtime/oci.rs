@@ -1,0 +1,265 @@
+//! The `oci` runtime: each workload is a podman (or docker) container of
+//! its order's image, as the workload's own user with no capabilities and
+//! `no-new-privileges`, a read-only root, a private scratch volume, the
+//! instance type's CPU, memory and process limits, and its GPUs as CDI
+//! devices from a spec the agent writes from what it discovered. The
+//! container runs in the foreground under the supervisor's exit-code
+//! wrapper, so signals, exit codes and restarts work as for any workload.
+
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{Access, Launch, Prepared, Runtime, RuntimeKind, SshAccess, find_program};
+use crate::devices::{DeviceNode, GpuDevices};
+use crate::ssh::{self, SshDir};
+
+/// The CDI kind the agent's spec declares; devices are `nvidia.com/gpu=N`.
+pub const CDI_KIND: &str = "nvidia.com/gpu";
+/// Used when an order names no image.
+const DEFAULT_IMAGE: &str = "docker.io/library/debian:bookworm";
+
+pub struct Oci {
+    engine: PathBuf,
+    keygen: Option<PathBuf>,
+    state_dir: PathBuf,
+    pids_max: u64,
+}
+
+impl Oci {
+    /// Finds podman (or docker) and writes the CDI spec for `gpus` GPUs to
+    /// `cdi_dir`.
+    pub fn new(
+        state_dir: &Path,
+        cdi_dir: &Path,
+        devices: GpuDevices,
+        gpus: usize,
+        pids_max: u64,
+    ) -> Result<Self, String> {
+        let engine = find_program("podman")
+            .or_else(|| find_program("docker"))
+            .ok_or("the oci runtime needs podman: install the Debian package `podman`")?;
+        std::fs::create_dir_all(cdi_dir)
+            .and_then(|()| {
+                let spec = cdi_spec(&devices, gpus);
+                std::fs::write(cdi_dir.join("gantry-nvidia.json"), spec.to_string())
+            })
+            .map_err(|e| format!("writing the CDI spec to {}: {e}", cdi_dir.display()))?;
+        for dir in ["scratch", "ssh", "env"] {
+            std::fs::create_dir_all(state_dir.join(dir)).map_err(|e| e.to_string())?;
+        }
+        Ok(Self {
+            engine,
+            keygen: find_program("ssh-keygen"),
+            state_dir: state_dir.to_owned(),
+            pids_max,
+        })
+    }
+
+    fn path(&self, what: &str, id: Uuid) -> PathBuf {
+        self.state_dir.join(what).join(id.to_string())
+    }
+}
+
+/// A CDI spec (version 0.6.0) with one device per GPU index and the shared
+/// nodes every GPU container gets.
+pub fn cdi_spec(devices: &GpuDevices, gpus: usize) -> Value {
+    let node = |d: &DeviceNode| json!({ "path": d.inside, "hostPath": d.host });
+    let per_gpu: Vec<Value> = (0..u32::try_from(gpus).unwrap_or(0))
+        .map(|i| {
+            let own: Vec<Value> = devices.gpu(i).iter().map(node).collect();
+            json!({ "name": i.to_string(), "containerEdits": { "deviceNodes": own } })
+        })
+        .collect();
+    let shared: Vec<Value> = devices.shared().iter().map(node).collect();
+    json!({
+        "cdiVersion": "0.6.0",
+        "kind": CDI_KIND,
+        "devices": per_gpu,
+        "containerEdits": { "deviceNodes": shared },
+    })
+}
+
+/// The container's name, by which it is found again after a restart.
+pub fn container_name(id: Uuid) -> String {
+    format!("gantry-{id}")
+}
+
+/// `podman run` for one workload (before the command): everything the
+/// sandbox guarantees, said in the engine's words.
+pub fn run_args(
+    launch: &Launch<'_>,
+    scratch: &Path,
+    env_file: &Path,
+    ssh_dir: Option<&Path>,
+    pids_max: u64,
+) -> Vec<OsString> {
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--replace".into(),
+        "--name".into(),
+        container_name(launch.id),
+        "--hostname".into(),
+        "gantry".into(),
+        "--user".into(),
+        format!("{0}:{0}", launch.uid),
+        "--cap-drop=all".into(),
+        "--security-opt=no-new-privileges".into(),
+        "--read-only".into(),
+        "--tmpfs".into(),
+        "/tmp:rw,mode=1777".into(),
+        "--network=host".into(),
+        format!(
+            "--cpus={}.{:03}",
+            launch.limits.cpu_milli / 1000,
+            launch.limits.cpu_milli % 1000
+        ),
+        format!("--memory={}m", launch.limits.memory_mib),
+        format!("--memory-swap={}m", launch.limits.memory_mib),
+        format!("--pids-limit={}", launch.limits.pids.min(pids_max)),
+        "--env-file".into(),
+        env_file.display().to_string(),
+        "--volume".into(),
+        format!("{}:{}:rw", scratch.display(), super::sandbox::SCRATCH),
+        "--workdir".into(),
+        launch
+            .working_dir
+            .unwrap_or(super::sandbox::SCRATCH)
+            .to_owned(),
+    ];
+    for gpu in launch.gpus {
+        args.push("--device".into());
+        args.push(format!("{CDI_KIND}={gpu}"));
+    }
+    if let Some(dir) = ssh_dir {
+        args.push("--volume".into());
+        args.push(format!("{}:{}:ro", dir.display(), ssh::INSIDE));
+        for file in ["passwd", "group"] {
+            args.push("--volume".into());
+            args.push(format!("{}:/etc/{file}:ro", dir.join(file).display()));
+        }
+    }
+    args.push(
+        launch
+            .image
+            .map_or(DEFAULT_IMAGE, |i| i.reference.as_str())
+            .to_owned(),
+    );
+    args.into_iter().map(OsString::from).collect()
+}
+
+impl Runtime for Oci {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Oci
+    }
+
+    fn offers_ssh(&self) -> bool {
+        self.keygen.is_some()
+    }
+
+    fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
+        let scratch = self.path("scratch", launch.id);
+        std::fs::create_dir_all(&scratch)
+            .and_then(|()| std::os::unix::fs::chown(&scratch, Some(launch.uid), Some(launch.uid)))
+            .map_err(|e| format!("could not make the scratch directory: {e}"))?;
+        let env = super::workload_env(super::sandbox::SCRATCH, launch.env);
+        // Variables go through a root-only file: on the command line every
+        // local user could read them.
+        let env_file = self.path("env", launch.id);
+        let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        std::fs::write(&env_file, text)
+            .and_then(|()| {
+                std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600))
+            })
+            .map_err(|e| format!("could not write the environment: {e}"))?;
+        let mut access = Access {
+            ssh: None,
+            ports: launch.ports.to_vec(),
+        };
+        let ssh_dir = match (launch.ssh_port, &self.keygen) {
+            (Some(port), Some(keygen)) => {
+                let dir = self.path("ssh", launch.id);
+                let (_, fingerprint) =
+                    SshDir::create(&dir, keygen, launch.uid, port, launch.ssh_keys, &env)?;
+                access.ssh = Some(SshAccess {
+                    user: ssh::USER.to_owned(),
+                    port,
+                    host_key_fingerprint: fingerprint,
+                });
+                Some(dir)
+            }
+            _ => None,
+        };
+        let mut argv = vec![self.engine.clone().into_os_string()];
+        argv.extend(run_args(
+            launch,
+            &scratch,
+            &env_file,
+            ssh_dir.as_deref(),
+            self.pids_max,
+        ));
+        argv.extend(["sh".into(), "-c".into()]);
+        match ssh_dir {
+            Some(_) => argv.extend(
+                [
+                    "/usr/sbin/sshd -D -f /run/gantry-ssh/sshd_config & exec sh -c \"$1\"",
+                    "gantry-instance",
+                    launch.command,
+                ]
+                .map(OsString::from),
+            ),
+            None => argv.push(launch.command.into()),
+        }
+        Ok(Prepared {
+            argv,
+            env: super::base_env("/"),
+            cwd: PathBuf::from("/"),
+            cgroup_procs: Vec::new(),
+            access,
+        })
+    }
+
+    fn authorize(&self, id: Uuid, keys: &[String]) {
+        let dir = self.path("ssh", id);
+        if dir.exists() {
+            (SshDir { dir }).authorize(keys).ok();
+        }
+    }
+
+    fn ending(&self, id: Uuid) -> Option<String> {
+        let out = Command::new(&self.engine)
+            .args([
+                "inspect",
+                "--format",
+                "{{.State.OOMKilled}}",
+                &container_name(id),
+            ])
+            .output()
+            .ok()?;
+        (String::from_utf8_lossy(&out.stdout).trim() == "true").then(|| {
+            "out of memory: the kernel killed the workload for using more memory than its \
+             instance type has"
+                .to_owned()
+        })
+    }
+
+    fn clean(&self, id: Uuid) -> bool {
+        Command::new(&self.engine)
+            .args(["rm", "--force", &container_name(id)])
+            .output()
+            .ok();
+        for what in ["scratch", "ssh", "env"] {
+            let path = self.path(what, id);
+            if path.is_dir() {
+                std::fs::remove_dir_all(path).ok();
+            } else {
+                std::fs::remove_file(path).ok();
+            }
+        }
+        true
+    }
+}

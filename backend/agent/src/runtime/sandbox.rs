@@ -1,0 +1,382 @@
+//! The `sandbox` runtime: each workload in its own mount, PID, IPC and UTS
+//! namespaces (bubblewrap), as a user of its own with no capabilities and
+//! `no_new_privs` (setpriv), seeing a read-only system, a private scratch
+//! directory, only its own GPUs' device nodes and a fresh `/proc`, held to
+//! its instance type by cgroups. The agent's state directory, other
+//! workloads' files and the agent's environment are not there to be seen.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+use super::{Access, Launch, Prepared, Runtime, RuntimeKind, SshAccess, find_program};
+use crate::cgroup::{Cgroups, Group};
+use crate::devices::GpuDevices;
+use crate::ssh::{self, SshDir};
+
+/// Where scratch appears inside the sandbox (also the home directory).
+pub const SCRATCH: &str = "/scratch";
+/// What of the node's own system a workload sees (read-only); the
+/// merged-/usr links are mirrored.
+const SYSTEM: &[&str] = &[
+    "usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
+];
+/// What of an image's root is not shown: the sandbox brings its own.
+const NOT_FROM_IMAGES: &[&str] = &["dev", "proc", "sys", "tmp", "run", "scratch"];
+
+/// One top-level entry of the root a workload sees.
+enum Entry {
+    Link(PathBuf),
+    Dir(PathBuf),
+}
+
+/// The top-level entries of `root` shown to workloads: the system
+/// directories of the node's own root, or everything of an image's but
+/// what the sandbox provides itself.
+fn root_view(root: &Path, system: bool) -> Vec<(PathBuf, Entry)> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut view: Vec<(PathBuf, Entry)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let shown = if system {
+                SYSTEM.contains(&name.as_str())
+            } else {
+                !NOT_FROM_IMAGES.contains(&name.as_str())
+            };
+            if !shown {
+                return None;
+            }
+            let inside = Path::new("/").join(&name);
+            let host = e.path();
+            match std::fs::read_link(&host) {
+                Ok(target) => Some((inside, Entry::Link(target))),
+                Err(_) if host.is_dir() => Some((inside, Entry::Dir(host))),
+                Err(_) => None,
+            }
+        })
+        .collect();
+    view.sort_by(|a, b| a.0.cmp(&b.0));
+    view
+}
+
+/// Programs the sandbox needs on the node.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub bwrap: PathBuf,
+    pub setpriv: PathBuf,
+    /// sshd and ssh-keygen, when openssh-server is installed.
+    pub sshd: Option<(PathBuf, PathBuf)>,
+}
+
+impl Tools {
+    /// Finds them, or says which Debian package is missing.
+    pub fn find() -> Result<Self, String> {
+        let bwrap = find_program("bwrap").ok_or(
+            "the sandbox runtime needs bubblewrap: install the Debian package `bubblewrap` \
+             (or start the agent with --runtime process on a trusted single-tenant node)",
+        )?;
+        let setpriv = find_program("setpriv")
+            .ok_or("the sandbox runtime needs setpriv: install the Debian package `util-linux`")?;
+        let sshd = find_program("sshd").zip(find_program("ssh-keygen"));
+        Ok(Self {
+            bwrap,
+            setpriv,
+            sshd,
+        })
+    }
+}
+
+pub struct Sandbox {
+    tools: Tools,
+    state_dir: PathBuf,
+    image_dir: PathBuf,
+    devices: GpuDevices,
+    cgroups: Cgroups,
+    pids_max: u64,
+    /// Cgroups of live workloads, kept to read their ending and clean up.
+    groups: Mutex<HashMap<Uuid, Group>>,
+}
+
+impl Sandbox {
+    /// Refuses a state directory that the read-only system view would
+    /// show to workloads.
+    pub fn new(
+        tools: Tools,
+        state_dir: &Path,
+        image_dir: &Path,
+        devices: GpuDevices,
+        cgroups: Cgroups,
+        pids_max: u64,
+    ) -> Result<Self, String> {
+        let state_dir = std::path::absolute(state_dir).map_err(|e| e.to_string())?;
+        if let Some(shown) = SYSTEM
+            .iter()
+            .find(|s| state_dir.starts_with(Path::new("/").join(s)))
+        {
+            return Err(format!(
+                "the state directory {} is under /{shown}, which every sandbox sees read-only; \
+                 keep it elsewhere (the default is /var/lib/gantry-agent)",
+                state_dir.display()
+            ));
+        }
+        for dir in ["scratch", "ssh"] {
+            std::fs::create_dir_all(state_dir.join(dir)).map_err(|e| e.to_string())?;
+        }
+        // Workloads never see it, but other local users must not either.
+        std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("locking {}: {e}", state_dir.display()))?;
+        Ok(Self {
+            tools,
+            state_dir,
+            image_dir: image_dir.to_owned(),
+            devices,
+            cgroups,
+            pids_max,
+            groups: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn scratch(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("scratch").join(id.to_string())
+    }
+
+    fn ssh_dir(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("ssh").join(id.to_string())
+    }
+
+    fn group(&self, id: Uuid) -> Group {
+        let known = self.groups.lock().ok().and_then(|g| g.get(&id).cloned());
+        known.unwrap_or_else(|| self.cgroups.existing(&id.to_string()))
+    }
+
+    /// Where an image's root filesystem is prepared on this node.
+    pub fn image_root(&self, name: &str) -> PathBuf {
+        self.image_dir.join(name)
+    }
+
+    /// The bubblewrap arguments for one workload (everything before `--`).
+    fn bwrap_args(
+        &self,
+        launch: &Launch<'_>,
+        scratch: &Path,
+        ssh: Option<&Path>,
+    ) -> Result<Vec<OsString>, String> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
+            args.extend(items.iter().map(|i| i.as_ref().to_owned()));
+        };
+        push(&[
+            &"--unshare-pid",
+            &"--unshare-ipc",
+            &"--unshare-uts",
+            &"--unshare-cgroup-try",
+            &"--hostname",
+            &"gantry",
+        ]);
+        let root = match launch.image {
+            Some(image) => {
+                let root = self.image_root(&image.name);
+                if !root.join("bin").exists() && !root.join("usr").exists() {
+                    return Err(format!(
+                        "this node cannot run image {:?}: no root file system at {}",
+                        image.name,
+                        root.display()
+                    ));
+                }
+                root
+            }
+            None => PathBuf::from("/"),
+        };
+        for (path, entry) in root_view(&root, launch.image.is_none()) {
+            match entry {
+                Entry::Link(target) => push(&[&"--symlink", &target, &path]),
+                Entry::Dir(host) => push(&[&"--ro-bind", &host, &path]),
+            }
+        }
+        push(&[
+            &"--proc",
+            &"/proc",
+            &"--dev",
+            &"/dev",
+            &"--perms",
+            &"1777",
+            &"--tmpfs",
+            &"/tmp",
+            &"--perms",
+            &"1777",
+            &"--tmpfs",
+            &"/dev/shm",
+            &"--perms",
+            &"0755",
+            &"--dir",
+            &"/run",
+            // Where /etc/resolv.conf points on hosts with systemd-resolved.
+            &"--ro-bind-try",
+            &"/run/systemd/resolve",
+            &"/run/systemd/resolve",
+            &"--bind",
+            &scratch,
+            &SCRATCH,
+        ]);
+        for device in self.devices.for_gpus(launch.gpus) {
+            push(&[&"--dev-bind", &device.host, &device.inside]);
+        }
+        if let Some(dir) = ssh {
+            push(&[
+                &"--ro-bind",
+                &dir,
+                &ssh::INSIDE,
+                &"--ro-bind",
+                &dir.join("passwd"),
+                &"/etc/passwd",
+                &"--ro-bind",
+                &dir.join("group"),
+                &"/etc/group",
+            ]);
+        }
+        let cwd = launch.working_dir.unwrap_or(SCRATCH);
+        push(&[&"--chdir", &cwd]);
+        Ok(args)
+    }
+}
+
+impl Runtime for Sandbox {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Sandbox
+    }
+
+    fn offers_ssh(&self) -> bool {
+        self.tools.sshd.is_some()
+    }
+
+    fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
+        let scratch = self.scratch(launch.id);
+        let made = std::fs::create_dir_all(&scratch)
+            .and_then(|()| std::os::unix::fs::chown(&scratch, Some(launch.uid), Some(launch.uid)))
+            .and_then(|()| {
+                std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
+            });
+        made.map_err(|e| format!("could not make the scratch directory: {e}"))?;
+        let env = super::workload_env(SCRATCH, launch.env);
+        let mut access = Access {
+            ssh: None,
+            ports: launch.ports.to_vec(),
+        };
+        let ssh_dir = match (launch.ssh_port, &self.tools.sshd) {
+            (Some(port), Some((_, keygen))) => {
+                let dir = self.ssh_dir(launch.id);
+                let (_, fingerprint) =
+                    SshDir::create(&dir, keygen, launch.uid, port, launch.ssh_keys, &env)?;
+                access.ssh = Some(SshAccess {
+                    user: ssh::USER.to_owned(),
+                    port,
+                    host_key_fingerprint: fingerprint,
+                });
+                Some(dir)
+            }
+            _ => None,
+        };
+        let mut argv: Vec<OsString> = vec![self.tools.bwrap.clone().into()];
+        argv.extend(self.bwrap_args(launch, &scratch, ssh_dir.as_deref())?);
+        let uid = launch.uid.to_string();
+        argv.extend(
+            [
+                "--",
+                &self.tools.setpriv.display().to_string(),
+                "--reuid",
+                &uid,
+                "--regid",
+                &uid,
+                "--clear-groups",
+                "--no-new-privs",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+                "sh",
+                "-c",
+            ]
+            .map(OsString::from),
+        );
+        match ssh_dir {
+            // The instance's SSH server runs beside its command, in its
+            // process group, so that it stops with it.
+            Some(_) => argv.extend(
+                [
+                    "/usr/sbin/sshd -D -f /run/gantry-ssh/sshd_config & exec sh -c \"$1\"",
+                    "gantry-instance",
+                    launch.command,
+                ]
+                .map(OsString::from),
+            ),
+            None => argv.push(launch.command.into()),
+        }
+        let devices: Vec<(u32, u32)> = self
+            .devices
+            .for_gpus(launch.gpus)
+            .iter()
+            .filter_map(crate::devices::DeviceNode::number)
+            .collect();
+        let limits = crate::cgroup::Limits {
+            pids: launch.limits.pids.min(self.pids_max),
+            ..launch.limits
+        };
+        let group = self
+            .cgroups
+            .create(&launch.id.to_string(), limits, &devices)
+            .map_err(|e| format!("could not set the workload's limits: {e}"))?;
+        let cgroup_procs = group.procs_files();
+        if let Ok(mut groups) = self.groups.lock() {
+            groups.insert(launch.id, group);
+        }
+        Ok(Prepared {
+            argv,
+            env,
+            cwd: PathBuf::from("/"),
+            cgroup_procs,
+            access,
+        })
+    }
+
+    fn authorize(&self, id: Uuid, keys: &[String]) {
+        let dir = self.ssh_dir(id);
+        if dir.exists()
+            && let Err(error) = (SshDir { dir }).authorize(keys)
+        {
+            tracing::warn!(order = %id, %error, "cannot update the instance's SSH keys");
+        }
+    }
+
+    fn ending(&self, id: Uuid) -> Option<String> {
+        (self.group(id).oom_kills() > 0).then(|| {
+            "out of memory: the kernel killed the workload for using more memory than its \
+             instance type has"
+                .to_owned()
+        })
+    }
+
+    fn clean(&self, id: Uuid) -> bool {
+        let group = self.group(id);
+        group.kill_all();
+        if !group.remove() {
+            return false;
+        }
+        if let Ok(mut groups) = self.groups.lock() {
+            groups.remove(&id);
+        }
+        for dir in [self.scratch(id), self.ssh_dir(id)] {
+            if dir.exists()
+                && let Err(error) = std::fs::remove_dir_all(&dir)
+            {
+                tracing::warn!(order = %id, %error, "cannot remove {}", dir.display());
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,266 @@
+//! Creating an order, apart from HTTP: validation, the catalog, keys,
+//! ports and image it names, admission, and the rows with their audit
+//! entry. The API and anything else that orders call this.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use uuid::Uuid;
+
+use super::{CreateOrder, DURATION_MAX, DURATION_MIN, NODE_COUNT_MAX, admission};
+use crate::audit::{self, Change};
+use crate::auth::principal::Actor;
+use crate::classes::{OrderStatus, PricingClass, PriorityClass, WorkloadClass};
+use crate::config::Config;
+use crate::entities::{gpu_model, order, project};
+use crate::error::{ApiError, ApiResult};
+use crate::tenancy::access::OrgScope;
+use crate::validate::Fields;
+
+/// Ports one order may expose.
+const PORTS_MAX: usize = 8;
+
+/// Who orders, and the `Idempotency-Key` (already scoped to the caller).
+pub struct Caller<'a> {
+    pub scope: &'a OrgScope,
+    pub actor: &'a Actor,
+    pub idempotency_key: Option<String>,
+}
+
+/// The order, and whether this call made it (a replayed key did not).
+pub struct Created {
+    pub order: order::Model,
+    pub new: bool,
+}
+
+/// Checks the ports an order exposes against the operator's list.
+fn check_ports(fields: &mut Fields, ports: &[u16], allowed: &[u16]) {
+    if ports.len() > PORTS_MAX {
+        fields.push("ports", format!("at most {PORTS_MAX} ports"));
+    }
+    for (i, port) in ports.iter().enumerate() {
+        if !allowed.contains(port) {
+            fields.push(
+                &format!("ports[{i}]"),
+                format!("port {port} may not be exposed; allowed: {allowed:?}"),
+            );
+        } else if ports[..i].contains(port) {
+            fields.push(
+                &format!("ports[{i}]"),
+                format!("port {port} is listed twice"),
+            );
+        }
+    }
+}
+
+/// Validates, admits and stores an order (or a job array), or answers the
+/// order an earlier call with the same key made. Reads come before the
+/// write transaction, which then holds SQLite's single write lock only for
+/// the inserts.
+pub async fn create(
+    db: &DatabaseConnection,
+    config: &Config,
+    caller: &Caller<'_>,
+    request: CreateOrder,
+    now: DateTime<Utc>,
+) -> ApiResult<Created> {
+    let scope = caller.scope;
+    let node_count = request.node_count.unwrap_or(1);
+    let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
+    let mut fields = Fields::default();
+    fields.range("node_count", node_count, 1, NODE_COUNT_MAX);
+    let command = request.job.as_ref().map(|job| job.validate(&mut fields));
+    if let Some(duration) = request.duration_seconds {
+        let min = if command.is_some() { 1 } else { DURATION_MIN };
+        fields.range("duration_seconds", duration, min, DURATION_MAX);
+    }
+    if request.deadline.is_some_and(|deadline| deadline <= now) {
+        fields.push("deadline", "must be in the future");
+    }
+    let ports = request.ports.clone().unwrap_or_default();
+    check_ports(&mut fields, &ports, &config.exposable_ports);
+    if request
+        .ssh_key_ids
+        .as_ref()
+        .is_some_and(|ids| ids.len() > crate::ssh_keys::KEYS_PER_ORDER_MAX)
+    {
+        fields.push(
+            "ssh_key_ids",
+            format!("at most {} keys", crate::ssh_keys::KEYS_PER_ORDER_MAX),
+        );
+    }
+    let priority_class = match (pricing_class, request.priority_class) {
+        (PricingClass::Spot, None | Some(PriorityClass::Preemptible)) => PriorityClass::Preemptible,
+        (PricingClass::Spot, Some(_)) => {
+            fields.push("priority_class", "spot capacity is always preemptible");
+            PriorityClass::Preemptible
+        }
+        (_, class) => class.unwrap_or(PriorityClass::Standard),
+    };
+    fields.finish()?;
+    if let Some(key) = &caller.idempotency_key
+        && let Some(existing) = scope
+            .select::<order::Entity>()
+            .filter(order::Column::IdempotencyKey.eq(key))
+            .one(db)
+            .await?
+    {
+        return Ok(Created {
+            order: existing,
+            new: false,
+        });
+    }
+    let instance = crate::catalog::instance_type_in_body(db, &request.instance_type).await?;
+    let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
+        .one(db)
+        .await?
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
+    let region = match &request.region {
+        Some(reference) => Some(crate::catalog::region_in_body(db, reference).await?),
+        None => None,
+    };
+    if let Some(project_id) = request.project_id
+        && scope
+            .select::<project::Entity>()
+            .filter(project::Column::Id.eq(project_id))
+            .one(db)
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::unprocessable(
+            "unknown_project",
+            format!("no project {project_id} in this organization"),
+        ));
+    }
+    let job = request.job.as_ref();
+    if let Some(job) = job {
+        crate::jobs::arrays::check_dependencies(db, scope, &job.depends_on).await?;
+    }
+    let image_name = request
+        .image
+        .as_deref()
+        .or_else(|| job.and_then(|j| j.image.as_deref()));
+    let image = crate::catalog::images::for_order(db, image_name).await?;
+    let ssh_key_ids = crate::ssh_keys::choose(
+        db,
+        &scope.principal,
+        scope.org_id,
+        request.ssh_key_ids.as_deref(),
+    )
+    .await?;
+    admission::admit(
+        db,
+        &admission::Request {
+            org_id: scope.org_id,
+            project_id: request.project_id,
+            instance: &instance,
+            model: &model,
+            region: region.as_ref(),
+            node_count,
+            pricing_class,
+            priority_class,
+            now,
+        },
+    )
+    .await?;
+    let count = job.and_then(|j| j.array_count).unwrap_or(1);
+    let array_id = job
+        .filter(|j| j.array_count.is_some())
+        .map(|_| Uuid::now_v7());
+    let stored = command
+        .as_ref()
+        .map(|c| serde_json::to_string(c).unwrap_or_default());
+    let json = |ids: String| (ids != "[]").then_some(ids);
+    let stored_keys = json(serde_json::to_string(&ssh_key_ids).unwrap_or_default());
+    let stored_ports = json(serde_json::to_string(&ports).unwrap_or_default());
+    let member = |index: i32| order::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        org_id: Set(scope.org_id),
+        project_id: Set(request.project_id),
+        created_by_kind: Set(caller.actor.kind.to_owned()),
+        created_by: Set(caller.actor.id),
+        kind: Set(if job.is_some() {
+            crate::jobs::KIND
+        } else {
+            "instance"
+        }
+        .to_owned()),
+        instance_type_id: Set(instance.id),
+        gpu_model_id: Set(model.id),
+        gpus_per_node: Set(instance.gpus_per_node),
+        node_count: Set(node_count),
+        region_id: Set(region.as_ref().map(|r| r.id)),
+        priority_class: Set(priority_class),
+        pricing_class: Set(pricing_class),
+        workload_class: Set(request.workload_class.unwrap_or(if job.is_some() {
+            WorkloadClass::Batch
+        } else {
+            WorkloadClass::Dev
+        })),
+        duration_seconds: Set(request.duration_seconds),
+        deadline: Set(request.deadline),
+        status: Set(OrderStatus::Queued),
+        pending_reason: Set(Some("waiting for the scheduler".to_owned())),
+        estimated_start: Set(None),
+        failure_reason: Set(None),
+        access: Set(None),
+        attempts: Set(0),
+        // Only the first member answers a retried request.
+        idempotency_key: Set(if index == 0 {
+            caller.idempotency_key.clone()
+        } else {
+            None
+        }),
+        job: Set(stored.clone()),
+        max_runtime_seconds: Set(job.and_then(|j| j.max_runtime_seconds)),
+        retry_on_failure: Set(job.is_some_and(|j| j.retry.on_failure)),
+        max_retries: Set(job.map_or(0, |j| j.retry.max_retries)),
+        array_id: Set(array_id),
+        array_index: Set(array_id.map(|_| index)),
+        exit_code: Set(None),
+        log_bytes: Set(0),
+        ssh_key_ids: Set(stored_keys.clone()),
+        ports: Set(stored_ports.clone()),
+        image_id: Set(image.as_ref().map(|i| i.id)),
+        started_at: Set(None),
+        ended_at: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+    };
+    let txn = crate::db::write(db).await?;
+    let row = member(0).insert(&txn).await?;
+    let mut members = vec![row.id];
+    if count > 1 {
+        members.extend(crate::jobs::arrays::insert_members(&txn, (1..count).map(member)).await?);
+    }
+    if let Some(job) = job {
+        crate::jobs::arrays::link_dependencies(&txn, &members, &job.depends_on).await?;
+    }
+    audit::record(
+        &txn,
+        Change {
+            org_id: Some(scope.org_id),
+            action: "order.create",
+            target_type: "order",
+            target_id: Some(row.id.to_string()),
+            details: serde_json::json!({
+                "instance_type": instance.name,
+                "node_count": node_count,
+                "pricing_class": pricing_class,
+                "priority_class": priority_class,
+                "kind": row.kind,
+                "array_id": array_id,
+                "array_count": array_id.map(|_| count),
+                "image": image.as_ref().map(|i| &i.name),
+                "ssh_key_ids": ssh_key_ids,
+                "ports": ports,
+            }),
+            actor: caller.actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(Created {
+        order: row,
+        new: true,
+    })
+}
