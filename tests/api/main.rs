@@ -10,6 +10,7 @@ mod flows;
 mod isolation;
 mod jobs;
 mod migrations;
+mod node_access;
 mod openapi;
 mod orders;
 mod usage;

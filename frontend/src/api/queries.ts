@@ -5,7 +5,8 @@ import { api, unwrap } from "./client";
 
 export const keys = {
   me: ["me"] as const,
-  catalog: (what: "instance-types" | "regions" | "gpu-models") => ["catalog", what] as const,
+  sshKeys: ["me", "ssh-keys"] as const,
+  catalog: (what: "instance-types" | "regions" | "gpu-models" | "images") => ["catalog", what] as const,
   org: (orgId: string, ...rest: unknown[]) => ["org", orgId, ...rest] as const,
   admin: (...rest: unknown[]) => ["admin", ...rest] as const,
 };
@@ -59,5 +60,21 @@ export function useOrgNames() {
     queryKey: keys.admin("orgs"),
     queryFn: () => unwrap(api.GET("/api/v1/admin/orgs", { params: { query: { limit: 200 } } })),
     select: (page) => new Map(page.items.map((o) => [o.id, o.name])),
+  });
+}
+
+export function useSshKeys() {
+  return useQuery({
+    queryKey: keys.sshKeys,
+    queryFn: () => unwrap(api.GET("/api/v1/me/ssh-keys")),
+  });
+}
+
+export function useImages() {
+  return useQuery({
+    queryKey: keys.catalog("images"),
+    queryFn: () => unwrap(api.GET("/api/v1/catalog/images", { params: { query: { limit: 200 } } })),
+    select: (page) => page.items,
+    staleTime: 60_000,
   });
 }

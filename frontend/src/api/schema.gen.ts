@@ -56,6 +56,44 @@ export interface paths {
         patch: operations["update_gpu_model"];
         trace?: never;
     };
+    "/api/v1/admin/catalog/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Adds an image to the catalog. */
+        post: operations["create_image"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/catalog/images/{image_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Removes an image that no order still waiting or running uses. */
+        delete: operations["delete_image"];
+        options?: never;
+        head?: never;
+        /**
+         * Changes an image's reference, description or default flag; its name
+         *     stays.
+         */
+        patch: operations["update_image"];
+        trace?: never;
+    };
     "/api/v1/admin/catalog/instance-types": {
         parameters: {
             query?: never;
@@ -319,6 +357,43 @@ export interface paths {
         put?: never;
         /** Stops placing new work on a node; its work keeps running. */
         post: operations["cordon_node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/nodes/{node_id}/credential/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revokes a node's credential at once: its agent is refused from its next
+         *     call, and the node registers again only with a join token issued for it.
+         */
+        post: operations["revoke_credential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/nodes/{node_id}/credential/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Asks a node's agent to fetch a new credential at its next heartbeat. */
+        post: operations["request_rotation"];
         delete?: never;
         options?: never;
         head?: never;
@@ -641,6 +716,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agent/credential": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issues the calling node a new credential. The current one keeps working
+         *     until the new one is first used, so an agent that crashes before saving
+         *     it loses nothing.
+         */
+        post: operations["rotate_own_credential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agent/heartbeat": {
         parameters: {
             query?: never;
@@ -777,6 +873,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/catalog/images": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every image orders may name. */
+        get: operations["list_images"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/catalog/instance-types": {
         parameters: {
             query?: never;
@@ -877,6 +990,44 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me/ssh-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The signed-in user's SSH keys. */
+        get: operations["list_ssh_keys"];
+        put?: never;
+        /** Adds an SSH public key for the signed-in user. */
+        post: operations["add_ssh_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me/ssh-keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Deletes one of the signed-in user's SSH keys; instances that admitted
+         *     it stop doing so.
+         */
+        delete: operations["delete_ssh_key"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1340,6 +1491,14 @@ export interface components {
             email: string;
             role: components["schemas"]["OrgRole"];
         };
+        AddSshKey: {
+            name: string;
+            /**
+             * @description One OpenSSH public key line (`ssh-ed25519 AAAA… comment`): ed25519,
+             *     ECDSA, or RSA of 2048 bits or more.
+             */
+            public_key: string;
+        };
         Adjustment: {
             /**
              * Format: int64
@@ -1381,6 +1540,12 @@ export interface components {
             /** @description Members that had already ended. */
             ended: number;
         };
+        AssignedImage: {
+            /** @description The catalog name: a sandbox node's root file system directory. */
+            name: string;
+            /** @description The OCI reference a container node runs. */
+            reference: string;
+        };
         Assignment: {
             /** Format: uuid */
             order_id: string;
@@ -1407,6 +1572,17 @@ export interface components {
             command?: string | null;
             /** @description Where a job's command starts. */
             working_dir?: string | null;
+            /** @description The instance type's share of the node, enforced by the runtime. */
+            limits: components["schemas"]["WorkloadLimits"];
+            /**
+             * @description OpenSSH public keys an instance admits (its SSH server's
+             *     `authorized_keys`); read afresh on every fetch, so a deleted key
+             *     stops working.
+             */
+            ssh_keys: string[];
+            /** @description Ports to expose, each on a node port of the agent's choosing. */
+            ports: number[];
+            image?: components["schemas"]["AssignedImage"] | null;
         };
         Assignments: {
             assignments: components["schemas"]["Assignment"][];
@@ -1612,6 +1788,12 @@ export interface components {
             interconnect: string;
             mig_capable?: boolean;
         };
+        CreateImage: {
+            name: string;
+            reference: string;
+            description?: string;
+            is_default?: boolean;
+        };
         CreateInstanceType: {
             name: string;
             /** @description The GPU model's name or id. */
@@ -1645,6 +1827,12 @@ export interface components {
              * @description Lifetime, 60 s to 30 days; one day when absent.
              */
             expires_in_seconds?: number | null;
+            /**
+             * @description Issue it for one node by name: needed to register a node that is
+             *     registered already (a reinstall, a revoked credential). It must be
+             *     the node's region.
+             */
+            node?: string | null;
         };
         CreateOrder: {
             /** @description Instance type name or id. */
@@ -1674,6 +1862,23 @@ export interface components {
              */
             deadline?: string | null;
             job?: components["schemas"]["JobSpec"] | null;
+            /**
+             * @description SSH keys an instance admits (`/me/ssh-keys`); all of the ordering
+             *     user's keys when absent, none for an API key unless it names them
+             *     (keys of the organization's members).
+             */
+            ssh_key_ids?: string[] | null;
+            /**
+             * @description Ports to expose on each node, from the operator's list; each gets a
+             *     node port, told to the workload as `GANTRY_PORT_<port>` and shown in
+             *     `access`.
+             */
+            ports?: number[] | null;
+            /**
+             * @description A catalog image name (`/catalog/images`); the default image when
+             *     absent.
+             */
+            image?: string | null;
         };
         CreateOrganization: {
             name: string;
@@ -1846,6 +2051,39 @@ export interface components {
             /** Format: uuid */
             node_id: string;
             state: components["schemas"]["NodeState"];
+            /**
+             * @description An operator asked for a new credential: fetch one from
+             *     `POST /agent/credential`.
+             */
+            rotate_credential: boolean;
+        };
+        HostAccess: {
+            node: string;
+            /** @description The address tenants reach the node at. */
+            host: string;
+            ssh?: components["schemas"]["SshAccess"] | null;
+            ports?: components["schemas"]["PortAccess"][];
+        };
+        Image: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description What orders name, and the root file system's directory name on
+             *     sandbox nodes.
+             */
+            name: string;
+            /**
+             * @description The OCI reference container nodes run, such as
+             *     `nvcr.io/nvidia/pytorch:24.05-py3`.
+             */
+            reference: string;
+            description: string;
+            /** @description Orders that name no image get this one. */
+            is_default: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
         };
         InstanceType: {
             /** Format: uuid */
@@ -2025,6 +2263,11 @@ export interface components {
             expires_at: string;
             /** Format: date-time */
             revoked_at?: string | null;
+            /**
+             * @description The one node it registers (again), when issued for one; such a
+             *     token is spent by that registration.
+             */
+            node?: string | null;
             /** @description The token itself: returned once, when created. */
             token?: string | null;
         };
@@ -2127,6 +2370,16 @@ export interface components {
             memory_mib: number;
             /** Format: date-time */
             last_heartbeat_at?: string | null;
+            /**
+             * @description How its agent isolates workloads: `sandbox`, `oci` or `process`;
+             *     none for simulated nodes.
+             */
+            runtime?: string | null;
+            /**
+             * @description False where tenants' workloads are not walled off from each other
+             *     and from the agent (`process`): fit for one trusted tenant only.
+             */
+            isolated: boolean;
             gpus: components["schemas"]["NodeGpu"][];
             /** Format: date-time */
             created_at: string;
@@ -2164,6 +2417,11 @@ export interface components {
             /** @description GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them. */
             gpu_ids: number[];
         };
+        /**
+         * @description How an agent isolates the workloads on its node.
+         * @enum {string}
+         */
+        NodeRuntime: "sandbox" | "oci" | "process";
         /**
          * @description Whether a node takes new work.
          * @enum {string}
@@ -2227,8 +2485,13 @@ export interface components {
             failure_reason?: string | null;
             /** @description The GPUs it holds now. */
             placement: components["schemas"]["NodePlacement"][];
-            /** @description How to reach it, once running. */
-            access?: Record<string, never> | null;
+            access?: components["schemas"]["OrderAccess"] | null;
+            /** @description SSH keys the instance admits. */
+            ssh_key_ids: string[];
+            /** @description Ports it exposes on its nodes. */
+            ports: number[];
+            /** @description The catalog image it runs. */
+            image?: string | null;
             /**
              * Format: int32
              * @description How many times it has been started.
@@ -2243,6 +2506,17 @@ export interface components {
             started_at?: string | null;
             /** Format: date-time */
             ended_at?: string | null;
+        };
+        /** @description How a tenant reaches a running order: one entry per node. */
+        OrderAccess: {
+            /** @description `agent` or `simulated`. */
+            driver: string;
+            /**
+             * @description How the nodes isolate it: `sandbox`, `oci`, `process` (not
+             *     isolated); none on simulated nodes.
+             */
+            runtime?: string | null;
+            hosts: components["schemas"]["HostAccess"][];
         };
         OrderSla: {
             /** Format: uuid */
@@ -2396,6 +2670,32 @@ export interface components {
             next_cursor?: string | null;
         };
         /** @description One page of a list. */
+        Page_Image: {
+            items: {
+                /** Format: uuid */
+                id: string;
+                /**
+                 * @description What orders name, and the root file system's directory name on
+                 *     sandbox nodes.
+                 */
+                name: string;
+                /**
+                 * @description The OCI reference container nodes run, such as
+                 *     `nvcr.io/nvidia/pytorch:24.05-py3`.
+                 */
+                reference: string;
+                description: string;
+                /** @description Orders that name no image get this one. */
+                is_default: boolean;
+                /** Format: date-time */
+                created_at: string;
+                /** Format: date-time */
+                updated_at: string;
+            }[];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description One page of a list. */
         Page_InstanceType: {
             items: {
                 /** Format: uuid */
@@ -2510,6 +2810,16 @@ export interface components {
                 memory_mib: number;
                 /** Format: date-time */
                 last_heartbeat_at?: string | null;
+                /**
+                 * @description How its agent isolates workloads: `sandbox`, `oci` or `process`;
+                 *     none for simulated nodes.
+                 */
+                runtime?: string | null;
+                /**
+                 * @description False where tenants' workloads are not walled off from each other
+                 *     and from the agent (`process`): fit for one trusted tenant only.
+                 */
+                isolated: boolean;
                 gpus: components["schemas"]["NodeGpu"][];
                 /** Format: date-time */
                 created_at: string;
@@ -2557,8 +2867,13 @@ export interface components {
                 failure_reason?: string | null;
                 /** @description The GPUs it holds now. */
                 placement: components["schemas"]["NodePlacement"][];
-                /** @description How to reach it, once running. */
-                access?: Record<string, never> | null;
+                access?: components["schemas"]["OrderAccess"] | null;
+                /** @description SSH keys the instance admits. */
+                ssh_key_ids: string[];
+                /** @description Ports it exposes on its nodes. */
+                ports: number[];
+                /** @description The catalog image it runs. */
+                image?: string | null;
                 /**
                  * Format: int32
                  * @description How many times it has been started.
@@ -2672,6 +2987,18 @@ export interface components {
         };
         /** @enum {string} */
         Placement: "fragmentation_aware" | "best_fit" | "first_fit" | "spread";
+        PortAccess: {
+            /**
+             * Format: int32
+             * @description The port the order asked to expose.
+             */
+            port: number;
+            /**
+             * Format: int32
+             * @description Where it is reached on the node.
+             */
+            node_port: number;
+        };
         Price: {
             /** Format: uuid */
             id: string;
@@ -2806,6 +3133,8 @@ export interface components {
             /** Format: int64 */
             memory_mib: number;
             gpus: components["schemas"]["DiscoveredGpu"][];
+            /** @description How the agent isolates workloads; `process` when absent. */
+            runtime?: components["schemas"]["NodeRuntime"];
         };
         Registered: {
             /** Format: uuid */
@@ -2817,6 +3146,20 @@ export interface components {
              * @description Heartbeats must come more often than this.
              */
             heartbeat_deadline_seconds: number;
+        };
+        /** @description What an agent says of how its workload is reached. */
+        ReportedAccess: {
+            runtime?: components["schemas"]["NodeRuntime"] | null;
+            /** @description The node's public address. */
+            host: string;
+            ssh?: components["schemas"]["ReportedSsh"] | null;
+            ports?: components["schemas"]["PortAccess"][];
+        };
+        ReportedSsh: {
+            user: string;
+            /** Format: int32 */
+            port: number;
+            host_key_fingerprint: string;
         };
         /**
          * @description Node loss and preemption are always retried, up to `max_retries`; a
@@ -2898,6 +3241,31 @@ export interface components {
             /** Format: int64 */
             credits_micros: number;
         };
+        SshAccess: {
+            /** @description The exact command, such as `ssh -p 42017 gantry@gpu-a17.example`. */
+            command: string;
+            user: string;
+            /** Format: int32 */
+            port: number;
+            /**
+             * @description The instance's host key, `SHA256:…`, to check on first connection;
+             *     none on simulated nodes.
+             */
+            host_key_fingerprint?: string | null;
+        };
+        SshKey: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** @description `ssh-ed25519`, `ecdsa-sha2-nistp256`, `ssh-rsa`, … */
+            algorithm: string;
+            /** @description `SHA256:…`, as `ssh-keygen -l` prints it. */
+            fingerprint: string;
+            /** @description The key in OpenSSH's one-line form. */
+            public_key: string;
+            /** Format: date-time */
+            created_at: string;
+        };
         StatusAck: {
             /** Format: uuid */
             order_id: string;
@@ -2910,8 +3278,7 @@ export interface components {
             /** Format: int32 */
             exit_code?: number | null;
             message?: string | null;
-            /** @description How the tenant reaches it, once running. */
-            access?: Record<string, never> | null;
+            access?: components["schemas"]["ReportedAccess"] | null;
         };
         /** @enum {string} */
         Stream: "stdout" | "stderr";
@@ -2936,6 +3303,11 @@ export interface components {
             memory_gib?: number | null;
             interconnect?: string | null;
             mig_capable?: boolean | null;
+        };
+        UpdateImage: {
+            reference?: string | null;
+            description?: string | null;
+            is_default?: boolean | null;
         };
         /**
          * @description The GPU shape of an instance type is fixed once created (orders refer to
@@ -3086,6 +3458,12 @@ export interface components {
          * @enum {string}
          */
         WorkloadClass: "training" | "fine_tuning" | "inference" | "dev" | "batch" | "hpo";
+        WorkloadLimits: {
+            /** Format: int64 */
+            cpu_milli: number;
+            /** Format: int64 */
+            memory_mib: number;
+        };
         /** @enum {string} */
         WorkloadState: "running" | "exited" | "stopped" | "failed";
     };
@@ -3247,6 +3625,132 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["GpuModel"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_image: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateImage"];
+            };
+        };
+        responses: {
+            /** @description The new image */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_image: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Image id */
+                image_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    update_image: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Image id */
+                image_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateImage"];
+            };
+        };
+        responses: {
+            /** @description The updated image */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Image"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -4095,6 +4599,84 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Node"];
                 };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    revoke_credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Node id */
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    request_rotation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Node id */
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent rotates at its next heartbeat */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {
@@ -4978,6 +5560,44 @@ export interface operations {
             };
         };
     };
+    rotate_own_credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new credential, shown once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Registered"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     heartbeat: {
         parameters: {
             query?: never;
@@ -5314,6 +5934,49 @@ export interface operations {
             };
         };
     };
+    list_images: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of images */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_Image"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     list_instance_types: {
         parameters: {
             query?: {
@@ -5540,6 +6203,125 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Me"];
                 };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_ssh_keys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's SSH keys */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshKey"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    add_ssh_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddSshKey"];
+            };
+        };
+        responses: {
+            /** @description The key */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SshKey"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_ssh_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description SSH key id */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

@@ -10,6 +10,7 @@ function node(name: string, state: Schemas["NodeState"], held: number[], sick: n
     rack: "r1",
     instance_type: `h100x${gpus}`,
     driver: "simulated",
+    isolated: true,
     state,
     labels: [],
     cpu_milli: 0,

@@ -263,3 +263,116 @@ impl Runtime for Oci {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::cgroup::Limits;
+    use crate::runtime::{Image, PortMapping};
+
+    #[test]
+    fn the_cdi_spec_names_each_gpu_and_the_shared_nodes() {
+        let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
+        let devices = GpuDevices::simulated(&dir, 2).expect("stand-ins");
+        let spec = cdi_spec(&devices, 2);
+        let host = |name: &str| dir.join("dev").join(name).display().to_string();
+        assert_eq!(
+            spec,
+            json!({
+                "cdiVersion": "0.6.0",
+                "kind": "nvidia.com/gpu",
+                "devices": [
+                    { "name": "0", "containerEdits": { "deviceNodes": [
+                        { "path": "/dev/nvidia0", "hostPath": host("nvidia0") } ] } },
+                    { "name": "1", "containerEdits": { "deviceNodes": [
+                        { "path": "/dev/nvidia1", "hostPath": host("nvidia1") } ] } },
+                ],
+                "containerEdits": { "deviceNodes": [
+                    { "path": "/dev/nvidiactl", "hostPath": host("nvidiactl") },
+                    { "path": "/dev/nvidia-uvm", "hostPath": host("nvidia-uvm") },
+                ] },
+            })
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_container_gets_the_sandboxs_guarantees_in_podmans_words() {
+        let id = Uuid::from_u128(7);
+        let env = HashMap::new();
+        let image = Image {
+            name: "pytorch".into(),
+            reference: "nvcr.io/nvidia/pytorch:24.05-py3".into(),
+        };
+        let launch = Launch {
+            id,
+            gpus: &[1, 3],
+            env: &env,
+            command: "python train.py",
+            working_dir: None,
+            limits: Limits {
+                cpu_milli: 12_500,
+                memory_mib: 65_536,
+                pids: 9_999,
+            },
+            image: Some(&image),
+            uid: 200_001,
+            ssh_port: Some(42_017),
+            ssh_keys: &[],
+            ports: &[PortMapping {
+                port: 8888,
+                node_port: 42_018,
+            }],
+        };
+        let args: Vec<String> = run_args(
+            &launch,
+            Path::new("/var/lib/gantry-agent/scratch/x"),
+            Path::new("/var/lib/gantry-agent/env/x"),
+            Some(Path::new("/var/lib/gantry-agent/ssh/x")),
+            4096,
+        )
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+        let expected = [
+            "run",
+            "--replace",
+            "--name",
+            "gantry-00000000-0000-0000-0000-000000000007",
+            "--hostname",
+            "gantry",
+            "--user",
+            "200001:200001",
+            "--cap-drop=all",
+            "--security-opt=no-new-privileges",
+            "--read-only",
+            "--tmpfs",
+            "/tmp:rw,mode=1777",
+            "--network=host",
+            "--cpus=12.500",
+            "--memory=65536m",
+            "--memory-swap=65536m",
+            "--pids-limit=4096",
+            "--env-file",
+            "/var/lib/gantry-agent/env/x",
+            "--volume",
+            "/var/lib/gantry-agent/scratch/x:/scratch:rw",
+            "--workdir",
+            "/scratch",
+            "--device",
+            "nvidia.com/gpu=1",
+            "--device",
+            "nvidia.com/gpu=3",
+            "--volume",
+            "/var/lib/gantry-agent/ssh/x:/run/gantry-ssh:ro",
+            "--volume",
+            "/var/lib/gantry-agent/ssh/x/passwd:/etc/passwd:ro",
+            "--volume",
+            "/var/lib/gantry-agent/ssh/x/group:/etc/group:ro",
+            "nvcr.io/nvidia/pytorch:24.05-py3",
+        ];
+        assert_eq!(args, expected);
+    }
+}

@@ -1,6 +1,7 @@
-import { Button, Group } from "@mantine/core";
+import { Badge, Button, Group } from "@mantine/core";
+import { useMutation } from "@tanstack/react-query";
 import { useNodeAction } from "../../api/admin";
-import type { Schemas } from "../../api/client";
+import { api, type Schemas, unwrap } from "../../api/client";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { notifyError, notifySuccess } from "../../lib/notify";
 
@@ -42,6 +43,48 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
           Return to service
         </Button>
       )}
+    </Group>
+  );
+}
+
+/** How the node walls tenants off: a `process` node is fit for one trusted tenant only. */
+export function IsolationBadge({ node }: { node: Schemas["Node"] }) {
+  if (node.driver === "simulated") return null;
+  return (
+    <Badge size="sm" variant="light" color={node.isolated ? "teal" : "orange"}>
+      {node.isolated ? `${node.runtime ?? "sandbox"} · isolated` : "not isolated"}
+    </Badge>
+  );
+}
+
+/** Rotate an agent's credential (at its next heartbeat) or revoke it at once. */
+export function CredentialActions({ node }: { node: Schemas["Node"] }) {
+  const rotate = useMutation({
+    mutationFn: () =>
+      unwrap(api.POST("/api/v1/admin/nodes/{node_id}/credential/rotate", { params: { path: { node_id: node.id } } })),
+    onSuccess: () => notifySuccess(`${node.name} gets a new credential at its next heartbeat.`),
+    onError: (error) => notifyError(error),
+  });
+  const revoke = useMutation({
+    mutationFn: () =>
+      unwrap(api.POST("/api/v1/admin/nodes/{node_id}/credential/revoke", { params: { path: { node_id: node.id } } })),
+    onSuccess: () => notifySuccess(`${node.name}'s credential is revoked.`),
+    onError: (error) => notifyError(error),
+  });
+  if (node.driver !== "agent") return null;
+  return (
+    <Group gap="xs" wrap="nowrap">
+      <Button size="xs" variant="default" onClick={() => rotate.mutate()} loading={rotate.isPending}>
+        Rotate credential
+      </Button>
+      <ConfirmButton
+        size="xs"
+        label="Revoke credential"
+        title={`Revoke ${node.name}'s credential?`}
+        message="Its agent is refused from its next call; the node registers again only with a join token issued for it. Its workloads keep running until it is back or declared lost."
+        confirmLabel="Revoke"
+        onConfirm={() => revoke.mutate()}
+      />
     </Group>
   );
 }

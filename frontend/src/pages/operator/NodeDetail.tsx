@@ -9,7 +9,7 @@ import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { dateTime } from "../../lib/format";
-import { NodeActions } from "./NodeActions";
+import { CredentialActions, IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
 
 export function NodeDetailPage() {
@@ -52,6 +52,8 @@ export function NodeDetailPage() {
                 <Text size="sm" c="dimmed">
                   last heartbeat {dateTime(n.last_heartbeat_at)}
                 </Text>
+                <IsolationBadge node={n} />
+                <CredentialActions node={n} />
               </Group>
               {n.labels.length > 0 && (
                 <Group gap={4} mt="xs">

@@ -1,4 +1,4 @@
-import { Paper, SegmentedControl, Table, Text } from "@mantine/core";
+import { Group, Paper, SegmentedControl, Table, Text } from "@mantine/core";
 
 import { useState } from "react";
 import { useAllNodes } from "../../api/admin";
@@ -7,7 +7,7 @@ import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { dateTime } from "../../lib/format";
-import { NodeActions } from "./NodeActions";
+import { IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
 
 const STATES = ["all", "ready", "cordoned", "draining", "unhealthy"] as const;
@@ -50,9 +50,12 @@ export function NodesPage() {
                             <AnchorLink to="/admin/nodes/$nodeId" params={{ nodeId: n.id }}>
                               {n.name}
                             </AnchorLink>
-                            <Text size="xs" c="dimmed">
-                              {n.driver}
-                            </Text>
+                            <Group gap={4}>
+                              <Text size="xs" c="dimmed">
+                                {n.driver}
+                              </Text>
+                              <IsolationBadge node={n} />
+                            </Group>
                           </Table.Td>
                           <Table.Td>
                             {n.region} / {n.rack || "—"}

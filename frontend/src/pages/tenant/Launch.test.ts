@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { jobOf, type Values } from "./Launch";
+import { jobOf, portsOf, type Values } from "./Launch";
 
 const values: Values = {
   kind: "job",
@@ -20,6 +20,9 @@ const values: Values = {
   priorityClass: "standard",
   workloadClass: "training",
   durationHours: "",
+  image: "",
+  sshKeyIds: [],
+  ports: "",
 };
 
 describe("jobOf", () => {
@@ -42,5 +45,13 @@ describe("jobOf", () => {
   test("leaves out what was left empty", () => {
     const job = jobOf({ ...values, args: "", env: "", workingDir: "", walltimeMinutes: "", arrayCount: "", dependsOn: "" });
     expect(job).toMatchObject({ args: [], env: {}, working_dir: null, max_runtime_seconds: null, depends_on: [], array_count: null });
+  });
+});
+
+describe("portsOf", () => {
+  test("reads ports separated by commas or spaces, and nothing as null", () => {
+    expect(portsOf("8888, 6006 7860")).toEqual([8888, 6006, 7860]);
+    expect(portsOf("  ")).toBeNull();
+    expect(portsOf("x")).toEqual([Number.NaN]);
   });
 });

@@ -1,11 +1,25 @@
-import { Alert, Button, Grid, Group, NumberInput, Paper, SegmentedControl, Select, Stack, Text, Title } from "@mantine/core";
+import {
+  Alert,
+  Button,
+  Grid,
+  Group,
+  MultiSelect,
+  NumberInput,
+  Paper,
+  SegmentedControl,
+  Select,
+  Stack,
+  Text,
+  TextInput,
+  Title,
+} from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useNavigate } from "@tanstack/react-router";
 import { useMemo } from "react";
 import { JobFields } from "./JobFields";
 import { api, ApiError, type Schemas, unwrap } from "../../api/client";
-import { keys, useInstanceTypes, useQuotas, useRegions } from "../../api/queries";
+import { keys, useImages, useInstanceTypes, useQuotas, useRegions, useSshKeys } from "../../api/queries";
 import { ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { money, words } from "../../lib/format";
@@ -37,7 +51,19 @@ export type Values = {
   priorityClass: Schemas["PriorityClass"];
   workloadClass: Schemas["WorkloadClass"];
   durationHours: number | string;
+  image: string;
+  sshKeyIds: string[];
+  ports: string;
 };
+
+/** `8888, 6006` as port numbers; null when empty. */
+export function portsOf(text: string): number[] | null {
+  const ports = text
+    .split(/[\s,]+/)
+    .filter(Boolean)
+    .map(Number);
+  return ports.length ? ports : null;
+}
 
 export function LaunchPage() {
   const orgId = useOrgId();
@@ -46,6 +72,8 @@ export function LaunchPage() {
   const types = useInstanceTypes();
   const regions = useRegions();
   const quotas = useQuotas(orgId);
+  const images = useImages();
+  const sshKeys = useSshKeys();
 
   const form = useForm<Values>({
     initialValues: {
@@ -67,6 +95,9 @@ export function LaunchPage() {
       priorityClass: "standard",
       workloadClass: "training",
       durationHours: "",
+      image: "",
+      sshKeyIds: [],
+      ports: "",
     },
     validate: {
       command: (v, all) => (all.kind === "job" && !v.trim() ? "Enter the command the job runs" : null),
@@ -80,6 +111,10 @@ export function LaunchPage() {
       instanceType: (v) => (v ? null : "Choose an instance type"),
       nodeCount: (v) => (Number.isInteger(v) && v >= 1 && v <= 64 ? null : "1 to 64 nodes"),
       durationHours: (v) => (v === "" || (typeof v === "number" && v > 0) ? null : "A positive number of hours, or empty"),
+      ports: (v) =>
+        (portsOf(v) ?? []).every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)
+          ? null
+          : "Port numbers, separated by commas",
     },
   });
   const values = form.getValues();
@@ -116,6 +151,9 @@ export function LaunchPage() {
             workload_class: v.workloadClass,
             duration_seconds: typeof v.durationHours === "number" ? Math.round(v.durationHours * 3600) : null,
             job: v.kind === "job" ? jobOf(v) : null,
+            image: v.image || null,
+            ssh_key_ids: v.kind === "instance" && v.sshKeyIds.length ? v.sshKeyIds : null,
+            ports: v.kind === "instance" ? portsOf(v.ports) : null,
           },
         }),
       ),
@@ -130,9 +168,12 @@ export function LaunchPage() {
           node_count: "nodeCount",
           region: "region",
           duration_seconds: "durationHours",
+          image: "image",
+          ssh_key_ids: "sshKeyIds",
+          ports: "ports",
         };
         for (const f of error.fieldErrors) {
-          const field = fields[f.field];
+          const field = fields[f.field.replace(/\[\d+\]$/, "")];
           if (field) form.setFieldError(field, f.message);
         }
       }
@@ -228,6 +269,36 @@ export function LaunchPage() {
                     {...form.getInputProps("workloadClass")}
                   />
                 </Group>
+                <Select
+                  label="Image"
+                  description="What the workload's file system holds; the operator's default when none is chosen."
+                  data={[
+                    { value: "", label: "Default image" },
+                    ...(images.data ?? []).map((i) => ({ value: i.name, label: `${i.name} — ${i.reference}` })),
+                  ]}
+                  allowDeselect={false}
+                  key={form.key("image")}
+                  {...form.getInputProps("image")}
+                />
+                {values.kind === "instance" && (
+                  <Group grow align="flex-start">
+                    <MultiSelect
+                      label="SSH keys"
+                      description="None chosen: all of your keys."
+                      placeholder={sshKeys.data?.length === 0 ? "Add keys under Members & API keys" : undefined}
+                      data={(sshKeys.data ?? []).map((k) => ({ value: k.id, label: `${k.name} (${k.fingerprint.slice(0, 16)}…)` }))}
+                      key={form.key("sshKeyIds")}
+                      {...form.getInputProps("sshKeyIds")}
+                    />
+                    <TextInput
+                      label="Ports to expose"
+                      description="Such as 8888 for Jupyter; each gets a node port."
+                      placeholder="8888"
+                      key={form.key("ports")}
+                      {...form.getInputProps("ports")}
+                    />
+                  </Group>
+                )}
                 <NumberInput
                   label="Duration (hours)"
                   description="Optional: how long you expect to use it; helps the scheduler plan and prices the whole run."

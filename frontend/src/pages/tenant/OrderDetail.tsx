@@ -1,7 +1,7 @@
 import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Timeline, Title } from "@mantine/core";
 import { useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
-import { api, unwrapJson } from "../../api/client";
+import { api, type Schemas, unwrapJson } from "../../api/client";
 import { gpuCount, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
 import { keys } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
@@ -116,25 +116,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
             </Paper>
             {order.job && <Attempts orgId={orgId} order={order} />}
             {order.job && <Output orgId={orgId} order={order} />}
-            {order.access && Object.keys(order.access).length > 0 && (
-              <Paper withBorder p="md">
-                <Title order={4} mb="sm">
-                  Access
-                </Title>
-                <Table aria-label="Access">
-                  <Table.Tbody>
-                    {Object.entries(order.access).map(([key, value]) => (
-                      <Table.Tr key={key}>
-                        <Table.Th>{words(key)}</Table.Th>
-                        <Table.Td>
-                          <AccessValue value={value} />
-                        </Table.Td>
-                      </Table.Tr>
-                    ))}
-                  </Table.Tbody>
-                </Table>
-              </Paper>
-            )}
+            {order.access && <AccessPanel access={order.access} />}
           </Stack>
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 5 }}>
@@ -165,29 +147,78 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
   );
 }
 
-/** Access details as the driver gave them; host lists one per line, with their ssh command. */
-function AccessValue({ value }: { value: unknown }) {
-  if (Array.isArray(value)) {
-    return (
-      <Stack gap={4}>
-        {value.map((item, i) => (
-          <Group key={i} gap="xs" wrap="nowrap">
-            <Code>{typeof item === "object" && item && "ssh" in item ? String(item.ssh) : JSON.stringify(item)}</Code>
-            {typeof item === "object" && item && "ssh" in item && (
-              <CopyButton value={String(item.ssh)}>
-                {({ copied, copy }) => (
-                  <Button size="compact-xs" variant="subtle" onClick={copy}>
-                    {copied ? "Copied" : "Copy"}
-                  </Button>
+/** How to reach the order on each node: the exact ssh command with its host key, and exposed ports. */
+function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
+  const isolated = access.runtime !== "process";
+  return (
+    <Paper withBorder p="md">
+      <Group justify="space-between" mb="sm">
+        <Title order={4}>Access</Title>
+        {access.runtime && (
+          <Badge color={isolated ? "teal" : "orange"} variant="light">
+            {isolated ? `${access.runtime} · isolated` : "not isolated"}
+          </Badge>
+        )}
+      </Group>
+      <Table aria-label="Access">
+        <Table.Thead>
+          <Table.Tr>
+            <Table.Th>Node</Table.Th>
+            <Table.Th>SSH</Table.Th>
+            <Table.Th>Ports</Table.Th>
+          </Table.Tr>
+        </Table.Thead>
+        <Table.Tbody>
+          {access.hosts.map((host) => (
+            <Table.Tr key={host.node}>
+              <Table.Td>{host.node}</Table.Td>
+              <Table.Td>
+                {host.ssh ? (
+                  <Stack gap={2}>
+                    <Group gap="xs" wrap="nowrap">
+                      <Code>{host.ssh.command}</Code>
+                      <CopyValue value={host.ssh.command} />
+                    </Group>
+                    {host.ssh.host_key_fingerprint && (
+                      <Text size="xs" c="dimmed">
+                        Host key {host.ssh.host_key_fingerprint}
+                      </Text>
+                    )}
+                  </Stack>
+                ) : (
+                  <Text size="sm" c="dimmed">
+                    none
+                  </Text>
                 )}
-              </CopyButton>
-            )}
-          </Group>
-        ))}
-      </Stack>
-    );
-  }
-  return <Code>{typeof value === "string" ? value : JSON.stringify(value)}</Code>;
+              </Table.Td>
+              <Table.Td>
+                <Stack gap={2}>
+                  {(host.ports ?? []).map((p) => (
+                    <Group key={p.port} gap="xs" wrap="nowrap">
+                      <Code>{`${p.port} → ${host.host}:${p.node_port}`}</Code>
+                      <CopyValue value={`${host.host}:${p.node_port}`} />
+                    </Group>
+                  ))}
+                </Stack>
+              </Table.Td>
+            </Table.Tr>
+          ))}
+        </Table.Tbody>
+      </Table>
+    </Paper>
+  );
+}
+
+function CopyValue({ value }: { value: string }) {
+  return (
+    <CopyButton value={value}>
+      {({ copied, copy }) => (
+        <Button size="compact-xs" variant="subtle" onClick={copy}>
+          {copied ? "Copied" : "Copy"}
+        </Button>
+      )}
+    </CopyButton>
+  );
 }
 
 function Fact({ label, value }: { label: string; value: string }) {

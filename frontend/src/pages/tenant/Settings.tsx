@@ -11,6 +11,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { dateTime } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { useOrgId } from "../../lib/orgId";
+import { SshKeys } from "./SshKeys";
 
 const ROLES: Schemas["OrgRole"][] = ["owner", "admin", "member", "viewer", "billing"];
 const ROLE_HELP = "owner: everything · admin: members, keys, orders · member: orders · viewer: read · billing: invoices";
@@ -23,12 +24,16 @@ export function SettingsPage() {
         <Tabs.List mb="md">
           <Tabs.Tab value="members">Members</Tabs.Tab>
           <Tabs.Tab value="keys">API keys</Tabs.Tab>
+          <Tabs.Tab value="ssh">SSH keys</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="members">
           <Members />
         </Tabs.Panel>
         <Tabs.Panel value="keys">
           <ApiKeys />
+        </Tabs.Panel>
+        <Tabs.Panel value="ssh">
+          <SshKeys />
         </Tabs.Panel>
       </Tabs>
     </>
