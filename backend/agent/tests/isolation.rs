@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 on_both_engines!(
     a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants,
+    the_same_attack_succeeds_on_an_unisolated_node,
     memory_and_process_limits_hold_and_the_node_stays_healthy,
     an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_restarts,
 );
@@ -90,13 +91,17 @@ impl Node {
     }
 
     fn agent(&self) -> Agent {
+        self.agent_with("sandbox")
+    }
+
+    fn agent_with(&self, runtime: &str) -> Agent {
         let log = std::fs::File::create(self.dir.join("agent.log")).expect("agent log");
         let child = lab::agent_command(
             &self.server,
             &self.token,
             "gpu-box-1",
             &self.state(),
-            "sandbox",
+            runtime,
         )
         .env("GANTRY_AGENT_CANARY", AGENT_CANARY)
         .args(["--grace-seconds", "1", "--pids-max", "64"])
@@ -119,8 +124,8 @@ impl Node {
         for _ in 0..200 {
             let nodes = self.server.get("/api/v1/admin/nodes", &self.operator).await;
             if let Some(node) = nodes.items().iter().find(|n| n["state"] == "ready") {
-                assert_eq!(node["runtime"], "sandbox");
-                assert_eq!(node["isolated"], true);
+                let isolated = node["runtime"] != "process";
+                assert_eq!(node["isolated"], isolated);
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -201,13 +206,29 @@ fn gpus_of(order: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// What tenant A's job saw while tenant B's job ran beside it.
+struct Attack {
+    a: Tenant,
+    b: Tenant,
+    victim: Uuid,
+    victim_view: Value,
+    seen: Vec<String>,
+}
+
+impl Attack {
+    fn verdict(&self, key: &str) -> String {
+        self.seen
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in {:?}", self.seen))
+            .to_owned()
+    }
+}
+
 /// Tenant B keeps a job running with a secret in its environment, its
 /// output and its scratch; tenant A's job then tries every way there is
-/// from inside the sandbox.
-async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: Engine) {
-    let node = node(engine).await;
-    let _agent = node.agent();
-    node.ready().await;
+/// from inside its workload, each probe printing one verdict line.
+async fn attack(node: &Node, agent: u32) -> Attack {
     let (a, b) = (
         node.server.signup("tenant-a").await,
         node.server.signup("tenant-b").await,
@@ -229,7 +250,6 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         .await;
     let state = node.state();
     let state = state.display();
-    // Each probe prints one verdict line.
     let probe = format!(
         r#"echo "uid=$(id -u)"
 echo "visible=$CUDA_VISIBLE_DEVICES"
@@ -239,6 +259,7 @@ cat {state}/output/{victim}.stdout >/dev/null 2>&1 && echo "b-output=read" || ec
 ls {state}/scratch/{victim} >/dev/null 2>&1 && echo "b-scratch=listed" || echo "b-scratch=refused"
 echo "processes=$(for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -c 'slee[p] 6[1]')"
 echo "b-visible=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c hf_secret_of_b)"
+echo "agent-visible=$(cat /proc/{agent}/environ /proc/{agent}/cmdline 2>/dev/null | tr '\0' '\n' | grep -c -e gj_ -e {AGENT_CANARY})"
 for i in 0 1 2 3; do (: < /dev/nvidia$i) 2>/dev/null && echo "gpu$i=open" || echo "gpu$i=refused"; done
 for f in {state}/dev/nvidia0 {state}/dev/nvidia1 {state}/dev/nvidia2 {state}/dev/nvidia3; do (: < $f) 2>/dev/null && echo "host-device=open"; done
 echo x > /etc/gantry-probe 2>/dev/null && echo "system=written" || echo "system=read-only"
@@ -253,12 +274,22 @@ echo "env-start"; env; echo "env-end""#
     node.until(&a, attacker, "completed", |o| o["status"] == "completed")
         .await;
     let seen = node.output(&a, attacker).await;
-    let verdict = |key: &str| {
-        seen.iter()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key} in {seen:?}"))
-            .to_owned()
-    };
+    Attack {
+        a,
+        b,
+        victim,
+        victim_view,
+        seen,
+    }
+}
+
+async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: Engine) {
+    let node = node(engine).await;
+    let agent = node.agent();
+    node.ready().await;
+    let attack = attack(&node, agent.0.id()).await;
+    let verdict = |key: &str| attack.verdict(key);
+    let (a, b, victim, seen) = (&attack.a, &attack.b, attack.victim, &attack.seen);
     let uid: u32 = verdict("uid").parse().expect("uid");
     assert!(
         (node.uids.0..=node.uids.1).contains(&uid),
@@ -274,10 +305,15 @@ echo "env-start"; env; echo "env-end""#
         "B's `sleep` is not in A's process list"
     );
     assert_eq!(verdict("b-visible"), "0");
+    assert_eq!(
+        verdict("agent-visible"),
+        "0",
+        "the agent's token and environment"
+    );
     assert_eq!(verdict("system"), "read-only");
     assert!(!seen.iter().any(|l| l == "host-device=open"), "{seen:?}");
     // B holds two of the node's four GPUs, so A got the other two.
-    let theirs = gpus_of(&victim_view);
+    let theirs = gpus_of(&attack.victim_view);
     let mine: Vec<u64> = (0..4).filter(|i| !theirs.contains(i)).collect();
     let visible: Vec<String> = mine.iter().map(u64::to_string).collect();
     assert_eq!(verdict("visible"), visible.join(","));
@@ -354,6 +390,27 @@ echo "env-start"; env; echo "env-end""#
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!scratch.exists(), "B's scratch outlived its job");
+}
+
+/// The control for the test above: on a `process` node the same probes
+/// find the credential, B's output and the agent's environment, so their
+/// failing in a sandbox is the sandbox's doing.
+async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
+    let node = node(engine).await;
+    let agent = node.agent_with("process");
+    node.ready().await;
+    let attack = attack(&node, agent.0.id()).await;
+    assert_eq!(attack.verdict("uid"), "0");
+    assert_eq!(attack.verdict("credential"), "read");
+    assert_eq!(attack.verdict("state"), "listed");
+    assert_eq!(attack.verdict("b-output"), "read");
+    assert_ne!(attack.verdict("processes"), "0");
+    assert_ne!(attack.verdict("agent-visible"), "0");
+    node.server.cancel(&attack.b, attack.victim).await;
+    node.until(&attack.b, attack.victim, "stopped", |o| {
+        o["ended_at"].is_string()
+    })
+    .await;
 }
 
 /// The cgroup files of a workload, on a v1 or a v2 hierarchy.

@@ -737,11 +737,15 @@ fn check_access(fields: &mut Fields, access: &ReportedAccess) {
         fields.push("access.host", "must be a host name or IP address");
     }
     if let Some(ssh) = &access.ssh {
-        if !crate::validate::is_slug(&ssh.user) {
-            fields.push("access.ssh.user", "must be a user name");
+        if ssh.user.len() > 32 || !crate::validate::is_slug(&ssh.user) {
+            fields.push(
+                "access.ssh.user",
+                "must be a user name of at most 32 characters",
+            );
         }
         let fingerprint = &ssh.host_key_fingerprint;
-        if fingerprint.len() > 128
+        if fingerprint.is_empty()
+            || fingerprint.len() > 128
             || !fingerprint
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || ":+/=".contains(c))
