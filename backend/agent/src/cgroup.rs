@@ -213,19 +213,37 @@ impl Group {
             .unwrap_or(0)
     }
 
+    /// The processes in the group.
+    fn pids(&self) -> Vec<i32> {
+        self.dirs
+            .first()
+            .and_then(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
     /// SIGKILL for every process still in the group (one that left the
     /// workload's process group or PID namespace included).
     pub fn kill_all(&self) {
-        let Some(dir) = self.dirs.first() else {
-            return;
-        };
-        let Ok(text) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
-            return;
-        };
-        for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-            // SAFETY: kill(2) takes plain integers and touches no memory.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
+        for pid in self.pids() {
+            signal(pid, libc::SIGKILL);
+        }
+    }
+
+    /// `sig` for the group's processes whose real user is `uid`.
+    pub fn signal_user(&self, uid: u32, sig: i32) {
+        for pid in self.pids() {
+            let owner = std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .ok()
+                .and_then(|status| {
+                    status
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|ids| ids.split_whitespace().next())
+                        .and_then(|id| id.parse::<u32>().ok())
+                });
+            if owner == Some(uid) {
+                signal(pid, sig);
             }
         }
     }
@@ -235,5 +253,12 @@ impl Group {
         self.dirs
             .iter()
             .all(|d| !d.exists() || std::fs::remove_dir(d).is_ok())
+    }
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill(2) takes plain integers and touches no memory.
+    unsafe {
+        libc::kill(pid, sig);
     }
 }

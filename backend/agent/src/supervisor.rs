@@ -386,7 +386,9 @@ impl Supervisor {
         if let Some(workload) = self.workloads.get_mut(&id)
             && workload.kill_at.is_none()
         {
-            signal_group(workload.pgid, libc::SIGTERM);
+            if !self.runtime.stop(id, workload.uid) {
+                signal_group(workload.pgid, libc::SIGTERM);
+            }
             workload.kill_at = Some(Instant::now() + grace);
             workload.orphaned = orphaned;
             tracing::info!(order = %id, "stopping workload");

@@ -239,7 +239,7 @@ async fn attack(node: &Node, agent: u32) -> Attack {
             json!({
                 "instance_type": "h100x2",
                 "job": {
-                    "command": "echo secret-of-b > /scratch/secret; echo \"output-of-b $HF_TOKEN\"; exec sleep 61",
+                    "command": "trap 'sleep 0.5; echo stopped-gracefully; exit 0' TERM; echo secret-of-b > /scratch/secret; echo \"output-of-b $HF_TOKEN\"; sleep 61 & wait",
                     "env": { "HF_TOKEN": "hf_secret_of_b" }
                 }
             }),
@@ -362,9 +362,9 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
     );
 
     // B was not touched, and its own output is there for B alone.
-    assert_eq!(node.order(&b, victim).await["status"], "running");
+    assert_eq!(node.order(b, victim).await["status"], "running");
     assert!(
-        node.output(&b, victim)
+        node.output(b, victim)
             .await
             .contains(&"output-of-b hf_secret_of_b".to_owned())
     );
@@ -377,11 +377,19 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         .expect(StatusCode::NOT_FOUND);
 
     // Once B's job ends, its scratch and cgroups are gone from the node.
-    node.server.cancel(&b, victim).await;
-    node.until(&b, victim, "cancelled and stopped", |o| {
+    node.server.cancel(b, victim).await;
+    node.until(b, victim, "cancelled and stopped", |o| {
         o["status"] == "cancelled" && o["ended_at"].is_string()
     })
     .await;
+    // It had its grace period: SIGTERM reached it, not just its sandbox.
+    assert!(
+        node.output(b, victim)
+            .await
+            .contains(&"stopped-gracefully".to_owned()),
+        "{:?}",
+        node.output(b, victim).await
+    );
     let scratch = node.state().join("scratch").join(victim.to_string());
     for _ in 0..100 {
         if !scratch.exists() {

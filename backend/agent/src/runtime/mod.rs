@@ -113,6 +113,12 @@ pub trait Runtime: Send {
     /// this node cannot run it.
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String>;
 
+    /// Asks the workload to stop (SIGTERM to the processes of its user,
+    /// `uid`); false when the runtime leaves that to the process group.
+    /// Signalling only the workload's own processes keeps the runtime's
+    /// helpers (which die of SIGTERM) alive through the grace period.
+    fn stop(&self, id: Uuid, uid: u32) -> bool;
+
     /// Replaces the keys a running instance admits.
     fn authorize(&self, id: Uuid, keys: &[String]);
 

@@ -59,6 +59,10 @@ impl Runtime for Process {
         })
     }
 
+    fn stop(&self, _id: Uuid, _uid: u32) -> bool {
+        false
+    }
+
     fn authorize(&self, _id: Uuid, _keys: &[String]) {}
 
     fn ending(&self, _id: Uuid) -> Option<String> {

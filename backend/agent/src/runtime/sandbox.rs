@@ -344,6 +344,14 @@ impl Runtime for Sandbox {
         })
     }
 
+    /// bubblewrap dies of SIGTERM, and with it the wrapper's wait: only the
+    /// workload's own processes are told, and the group is killed when the
+    /// grace period ends.
+    fn stop(&self, id: Uuid, uid: u32) -> bool {
+        self.group(id).signal_user(uid, libc::SIGTERM);
+        true
+    }
+
     fn authorize(&self, id: Uuid, keys: &[String]) {
         let dir = self.ssh_dir(id);
         if dir.exists()
