@@ -60,6 +60,9 @@ afterAll(async () => {
   await server?.stop();
 });
 
+const SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJH2WhWEoOAhfBoL8U4rbKy6NcTA9RoOQDpaTBx8feAh user@example.com";
+const SSH_FINGERPRINT = "SHA256:XtWlQK7JAgtqVn4W3A0IUea3IytM8gc1Hwvs7Mr5wkY";
+
 describe("the console", () => {
   test("a new tenant signs up, orders 1×8 H100, sees it run on its GPUs, sees usage grow, cancels", async () => {
     const { page } = await session();
@@ -84,6 +87,7 @@ describe("the console", () => {
     await status.waitFor({ timeout: 30_000 });
     const placement = page.getByRole("table", { name: "Placement" });
     await expect.poll(() => placement.locator("code").first().textContent()).toBe("0,1,2,3,4,5,6,7");
+    await expect.poll(() => page.getByRole("table", { name: "Access" }).locator("code").first().textContent()).toMatch(/^ssh gantry@/);
 
     const metered = async () => Number((await page.getByText(/GPU-seconds$/).textContent())?.split(" ")[0] ?? "0");
     await until("usage is metered", async () => (await metered()) > 0);
@@ -113,6 +117,14 @@ describe("the console", () => {
     await screenshot(page, "api-key-created");
     await page.getByRole("button", { name: "Done" }).click();
     await page.getByRole("table", { name: "API keys" }).getByText("ci", { exact: true }).waitFor();
+
+    await page.getByRole("tab", { name: "SSH keys" }).click();
+    await page.getByRole("textbox", { name: "Key name" }).fill("laptop");
+    await page.getByRole("textbox", { name: "Public key" }).fill(SSH_KEY);
+    await page.getByRole("button", { name: "Add key" }).click();
+    await page.getByRole("table", { name: "SSH keys" }).getByText(SSH_FINGERPRINT).waitFor();
+    await screenshot(page, "ssh-keys");
+    await accessible(page);
   });
 
   test("a tenant submits a job array from the launch form and follows its jobs", async () => {

@@ -117,6 +117,29 @@ impl SshDir {
     }
 }
 
+/// Sets up an instance's SSH server in `dir` when it gets one (`port`) and
+/// this node can make host keys; answers the directory to mount and how
+/// the server is reached.
+pub fn for_instance(
+    dir: PathBuf,
+    keygen: Option<&Path>,
+    uid: u32,
+    port: Option<u16>,
+    keys: &[String],
+    env: &[(String, String)],
+) -> Result<Option<(PathBuf, crate::runtime::SshAccess)>, String> {
+    let (Some(port), Some(keygen)) = (port, keygen) else {
+        return Ok(None);
+    };
+    let (_, fingerprint) = SshDir::create(&dir, keygen, uid, port, keys, env)?;
+    let access = crate::runtime::SshAccess {
+        user: USER.to_owned(),
+        port,
+        host_key_fingerprint: fingerprint,
+    };
+    Ok(Some((dir, access)))
+}
+
 fn passwd(uid: u32) -> String {
     format!(
         "root:x:0:0:root:/root:/usr/sbin/nologin\n\

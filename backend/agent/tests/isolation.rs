@@ -134,16 +134,7 @@ impl Node {
     }
 
     async fn submit(&self, tenant: &Tenant, body: Value) -> Uuid {
-        let reply = self
-            .server
-            .post(
-                &format!("/api/v1/orgs/{}/orders", tenant.org_id),
-                &tenant.token,
-                body,
-            )
-            .await;
-        reply.expect(StatusCode::CREATED);
-        reply.id("/id")
+        self.server.order(tenant, body).await
     }
 
     async fn order(&self, tenant: &Tenant, order: Uuid) -> Value {
@@ -491,6 +482,21 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
     );
     let max = std::fs::read_to_string(cgroup_file("pids", bomb, "pids.max")).unwrap_or_default();
     assert_eq!(max.trim(), "64");
+    // The instance type's one vCPU and 1 GiB, as the kernel holds them.
+    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    let read = |controller: &str, v1: &str, v2_file: &str| {
+        let file = if v2 { v2_file } else { v1 };
+        std::fs::read_to_string(cgroup_file(controller, bomb, file))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    let cpu = read("cpu", "cpu.cfs_quota_us", "cpu.max");
+    assert!(cpu == "100000" || cpu == "100000 100000", "{cpu}");
+    assert_eq!(
+        read("memory", "memory.limit_in_bytes", "memory.max"),
+        "1073741824"
+    );
     let current: u64 = std::fs::read_to_string(cgroup_file("pids", bomb, "pids.current"))
         .unwrap_or_default()
         .trim()
@@ -691,4 +697,21 @@ async fn an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_rest
     node.until(&owner, instance, "stopped", |o| o["ended_at"].is_string())
         .await;
     drop(agent);
+}
+
+#[test]
+fn without_bubblewrap_the_agent_stops_and_names_the_package() {
+    let dir = std::env::temp_dir().join(format!("gantry-no-bwrap-{}", Uuid::now_v7().simple()));
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry-agent"))
+        .env("PATH", "/nonexistent")
+        .args(["--server", "http://127.0.0.1:9", "--name", "gpu-box-1"])
+        .args(["--simulate-gpus", "1xH100-SXM-80GB", "--runtime", "sandbox"])
+        .arg("--state-dir")
+        .arg(&dir)
+        .output()
+        .expect("run the agent");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("`bubblewrap`"), "{said}");
 }

@@ -153,6 +153,24 @@ pub fn workload_env(home: &str, env: &HashMap<String, String>) -> Vec<(String, S
     all
 }
 
+/// The program line that runs a workload's `command` (by `sh -c`), with
+/// an instance's SSH server beside it (in its process group, so that it stops with it) when
+/// it has one.
+pub fn program_line(command: &str, with_ssh: bool) -> Vec<std::ffi::OsString> {
+    let line: Vec<&str> = if with_ssh {
+        vec![
+            "sh",
+            "-c",
+            "/usr/sbin/sshd -D -f /run/gantry-ssh/sshd_config & exec sh -c \"$1\"",
+            "gantry-instance",
+            command,
+        ]
+    } else {
+        vec!["sh", "-c", command]
+    };
+    line.into_iter().map(Into::into).collect()
+}
+
 /// Where a program is on `PATH`, if anywhere.
 pub fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());

@@ -14,7 +14,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Access, Launch, Prepared, Runtime, RuntimeKind, SshAccess, find_program};
+use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::devices::{DeviceNode, GpuDevices};
 use crate::ssh::{self, SshDir};
 
@@ -176,23 +176,18 @@ impl Runtime for Oci {
                 std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600))
             })
             .map_err(|e| format!("could not write the environment: {e}"))?;
-        let mut access = Access {
-            ssh: None,
+        let ssh = ssh::for_instance(
+            self.path("ssh", launch.id),
+            self.keygen.as_deref(),
+            launch.uid,
+            launch.ssh_port,
+            launch.ssh_keys,
+            &env,
+        )?;
+        let ssh_dir = ssh.as_ref().map(|(dir, _)| dir.clone());
+        let access = Access {
+            ssh: ssh.map(|(_, access)| access),
             ports: launch.ports.to_vec(),
-        };
-        let ssh_dir = match (launch.ssh_port, &self.keygen) {
-            (Some(port), Some(keygen)) => {
-                let dir = self.path("ssh", launch.id);
-                let (_, fingerprint) =
-                    SshDir::create(&dir, keygen, launch.uid, port, launch.ssh_keys, &env)?;
-                access.ssh = Some(SshAccess {
-                    user: ssh::USER.to_owned(),
-                    port,
-                    host_key_fingerprint: fingerprint,
-                });
-                Some(dir)
-            }
-            _ => None,
         };
         let mut argv = vec![self.engine.clone().into_os_string()];
         argv.extend(run_args(
@@ -202,18 +197,7 @@ impl Runtime for Oci {
             ssh_dir.as_deref(),
             self.pids_max,
         ));
-        argv.extend(["sh".into(), "-c".into()]);
-        match ssh_dir {
-            Some(_) => argv.extend(
-                [
-                    "/usr/sbin/sshd -D -f /run/gantry-ssh/sshd_config & exec sh -c \"$1\"",
-                    "gantry-instance",
-                    launch.command,
-                ]
-                .map(OsString::from),
-            ),
-            None => argv.push(launch.command.into()),
-        }
+        argv.extend(super::program_line(launch.command, ssh_dir.is_some()));
         Ok(Prepared {
             argv,
             env: super::base_env("/"),

@@ -48,7 +48,7 @@ impl Runtime for Process {
             .map_err(|e| format!("could not make the scratch directory: {e}"))?;
         let home = scratch.display().to_string();
         Ok(Prepared {
-            argv: vec!["sh".into(), "-c".into(), launch.command.into()],
+            argv: super::program_line(launch.command, false),
             env: super::workload_env(&home, launch.env),
             cwd: launch.working_dir.map_or(scratch, PathBuf::from),
             cgroup_procs: Vec::new(),

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
-use super::{Access, Launch, Prepared, Runtime, RuntimeKind, SshAccess, find_program};
+use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::cgroup::{Cgroups, Group};
 use crate::devices::GpuDevices;
 use crate::ssh::{self, SshDir};
@@ -265,23 +265,18 @@ impl Runtime for Sandbox {
             });
         made.map_err(|e| format!("could not make the scratch directory: {e}"))?;
         let env = super::workload_env(SCRATCH, launch.env);
-        let mut access = Access {
-            ssh: None,
+        let ssh = ssh::for_instance(
+            self.ssh_dir(launch.id),
+            self.tools.sshd.as_ref().map(|(_, keygen)| keygen.as_path()),
+            launch.uid,
+            launch.ssh_port,
+            launch.ssh_keys,
+            &env,
+        )?;
+        let ssh_dir = ssh.as_ref().map(|(dir, _)| dir.clone());
+        let access = Access {
+            ssh: ssh.map(|(_, access)| access),
             ports: launch.ports.to_vec(),
-        };
-        let ssh_dir = match (launch.ssh_port, &self.tools.sshd) {
-            (Some(port), Some((_, keygen))) => {
-                let dir = self.ssh_dir(launch.id);
-                let (_, fingerprint) =
-                    SshDir::create(&dir, keygen, launch.uid, port, launch.ssh_keys, &env)?;
-                access.ssh = Some(SshAccess {
-                    user: ssh::USER.to_owned(),
-                    port,
-                    host_key_fingerprint: fingerprint,
-                });
-                Some(dir)
-            }
-            _ => None,
         };
         let mut argv: Vec<OsString> = vec![self.tools.bwrap.clone().into()];
         argv.extend(self.bwrap_args(launch, &scratch, ssh_dir.as_deref())?);
@@ -299,24 +294,10 @@ impl Runtime for Sandbox {
                 "--inh-caps=-all",
                 "--bounding-set=-all",
                 "--",
-                "sh",
-                "-c",
             ]
             .map(OsString::from),
         );
-        match ssh_dir {
-            // The instance's SSH server runs beside its command, in its
-            // process group, so that it stops with it.
-            Some(_) => argv.extend(
-                [
-                    "/usr/sbin/sshd -D -f /run/gantry-ssh/sshd_config & exec sh -c \"$1\"",
-                    "gantry-instance",
-                    launch.command,
-                ]
-                .map(OsString::from),
-            ),
-            None => argv.push(launch.command.into()),
-        }
+        argv.extend(super::program_line(launch.command, ssh_dir.is_some()));
         let devices: Vec<(u32, u32)> = self
             .devices
             .for_gpus(launch.gpus)

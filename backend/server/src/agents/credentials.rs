@@ -29,14 +29,30 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(revoke_credential))
 }
 
-/// An agent node named by the path.
-async fn agent_node(state: &AppState, params: &RawPathParams) -> ApiResult<node::Model> {
+/// Applies `change` to the agent node named by the path, with its audit
+/// row, in one transaction.
+async fn change_node(
+    state: &AppState,
+    actor: &Actor,
+    params: &RawPathParams,
+    action: &'static str,
+    change: sea_orm::UpdateMany<node::Entity>,
+) -> ApiResult<()> {
     let id = path_uuid(params, "node_id", Resource::Node)?;
-    node::Entity::find_by_id(id)
-        .one(&state.db)
+    let txn = crate::db::write(&state.db).await?;
+    let current = node::Entity::find_by_id(id)
+        .one(&txn)
         .await?
         .filter(|n| n.driver == DriverKind::Agent)
-        .ok_or_else(|| ApiError::not_found(Resource::Node, id))
+        .ok_or_else(|| ApiError::not_found(Resource::Node, id))?;
+    change
+        .filter(node::Column::Id.eq(current.id))
+        .exec(&txn)
+        .await?;
+    let details = serde_json::json!({ "name": current.name });
+    audit::platform(&txn, actor, action, "node", current.id, details).await?;
+    txn.commit().await?;
+    Ok(())
 }
 
 /// Issues the calling node a new credential. The current one keeps working
@@ -88,24 +104,9 @@ async fn request_rotation(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let current = agent_node(&state, &params).await?;
-    let txn = crate::db::write(&state.db).await?;
-    node::Entity::update_many()
-        .col_expr(node::Column::CredentialRotate, Expr::value(true))
-        .filter(node::Column::Id.eq(current.id))
-        .exec(&txn)
-        .await?;
-    let details = serde_json::json!({ "name": current.name });
-    audit::platform(
-        &txn,
-        &actor,
-        "node.credential_rotate",
-        "node",
-        current.id,
-        details,
-    )
-    .await?;
-    txn.commit().await?;
+    let change =
+        node::Entity::update_many().col_expr(node::Column::CredentialRotate, Expr::value(true));
+    change_node(&state, &actor, &params, "node.credential_rotate", change).await?;
     Ok(StatusCode::ACCEPTED)
 }
 
@@ -125,28 +126,13 @@ async fn revoke_credential(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let current = agent_node(&state, &params).await?;
-    let txn = crate::db::write(&state.db).await?;
-    node::Entity::update_many()
+    let change = node::Entity::update_many()
         .col_expr(node::Column::CredentialHash, Expr::value(None::<String>))
         .col_expr(
             node::Column::CredentialNextHash,
             Expr::value(None::<String>),
         )
-        .col_expr(node::Column::CredentialRotate, Expr::value(false))
-        .filter(node::Column::Id.eq(current.id))
-        .exec(&txn)
-        .await?;
-    let details = serde_json::json!({ "name": current.name });
-    audit::platform(
-        &txn,
-        &actor,
-        "node.credential_revoke",
-        "node",
-        current.id,
-        details,
-    )
-    .await?;
-    txn.commit().await?;
+        .col_expr(node::Column::CredentialRotate, Expr::value(false));
+    change_node(&state, &actor, &params, "node.credential_revoke", change).await?;
     Ok(StatusCode::NO_CONTENT)
 }

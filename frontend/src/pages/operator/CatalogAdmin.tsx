@@ -7,6 +7,7 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
+import { ImagesTable, NewImage } from "./ImagesAdmin";
 
 const CLASSES: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
 
@@ -51,11 +52,16 @@ export function CatalogAdminPage() {
               </Paper>
             )}
           </Loadable>
+          <Title order={3} mt="lg" mb="sm">
+            Images
+          </Title>
+          <ImagesTable />
         </Grid.Col>
         <Grid.Col span={{ base: 12, lg: 4 }}>
           <Stack>
             <NewPrice types={types.data ?? []} />
             <NewInstanceType />
+            <NewImage />
           </Stack>
         </Grid.Col>
       </Grid>

@@ -24,7 +24,7 @@ export function SshKeys() {
   const add = useMutation({
     mutationFn: (body: { name: string; public_key: string }) => unwrap(api.POST("/api/v1/me/ssh-keys", { body })),
     onSuccess: (key) => {
-      notifySuccess(`Added ${key.fingerprint}.`);
+      notifySuccess(`Added the key ${key.name}.`);
       form.reset();
       refresh();
     },

@@ -1,0 +1,132 @@
+import { Badge, Button, Checkbox, Code, Group, Paper, Stack, Table, Text, TextInput, Title } from "@mantine/core";
+import { useForm } from "@mantine/form";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { api, unwrap } from "../../api/client";
+import { keys, useImages } from "../../api/queries";
+import { ConfirmButton } from "../../components/ConfirmButton";
+import { Loadable, ProblemAlert } from "../../components/Loadable";
+import { notifyError, notifySuccess } from "../../lib/notify";
+
+/** The images orders may name: an OCI reference for container nodes, a prepared root file system for sandbox nodes. */
+export function ImagesTable() {
+  const images = useImages();
+  const queryClient = useQueryClient();
+  const refresh = () => void queryClient.invalidateQueries({ queryKey: keys.catalog("images") });
+  const makeDefault = useMutation({
+    mutationFn: (id: string) =>
+      unwrap(api.PATCH("/api/v1/admin/catalog/images/{image_id}", { params: { path: { image_id: id } }, body: { is_default: true } })),
+    onSuccess: (image) => {
+      notifySuccess(`${image.name} is now the default image.`);
+      refresh();
+    },
+    onError: (error) => notifyError(error),
+  });
+  const remove = useMutation({
+    mutationFn: (id: string) => unwrap(api.DELETE("/api/v1/admin/catalog/images/{image_id}", { params: { path: { image_id: id } } })),
+    onSuccess: refresh,
+    onError: (error) => notifyError(error),
+  });
+  return (
+    <Loadable query={images}>
+      {(list) => (
+        <Paper withBorder>
+          <Table aria-label="Images">
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>Image</Table.Th>
+                <Table.Th>Reference</Table.Th>
+                <Table.Th />
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {list.length === 0 && (
+                <Table.Tr>
+                  <Table.Td colSpan={3}>
+                    <Text size="sm" c="dimmed">
+                      No images yet: workloads run on the node's own system.
+                    </Text>
+                  </Table.Td>
+                </Table.Tr>
+              )}
+              {list.map((image) => (
+                <Table.Tr key={image.id}>
+                  <Table.Td>
+                    <Group gap="xs">
+                      <Text size="sm">{image.name}</Text>
+                      {image.is_default && (
+                        <Badge size="sm" variant="light">
+                          default
+                        </Badge>
+                      )}
+                    </Group>
+                    <Text size="xs" c="dimmed">
+                      {image.description}
+                    </Text>
+                  </Table.Td>
+                  <Table.Td>
+                    <Code>{image.reference}</Code>
+                  </Table.Td>
+                  <Table.Td>
+                    <Group gap="xs" wrap="nowrap">
+                      {!image.is_default && (
+                        <Button size="xs" variant="default" onClick={() => makeDefault.mutate(image.id)}>
+                          Make default
+                        </Button>
+                      )}
+                      <ConfirmButton
+                        size="xs"
+                        label="Delete"
+                        title={`Delete ${image.name}?`}
+                        message="Orders can no longer name it; an image that waiting or running orders use is kept."
+                        confirmLabel="Delete"
+                        onConfirm={() => remove.mutate(image.id)}
+                      />
+                    </Group>
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        </Paper>
+      )}
+    </Loadable>
+  );
+}
+
+export function NewImage() {
+  const queryClient = useQueryClient();
+  const form = useForm({
+    initialValues: { name: "", reference: "", description: "", is_default: false },
+    validate: {
+      name: (v) => (/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(v) ? null : "Letters, digits, '.', '_' and '-'"),
+      reference: (v) => (v.trim() && !/\s/.test(v) ? null : "An image reference without spaces"),
+    },
+  });
+  const create = useMutation({
+    mutationFn: (body: typeof form.values) => unwrap(api.POST("/api/v1/admin/catalog/images", { body })),
+    onSuccess: (image) => {
+      notifySuccess(`${image.name} added; sandbox nodes need its root file system in their image directory.`);
+      form.reset();
+      void queryClient.invalidateQueries({ queryKey: keys.catalog("images") });
+    },
+  });
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="sm">
+        New image
+      </Title>
+      <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
+        <Stack gap="xs">
+          <TextInput label="Name" placeholder="pytorch-24.05" required {...form.getInputProps("name")} />
+          <TextInput label="OCI reference" placeholder="nvcr.io/nvidia/pytorch:24.05-py3" required {...form.getInputProps("reference")} />
+          <TextInput label="Description" {...form.getInputProps("description")} />
+          <Checkbox label="Default for orders that name none" {...form.getInputProps("is_default", { type: "checkbox" })} />
+          {create.isError && <ProblemAlert error={create.error} title="The image was refused" />}
+          <Button type="submit" loading={create.isPending}>
+            Add image
+          </Button>
+        </Stack>
+      </form>
+    </Paper>
+  );
+}
