@@ -10,6 +10,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use lab::Agent;
@@ -72,8 +73,10 @@ async fn node(engine: Engine) -> Node {
     let token = lab::catalog(&server, &operator).await;
     let dir = std::env::temp_dir().join(format!("gantry-isolation-{}", Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).expect("work dir");
-    // Tests run side by side: each node takes its own users and ports.
-    let slot = u32::try_from(Uuid::new_v4().as_u128() % 400).unwrap_or(0);
+    // Tests run side by side: each node takes its own users and ports (a
+    // shared range would let one test's clean-up kill another's work).
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let slot = (std::process::id() % 20) * 20 + NEXT.fetch_add(1, Ordering::Relaxed) % 20;
     let first_port = 20_000 + u16::try_from(slot).unwrap_or(0) * 100;
     Node {
         server,
