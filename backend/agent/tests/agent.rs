@@ -21,6 +21,7 @@ use support::{Engine, TestServer};
 on_both_engines!(
     agent_runs_work_on_exact_gpus_and_its_death_requeues_it,
     restarts_of_the_control_plane_and_the_agent_keep_work_running,
+    an_operator_rotates_and_revokes_a_running_agents_credential,
 );
 
 fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
@@ -310,4 +311,107 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
         Command::new("kill").args(["-9", pid.trim()]).status().ok();
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The credential the agent keeps in its state directory.
+fn saved_credential(state: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(state.join("credential.json")).ok()?;
+    let saved: Value = serde_json::from_str(&text).ok()?;
+    saved["credential"].as_str().map(str::to_owned)
+}
+
+async fn an_operator_rotates_and_revokes_a_running_agents_credential(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    let op = &operator.token;
+    let token = lab::catalog(&server, op).await;
+    let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
+    let state = dir.join("state");
+    std::fs::create_dir_all(&dir).expect("work dir");
+    let log = std::fs::File::create(dir.join("agent.log")).expect("log");
+    let mut agent = Agent(
+        lab::agent_command(&server, &token, "gpu-box-1", &state, "process")
+            .stderr(log)
+            .spawn()
+            .expect("start the agent"),
+    );
+    let node = registered(&server, op).await["id"]
+        .as_str()
+        .expect("node id")
+        .to_owned();
+    let first = saved_credential(&state).expect("a saved credential");
+    let heartbeat = |credential: String| {
+        let server = &server;
+        async move {
+            server
+                .post(
+                    "/api/v1/agent/heartbeat",
+                    &credential,
+                    json!({ "gpus": [] }),
+                )
+                .await
+                .status
+        }
+    };
+
+    // A rotation reaches the agent at its next heartbeat: it saves the new
+    // credential and uses it, which retires the old one.
+    server
+        .post(
+            &format!("/api/v1/admin/nodes/{node}/credential/rotate"),
+            op,
+            json!({}),
+        )
+        .await
+        .expect(reqwest::StatusCode::ACCEPTED);
+    let mut rotated = None;
+    for _ in 0..200 {
+        rotated = saved_credential(&state).filter(|c| *c != first);
+        if rotated.is_some() && heartbeat(first.clone()).await == reqwest::StatusCode::UNAUTHORIZED
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rotated = rotated.expect("the agent saved a new credential");
+    assert_eq!(heartbeat(first).await, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(heartbeat(rotated).await, reqwest::StatusCode::OK);
+    let tenant = server.signup("tenant").await;
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
+    server.wait_status(&tenant, order, "running").await;
+    server.cancel(&tenant, order).await;
+    server
+        .wait_order(&tenant, order, "stopped", |o| o["ended_at"].is_string())
+        .await;
+
+    // A revocation stops the agent at its next call, saying what to do.
+    server
+        .post(
+            &format!("/api/v1/admin/nodes/{node}/credential/revoke"),
+            op,
+            json!({}),
+        )
+        .await
+        .expect(reqwest::StatusCode::NO_CONTENT);
+    let mut exited = None;
+    for _ in 0..200 {
+        exited = agent.0.try_wait().expect("agent state");
+        if exited.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(exited.is_some_and(|status| !status.success()));
+    let said = std::fs::read_to_string(dir.join("agent.log")).unwrap_or_default();
+    assert!(
+        said.contains("join token issued for node gpu-box-1"),
+        "{said}"
+    );
+    assert!(
+        saved_credential(&state).is_none(),
+        "the refused credential is forgotten"
+    );
+    std::fs::remove_dir_all(dir).ok();
 }
