@@ -174,7 +174,7 @@ fn open_runtime(cli: &Cli, source: &Source, gpus: usize) -> anyhow::Result<Box<d
         }
         RuntimeKind::Sandbox => {
             let tools = Tools::find().map_err(anyhow::Error::msg)?;
-            if tools.sshd.is_none() {
+            if tools.ssh_keygen.is_none() {
                 tracing::warn!(
                     "no sshd: instances get no SSH access (install the Debian package openssh-server)"
                 );

@@ -5,11 +5,9 @@
 //! its instance type by cgroups. The agent's state directory, other
 //! workloads' files and the agent's environment are not there to be seen.
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use uuid::Uuid;
 
@@ -71,8 +69,8 @@ fn root_view(root: &Path, system: bool) -> Vec<(PathBuf, Entry)> {
 pub struct Tools {
     pub bwrap: PathBuf,
     pub setpriv: PathBuf,
-    /// sshd and ssh-keygen, when openssh-server is installed.
-    pub sshd: Option<(PathBuf, PathBuf)>,
+    /// ssh-keygen, when openssh-server (sshd) is installed too.
+    pub ssh_keygen: Option<PathBuf>,
 }
 
 impl Tools {
@@ -84,11 +82,11 @@ impl Tools {
         )?;
         let setpriv = find_program("setpriv")
             .ok_or("the sandbox runtime needs setpriv: install the Debian package `util-linux`")?;
-        let sshd = find_program("sshd").zip(find_program("ssh-keygen"));
+        let ssh_keygen = find_program("sshd").and(find_program("ssh-keygen"));
         Ok(Self {
             bwrap,
             setpriv,
-            sshd,
+            ssh_keygen,
         })
     }
 }
@@ -100,8 +98,6 @@ pub struct Sandbox {
     devices: GpuDevices,
     cgroups: Cgroups,
     pids_max: u64,
-    /// Cgroups of live workloads, kept to read their ending and clean up.
-    groups: Mutex<HashMap<Uuid, Group>>,
 }
 
 impl Sandbox {
@@ -139,7 +135,6 @@ impl Sandbox {
             devices,
             cgroups,
             pids_max,
-            groups: Mutex::new(HashMap::new()),
         })
     }
 
@@ -152,8 +147,7 @@ impl Sandbox {
     }
 
     fn group(&self, id: Uuid) -> Group {
-        let known = self.groups.lock().ok().and_then(|g| g.get(&id).cloned());
-        known.unwrap_or_else(|| self.cgroups.existing(&id.to_string()))
+        self.cgroups.existing(&id.to_string())
     }
 
     /// Where an image's root filesystem is prepared on this node.
@@ -253,7 +247,7 @@ impl Runtime for Sandbox {
     }
 
     fn offers_ssh(&self) -> bool {
-        self.tools.sshd.is_some()
+        self.tools.ssh_keygen.is_some()
     }
 
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
@@ -267,7 +261,7 @@ impl Runtime for Sandbox {
         let env = super::workload_env(SCRATCH, launch.env);
         let ssh = ssh::for_instance(
             self.ssh_dir(launch.id),
-            self.tools.sshd.as_ref().map(|(_, keygen)| keygen.as_path()),
+            self.tools.ssh_keygen.as_deref(),
             launch.uid,
             launch.ssh_port,
             launch.ssh_keys,
@@ -308,14 +302,11 @@ impl Runtime for Sandbox {
             pids: launch.limits.pids.min(self.pids_max),
             ..launch.limits
         };
-        let group = self
+        let cgroup_procs = self
             .cgroups
             .create(&launch.id.to_string(), limits, &devices)
-            .map_err(|e| format!("could not set the workload's limits: {e}"))?;
-        let cgroup_procs = group.procs_files();
-        if let Ok(mut groups) = self.groups.lock() {
-            groups.insert(launch.id, group);
-        }
+            .map_err(|e| format!("could not set the workload's limits: {e}"))?
+            .procs_files();
         Ok(Prepared {
             argv,
             env,
@@ -355,9 +346,6 @@ impl Runtime for Sandbox {
         group.kill_all();
         if !group.remove() {
             return false;
-        }
-        if let Ok(mut groups) = self.groups.lock() {
-            groups.remove(&id);
         }
         for dir in [self.scratch(id), self.ssh_dir(id)] {
             if dir.exists()

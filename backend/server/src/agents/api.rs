@@ -771,10 +771,13 @@ fn merged_access(
         .and_then(|a| serde_json::from_str(a).ok())
         .unwrap_or_default();
     access.driver = "agent".into();
-    access.runtime = reported
-        .and_then(|r| r.runtime)
-        .map(|r| r.as_str().to_owned())
-        .or(node.runtime.clone());
+    // What the node registered with is authoritative; a report only fills
+    // in for a node registered before runtimes were reported.
+    access.runtime = node.runtime.clone().or_else(|| {
+        reported
+            .and_then(|r| r.runtime)
+            .map(|r| r.as_str().to_owned())
+    });
     let entry = match reported {
         Some(r) => HostAccess {
             node: node.name.clone(),
