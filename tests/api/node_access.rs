@@ -190,6 +190,10 @@ async fn orders_choose_keys_ports_and_images_or_are_refused_whole(engine: Engine
             json!({ "instance_type": "h100x1", "ports": [8888, 8888] }),
             "ports[1]",
         ),
+        (
+            json!({ "instance_type": "h100x1", "ssh_key_ids": [own], "job": { "command": "true" } }),
+            "ssh_key_ids",
+        ),
     ];
     for (body, field) in cases {
         let refused = server.post(&path, &tenant.token, body.clone()).await;

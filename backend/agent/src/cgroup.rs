@@ -104,11 +104,6 @@ impl Cgroups {
         })
     }
 
-    /// Whether this is the unified (v2) hierarchy.
-    pub fn unified(&self) -> bool {
-        matches!(self.layout, Layout::V2(_))
-    }
-
     /// Creates (or resets) the groups of workload `name` with its limits;
     /// `devices` are the `major:minor` numbers of its GPUs' device nodes.
     pub fn create(

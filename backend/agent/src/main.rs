@@ -168,7 +168,8 @@ fn open_runtime(cli: &Cli, source: &Source, gpus: usize) -> anyhow::Result<Box<d
     Ok(match cli.runtime {
         RuntimeKind::Process => {
             tracing::warn!(
-                "runtime `process`: workloads run unisolated as the agent's user;                  use it only on trusted single-tenant nodes"
+                "runtime `process`: workloads run unisolated as the agent's user; \
+                 use it only on trusted single-tenant nodes"
             );
             Box::new(Process::new(&cli.state_dir)?)
         }

@@ -150,8 +150,8 @@ impl Sandbox {
         self.cgroups.existing(&id.to_string())
     }
 
-    /// Where an image's root filesystem is prepared on this node.
-    pub fn image_root(&self, name: &str) -> PathBuf {
+    /// Where an image's root file system is prepared on this node.
+    fn image_root(&self, name: &str) -> PathBuf {
         self.image_dir.join(name)
     }
 

@@ -76,6 +76,12 @@ pub async fn create(
     if request.deadline.is_some_and(|deadline| deadline <= now) {
         fields.push("deadline", "must be in the future");
     }
+    if request.job.is_some() && request.ssh_key_ids.is_some() {
+        fields.push(
+            "ssh_key_ids",
+            "a job has no SSH server; only instances admit keys",
+        );
+    }
     let ports = request.ports.clone().unwrap_or_default();
     check_ports(&mut fields, &ports, &config.exposable_ports);
     if request
@@ -140,13 +146,17 @@ pub async fn create(
         .as_deref()
         .or_else(|| job.and_then(|j| j.image.as_deref()));
     let image = crate::catalog::images::for_order(db, image_name).await?;
-    let ssh_key_ids = crate::ssh_keys::choose(
-        db,
-        &scope.principal,
-        scope.org_id,
-        request.ssh_key_ids.as_deref(),
-    )
-    .await?;
+    let ssh_key_ids = if job.is_some() {
+        Vec::new()
+    } else {
+        crate::ssh_keys::choose(
+            db,
+            &scope.principal,
+            scope.org_id,
+            request.ssh_key_ids.as_deref(),
+        )
+        .await?
+    };
     admission::admit(
         db,
         &admission::Request {
