@@ -257,6 +257,7 @@ echo "agent-visible=$(cat /proc/{agent}/environ /proc/{agent}/cmdline 2>/dev/nul
 for i in 0 1 2 3; do (: < /dev/nvidia$i) 2>/dev/null && echo "gpu$i=open" || echo "gpu$i=refused"; done
 for f in {state}/dev/nvidia0 {state}/dev/nvidia1 {state}/dev/nvidia2 {state}/dev/nvidia3; do (: < $f) 2>/dev/null && echo "host-device=open"; done
 echo x > /etc/gantry-probe 2>/dev/null && echo "system=written" || echo "system=read-only"
+echo "cgroups-seen=$(ls /sys/fs/cgroup 2>/dev/null | grep -c .)"
 echo "env-start"; env; echo "env-end""#
     );
     let attacker = node
@@ -305,6 +306,11 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         "the agent's token and environment"
     );
     assert_eq!(verdict("system"), "read-only");
+    assert_eq!(
+        verdict("cgroups-seen"),
+        "0",
+        "other workloads' cgroups are hidden"
+    );
     assert!(!seen.iter().any(|l| l == "host-device=open"), "{seen:?}");
     // B holds two of the node's four GPUs, so A got the other two.
     let theirs = gpus_of(&attack.victim_view);
@@ -408,6 +414,7 @@ async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
     assert_eq!(attack.verdict("b-output"), "read");
     assert_ne!(attack.verdict("processes"), "0");
     assert_ne!(attack.verdict("agent-visible"), "0");
+    assert_ne!(attack.verdict("cgroups-seen"), "0");
     node.server.cancel(&attack.b, attack.victim).await;
     node.until(&attack.b, attack.victim, "stopped", |o| {
         o["ended_at"].is_string()

@@ -199,6 +199,14 @@ impl Sandbox {
             &"/proc",
             &"--dev",
             &"/dev",
+            // Read-only, as container runtimes show it (CUDA and NVML read
+            // PCI topology there), without the node's cgroups, whose names
+            // are other tenants' order ids.
+            &"--ro-bind-try",
+            &"/sys",
+            &"/sys",
+            &"--tmpfs",
+            &"/sys/fs/cgroup",
             &"--perms",
             &"1777",
             &"--tmpfs",
