@@ -64,6 +64,13 @@ pub struct Assignment {
     pub ports: Vec<u16>,
     #[serde(default)]
     pub image: Option<Image>,
+    /// Nodes the order runs on together.
+    #[serde(default = "one")]
+    pub node_count: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::ops::RangeInclusive;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -79,6 +80,9 @@ struct Workload {
     gpus: Vec<u32>,
     uid: u32,
     ports: Vec<u16>,
+    /// A helper of ours in its process group (its network), reaped when
+    /// it ends.
+    helper: Option<crate::network::Helper>,
     /// When SIGKILL follows the SIGTERM already sent.
     kill_at: Option<Instant>,
     /// Stopped because its assignment vanished: nobody waits for a report.
@@ -161,6 +165,7 @@ impl Supervisor {
                     gpus: record.gpus,
                     uid: record.uid,
                     ports: record.ports,
+                    helper: None,
                     kill_at: None,
                     orphaned: false,
                 },
@@ -315,6 +320,7 @@ impl Supervisor {
             ssh_port,
             ssh_keys: &assignment.ssh_keys,
             ports: &mappings,
+            private_network: assignment.node_count <= 1,
         };
         let prepared = match self.runtime.prepare(&launch) {
             Ok(prepared) => prepared,
@@ -334,6 +340,11 @@ impl Supervisor {
             .iter()
             .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
             .collect();
+        let fds: Vec<(i32, i32)> = prepared
+            .fds
+            .iter()
+            .map(|(fd, at)| (fd.as_raw_fd(), *at))
+            .collect();
         let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
@@ -351,11 +362,31 @@ impl Supervisor {
         // SAFETY: between fork and exec the child only makes raw system
         // calls on memory prepared before the fork (no allocation, no lock).
         unsafe {
-            command.pre_exec(move || join_cgroups(&joins));
+            command.pre_exec(move || {
+                join_cgroups(&joins)?;
+                for (fd, at) in &fds {
+                    if libc::dup2(*fd, *at) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
         }
-        match command.spawn() {
+        let spawned = command.spawn();
+        // The child has its copies; ours would keep its pipes open.
+        drop(prepared.fds);
+        match spawned {
             Ok(child) => {
                 let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+                let helper = match prepared.network.map(|n| n.bring_up(pgid)) {
+                    None => None,
+                    Some(Ok(helper)) => Some(helper),
+                    Some(Err(why)) => {
+                        signal_group(pgid, libc::SIGKILL);
+                        self.leftovers.push(id);
+                        return Event::Failed(id, why);
+                    }
+                };
                 let started = leader(pgid).map_or(0, |(_, started)| started);
                 tracing::info!(order = %id, gpus = ?assignment.gpu_ids, pgid, uid, "started workload");
                 self.workloads.insert(
@@ -367,6 +398,7 @@ impl Supervisor {
                         gpus: assignment.gpu_ids.clone(),
                         uid,
                         ports,
+                        helper,
                         kill_at: None,
                         orphaned: false,
                     },
@@ -420,6 +452,9 @@ impl Supervisor {
                 Some(code) => {
                     // The group may outlive its leader: nothing of it stays.
                     signal_group(workload.pgid, libc::SIGKILL);
+                    if let Some(helper) = workload.helper.take() {
+                        helper.stop();
+                    }
                     done.push(*id);
                     match (workload.kill_at, workload.orphaned) {
                         (Some(_), true) => {}
@@ -540,6 +575,7 @@ mod tests {
             ssh_keys: Vec::new(),
             ports: Vec::new(),
             image: None,
+            node_count: 1,
         }
     }
 

@@ -66,7 +66,7 @@ impl Drop for Node {
 
 async fn node(engine: Engine) -> Node {
     let server = TestServer::start_with(engine, |config| {
-        config.agent_heartbeat_deadline_seconds = 5;
+        config.agent_heartbeat_deadline_seconds = 10;
     })
     .await;
     let operator = server.operator().await.token;
@@ -227,18 +227,29 @@ async fn attack(node: &Node, agent: u32) -> Attack {
         node.server.signup("tenant-a").await,
         node.server.signup("tenant-b").await,
     );
+    // B also serves on its loopback, as a notebook or TensorBoard would.
+    let b_port = node.ports.1;
     let victim = node
         .submit(
             &b,
             json!({
                 "instance_type": "h100x2",
                 "job": {
-                    "command": "trap 'sleep 0.5; echo stopped-gracefully; exit 0' TERM; echo secret-of-b > /scratch/secret; echo \"output-of-b $HF_TOKEN\"; sleep 61 & wait",
+                    "command": format!("trap 'sleep 0.5; echo stopped-gracefully; exit 0' TERM; \
+                        python3 -c \"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {b_port})); s.listen(); time.sleep(61)\" & \
+                        echo secret-of-b > /scratch/secret; echo \"output-of-b $HF_TOKEN\"; sleep 61 & wait"),
                     "env": { "HF_TOKEN": "hf_secret_of_b" }
                 }
             }),
         )
         .await;
+    let control_plane = node
+        .server
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let victim_view = node
         .until(&b, victim, "running", |o| o["status"] == "running")
         .await;
@@ -258,6 +269,9 @@ for i in 0 1 2 3; do (: < /dev/nvidia$i) 2>/dev/null && echo "gpu$i=open" || ech
 for f in {state}/dev/nvidia0 {state}/dev/nvidia1 {state}/dev/nvidia2 {state}/dev/nvidia3; do (: < $f) 2>/dev/null && echo "host-device=open"; done
 echo x > /etc/gantry-probe 2>/dev/null && echo "system=written" || echo "system=read-only"
 echo "cgroups-seen=$(ls /sys/fs/cgroup 2>/dev/null | grep -c .)"
+reach() {{ for _ in 1 2 3; do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 2)" 2>/dev/null && return 0; sleep 0.5; done; return 1; }}
+reach {b_port} && echo "b-port=open" || echo "b-port=refused"
+reach {control_plane} && echo "control-plane=open" || echo "control-plane=refused"
 echo "env-start"; env; echo "env-end""#
     );
     let attacker = node
@@ -306,6 +320,9 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         "the agent's token and environment"
     );
     assert_eq!(verdict("system"), "read-only");
+    // A network of its own: B's loopback and the node's are out of reach.
+    assert_eq!(verdict("b-port"), "refused");
+    assert_eq!(verdict("control-plane"), "refused");
     assert_eq!(
         verdict("cgroups-seen"),
         "0",
@@ -362,7 +379,8 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
     );
 
     // B was not touched, and its own output is there for B alone.
-    assert_eq!(node.order(b, victim).await["status"], "running");
+    let untouched = node.order(b, victim).await;
+    assert_eq!(untouched["status"], "running", "{untouched}");
     assert!(
         node.output(b, victim)
             .await
@@ -414,6 +432,8 @@ async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
     assert_eq!(attack.verdict("b-output"), "read");
     assert_ne!(attack.verdict("processes"), "0");
     assert_ne!(attack.verdict("agent-visible"), "0");
+    assert_eq!(attack.verdict("b-port"), "open");
+    assert_eq!(attack.verdict("control-plane"), "open");
     assert_ne!(attack.verdict("cgroups-seen"), "0");
     node.server.cancel(&attack.b, attack.victim).await;
     node.until(&attack.b, attack.victim, "stopped", |o| {

@@ -74,10 +74,12 @@ pub struct Launch<'a> {
     /// The public keys an instance admits.
     pub ssh_keys: &'a [String],
     pub ports: &'a [PortMapping],
+    /// Whether it may have a network of its own: work on one node only,
+    /// since a gang's nodes reach each other on ports of their choosing.
+    pub private_network: bool,
 }
 
 /// A workload ready to start.
-#[derive(Debug)]
 pub struct Prepared {
     /// Program and arguments; the supervisor's exit-code wrapper runs them.
     pub argv: Vec<OsString>,
@@ -87,6 +89,10 @@ pub struct Prepared {
     /// `cgroup.procs` files the workload's first process joins.
     pub cgroup_procs: Vec<PathBuf>,
     pub access: Access,
+    /// Descriptors its first process gets, at these numbers.
+    pub fds: Vec<(std::os::fd::OwnedFd, i32)>,
+    /// Its own network, brought up once it runs.
+    pub network: Option<crate::network::PrivateNetwork>,
 }
 
 /// How a tenant reaches the workload on this node.

@@ -112,7 +112,11 @@ pub fn run_args(
         "--read-only".into(),
         "--tmpfs".into(),
         "/tmp:rw,mode=1777".into(),
-        "--network=host".into(),
+        if launch.private_network {
+            "--network=slirp4netns:allow_host_loopback=false".into()
+        } else {
+            "--network=host".into()
+        },
         format!(
             "--cpus={}.{:03}",
             launch.limits.cpu_milli / 1000,
@@ -131,6 +135,17 @@ pub fn run_args(
             .unwrap_or(super::sandbox::SCRATCH)
             .to_owned(),
     ];
+    if launch.private_network {
+        let ports = launch
+            .ports
+            .iter()
+            .map(|p| p.node_port)
+            .chain(launch.ssh_port);
+        for port in ports {
+            args.push("--publish".into());
+            args.push(format!("{port}:{port}"));
+        }
+    }
     for gpu in launch.gpus {
         args.push("--device".into());
         args.push(format!("{CDI_KIND}={gpu}"));
@@ -204,6 +219,8 @@ impl Runtime for Oci {
             cwd: PathBuf::from("/"),
             cgroup_procs: Vec::new(),
             access,
+            fds: Vec::new(),
+            network: None,
         })
     }
 
@@ -314,6 +331,7 @@ mod tests {
                 port: 8888,
                 node_port: 42_018,
             }],
+            private_network: true,
         };
         let args: Vec<String> = run_args(
             &launch,
@@ -339,7 +357,7 @@ mod tests {
             "--read-only",
             "--tmpfs",
             "/tmp:rw,mode=1777",
-            "--network=host",
+            "--network=slirp4netns:allow_host_loopback=false",
             "--cpus=12.500",
             "--memory=65536m",
             "--memory-swap=65536m",
@@ -350,6 +368,10 @@ mod tests {
             "/var/lib/gantry-agent/scratch/x:/scratch:rw",
             "--workdir",
             "/scratch",
+            "--publish",
+            "42018:42018",
+            "--publish",
+            "42017:42017",
             "--device",
             "nvidia.com/gpu=1",
             "--device",

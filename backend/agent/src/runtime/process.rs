@@ -56,6 +56,8 @@ impl Runtime for Process {
                 ssh: None,
                 ports: launch.ports.to_vec(),
             },
+            fds: Vec::new(),
+            network: None,
         })
     }
 

@@ -14,10 +14,13 @@ use uuid::Uuid;
 use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::cgroup::{Cgroups, Group};
 use crate::devices::GpuDevices;
+use crate::network;
 use crate::ssh::{self, SshDir};
 
 /// Where scratch appears inside the sandbox (also the home directory).
 pub const SCRATCH: &str = "/scratch";
+/// Where the agent keeps its workloads' network sockets (root only).
+const SOCKETS: &str = "/run/gantry-agent";
 /// What of the node's own system a workload sees (read-only); the
 /// merged-/usr links are mirrored.
 const SYSTEM: &[&str] = &[
@@ -71,6 +74,8 @@ pub struct Tools {
     pub setpriv: PathBuf,
     /// ssh-keygen, when openssh-server (sshd) is installed too.
     pub ssh_keygen: Option<PathBuf>,
+    /// For workloads' own networks; without it they share the node's.
+    pub slirp4netns: Option<PathBuf>,
 }
 
 impl Tools {
@@ -87,6 +92,7 @@ impl Tools {
             bwrap,
             setpriv,
             ssh_keygen,
+            slirp4netns: find_program("slirp4netns"),
         })
     }
 }
@@ -146,6 +152,16 @@ impl Sandbox {
         self.state_dir.join("ssh").join(id.to_string())
     }
 
+    fn net_dir(&self, id: Uuid) -> PathBuf {
+        self.state_dir.join("net").join(id.to_string())
+    }
+
+    /// slirp4netns's API socket: under /run, since a socket path must be
+    /// short and the state directory's may not be.
+    fn socket(id: Uuid) -> PathBuf {
+        Path::new(SOCKETS).join(format!("{}.sock", id.simple()))
+    }
+
     fn group(&self, id: Uuid) -> Group {
         self.cgroups.existing(&id.to_string())
     }
@@ -161,6 +177,7 @@ impl Sandbox {
         launch: &Launch<'_>,
         scratch: &Path,
         ssh: Option<&Path>,
+        resolv_conf: Option<&Path>,
     ) -> Result<Vec<OsString>, String> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
@@ -243,6 +260,19 @@ impl Sandbox {
                 &"/etc/group",
             ]);
         }
+        if let Some(resolv_conf) = resolv_conf {
+            let (info, block) = (network::INFO_FD.to_string(), network::BLOCK_FD.to_string());
+            push(&[
+                &"--unshare-net",
+                &"--info-fd",
+                &info,
+                &"--block-fd",
+                &block,
+                &"--ro-bind",
+                &resolv_conf,
+                &"/etc/resolv.conf",
+            ]);
+        }
         let cwd = launch.working_dir.unwrap_or(SCRATCH);
         push(&[&"--chdir", &cwd]);
         Ok(args)
@@ -280,8 +310,49 @@ impl Runtime for Sandbox {
             ssh: ssh.map(|(_, access)| access),
             ports: launch.ports.to_vec(),
         };
+        let private = match &self.tools.slirp4netns {
+            Some(slirp) if launch.private_network => Some((
+                slirp,
+                network::resolv_conf(&self.net_dir(launch.id))
+                    .map_err(|e| format!("could not write the resolver file: {e}"))?,
+            )),
+            _ => None,
+        };
         let mut argv: Vec<OsString> = vec![self.tools.bwrap.clone().into()];
-        argv.extend(self.bwrap_args(launch, &scratch, ssh_dir.as_deref())?);
+        argv.extend(self.bwrap_args(
+            launch,
+            &scratch,
+            ssh_dir.as_deref(),
+            private.as_ref().map(|(_, resolv)| resolv.as_path()),
+        )?);
+        let (fds, network) = match private {
+            Some((slirp, _)) => {
+                std::fs::create_dir_all(SOCKETS)
+                    .and_then(|()| {
+                        std::fs::set_permissions(SOCKETS, std::fs::Permissions::from_mode(0o700))
+                    })
+                    .map_err(|e| format!("could not make {SOCKETS}: {e}"))?;
+                let ((info, info_theirs), (block, block_theirs)) =
+                    network::pipes().map_err(|e| format!("could not make pipes: {e}"))?;
+                let mut forwards: Vec<u16> = launch.ports.iter().map(|p| p.node_port).collect();
+                forwards.extend(launch.ssh_port);
+                let network = network::PrivateNetwork {
+                    slirp4netns: slirp.clone(),
+                    socket: Self::socket(launch.id),
+                    forwards,
+                    info,
+                    block,
+                };
+                (
+                    vec![
+                        (info_theirs, network::INFO_FD),
+                        (block_theirs, network::BLOCK_FD),
+                    ],
+                    Some(network),
+                )
+            }
+            None => (Vec::new(), None),
+        };
         let uid = launch.uid.to_string();
         argv.extend(
             [
@@ -321,6 +392,8 @@ impl Runtime for Sandbox {
             cwd: PathBuf::from("/"),
             cgroup_procs,
             access,
+            fds,
+            network,
         })
     }
 
@@ -355,7 +428,8 @@ impl Runtime for Sandbox {
         if !group.remove() {
             return false;
         }
-        for dir in [self.scratch(id), self.ssh_dir(id)] {
+        std::fs::remove_file(Self::socket(id)).ok();
+        for dir in [self.scratch(id), self.ssh_dir(id), self.net_dir(id)] {
             if dir.exists()
                 && let Err(error) = std::fs::remove_dir_all(&dir)
             {

@@ -178,6 +178,9 @@ pub struct Assignment {
     /// Ports to expose, each on a node port of the agent's choosing.
     pub ports: Vec<u16>,
     pub image: Option<AssignedImage>,
+    /// Nodes the order runs on together: a single node's workload may get
+    /// a network of its own, a gang's nodes need to reach each other.
+    pub node_count: i32,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -713,6 +716,7 @@ async fn assignments(
                 },
                 ssh_keys,
                 ports: crate::orders::json_list(order.ports.as_deref()),
+                node_count: order.node_count,
                 image: order
                     .image_id
                     .and_then(|i| images.get(&i))
