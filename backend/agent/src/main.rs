@@ -175,6 +175,12 @@ fn open_runtime(cli: &Cli, source: &Source, gpus: usize) -> anyhow::Result<Box<d
         }
         RuntimeKind::Sandbox => {
             let tools = Tools::find().map_err(anyhow::Error::msg)?;
+            if tools.slirp4netns.is_none() {
+                tracing::warn!(
+                    "no slirp4netns: workloads share the node's network \
+                     (install the Debian package slirp4netns)"
+                );
+            }
             if tools.ssh_keygen.is_none() {
                 tracing::warn!(
                     "no sshd: instances get no SSH access (install the Debian package openssh-server)"
