@@ -101,6 +101,7 @@ impl PrivateNetwork {
     pub fn bring_up(self, pgid: i32) -> Result<Helper, String> {
         let mut info = std::fs::File::from(self.info);
         let pid = sandbox_pid(&mut info)?;
+        wait_for_loopback(pid)?;
         std::fs::remove_file(&self.socket).ok();
         let (ready_read, ready_write) =
             std::io::pipe().map_err(|e| format!("making a pipe: {e}"))?;
@@ -154,12 +155,29 @@ impl PrivateNetwork {
         }
         std::fs::File::from(self.block)
             .write_all(b"1")
-            .map_err(|e| format!("releasing the sandbox: {e}"))?;
+            .map_err(|e| {
+                format!("the sandbox ended before its network was up ({e}); its output says why")
+            })?;
         Ok(Helper {
             slirp4netns: slirp,
             _info: info,
         })
     }
+}
+
+/// Waits until bubblewrap has set up the sandbox's loopback (127.0.0.1 in
+/// its routing table): slirp4netns configuring the same namespace at the
+/// same time makes bubblewrap's netlink calls fail now and then.
+fn wait_for_loopback(pid: u32) -> Result<(), String> {
+    let until = std::time::Instant::now() + STEP;
+    let table = format!("/proc/{pid}/net/fib_trie");
+    while !std::fs::read_to_string(&table).is_ok_and(|t| t.contains("127.0.0.1")) {
+        if std::time::Instant::now() > until {
+            return Err("the sandbox's loopback did not come up in time".into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(())
 }
 
 /// The sandbox's first process, from bubblewrap's info: a JSON object

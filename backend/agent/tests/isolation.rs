@@ -166,9 +166,17 @@ impl Node {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let output = self
+            .server
+            .get(
+                &format!("/api/v1/orgs/{}/orders/{order}/logs", tenant.org_id),
+                &tenant.token,
+            )
+            .await;
         panic!(
-            "order {order} never became {what}: {}\nagent: {}",
+            "order {order} never became {what}: {}\noutput: {}\nagent: {}",
             self.order(tenant, order).await,
+            output.body,
             self.agent_log()
         );
     }
@@ -484,7 +492,7 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
         .submit(
             &tenant,
             json!({ "instance_type": "h100x2", "job": {
-                "command": "bomb() { bomb | bomb & }; bomb; sleep 30",
+                "command": "(bomb() { bomb | bomb & }; bomb); exec sleep 30",
                 "max_runtime_seconds": 6
             } }),
         )
