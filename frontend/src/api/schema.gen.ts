@@ -1583,6 +1583,12 @@ export interface components {
             /** @description Ports to expose, each on a node port of the agent's choosing. */
             ports: number[];
             image?: components["schemas"]["AssignedImage"] | null;
+            /**
+             * Format: int32
+             * @description Nodes the order runs on together: a single node's workload may get
+             *     a network of its own, a gang's nodes need to reach each other.
+             */
+            node_count: number;
         };
         Assignments: {
             assignments: components["schemas"]["Assignment"][];
