@@ -566,6 +566,30 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
             .await
             .contains(&"after".to_owned())
     );
+
+    // An image the node has no root file system for fails at once, saying so.
+    node.server
+        .post(
+            "/api/v1/admin/catalog/images",
+            &node.operator,
+            json!({ "name": "pytorch-24.05", "reference": "nvcr.io/nvidia/pytorch:24.05-py3" }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    let imaged = node
+        .submit(
+            &tenant,
+            json!({ "instance_type": "h100x2", "image": "pytorch-24.05", "job": { "command": "true" } }),
+        )
+        .await;
+    let refused = node
+        .until(&tenant, imaged, "failed", |o| o["status"] == "failed")
+        .await;
+    let reason = refused["failure_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("this node cannot run image \"pytorch-24.05\""),
+        "{reason}"
+    );
 }
 
 /// A key pair made by Debian's ssh-keygen.
