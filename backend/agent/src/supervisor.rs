@@ -80,6 +80,8 @@ struct Workload {
     gpus: Vec<u32>,
     uid: u32,
     ports: Vec<u16>,
+    /// The SSH keys last handed to its runtime.
+    ssh_keys: Vec<String>,
     /// A helper of ours in its process group (its network), reaped when
     /// it ends.
     helper: Option<crate::network::Helper>,
@@ -165,6 +167,7 @@ impl Supervisor {
                     gpus: record.gpus,
                     uid: record.uid,
                     ports: record.ports,
+                    ssh_keys: Vec::new(),
                     helper: None,
                     kill_at: None,
                     orphaned: false,
@@ -232,11 +235,17 @@ impl Supervisor {
         let mut events = Vec::new();
         for assignment in assignments {
             let id = assignment.order_id;
-            match (assignment.action, self.workloads.contains_key(&id)) {
-                (Action::Run, false) => events.push(self.start(assignment)),
-                (Action::Stop, true) => self.terminate(id, false),
-                (Action::Stop, false) => events.push(Event::Stopped(id)),
-                (Action::Run, true) => self.runtime.authorize(id, &assignment.ssh_keys),
+            match (assignment.action, self.workloads.get_mut(&id)) {
+                (Action::Run, None) => events.push(self.start(assignment)),
+                (Action::Stop, Some(_)) => self.terminate(id, false),
+                (Action::Stop, None) => events.push(Event::Stopped(id)),
+                // Keys are handed over when they changed, not every round.
+                (Action::Run, Some(workload)) => {
+                    if workload.ssh_keys != assignment.ssh_keys {
+                        self.runtime.authorize(id, &assignment.ssh_keys);
+                        workload.ssh_keys.clone_from(&assignment.ssh_keys);
+                    }
+                }
             }
         }
         let assigned: Vec<Uuid> = assignments.iter().map(|a| a.order_id).collect();
@@ -398,6 +407,7 @@ impl Supervisor {
                         gpus: assignment.gpu_ids.clone(),
                         uid,
                         ports,
+                        ssh_keys: assignment.ssh_keys.clone(),
                         helper,
                         kill_at: None,
                         orphaned: false,

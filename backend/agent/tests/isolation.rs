@@ -136,10 +136,6 @@ impl Node {
         panic!("the agent never registered: {}", self.agent_log());
     }
 
-    async fn submit(&self, tenant: &Tenant, body: Value) -> Uuid {
-        self.server.order(tenant, body).await
-    }
-
     async fn order(&self, tenant: &Tenant, order: Uuid) -> Value {
         let reply = self
             .server
@@ -237,8 +233,7 @@ async fn attack(node: &Node, agent: u32) -> Attack {
     );
     // B also serves on its loopback, as a notebook or TensorBoard would.
     let b_port = node.ports.1;
-    let victim = node
-        .submit(
+    let victim = node.server.order(
             &b,
             json!({
                 "instance_type": "h100x2",
@@ -283,7 +278,8 @@ reach {control_plane} && echo "control-plane=open" || echo "control-plane=refuse
 echo "env-start"; env; echo "env-end""#
     );
     let attacker = node
-        .submit(
+        .server
+        .order(
             &a,
             json!({ "instance_type": "h100x2", "job": { "command": probe } }),
         )
@@ -468,8 +464,7 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
 
     // The instance type has 1 GiB: a job that holds 1.5 GiB is killed by
     // the kernel, and the order says why.
-    let greedy = node
-        .submit(
+    let greedy = node.server.order(
             &tenant,
             json!({ "instance_type": "h100x2", "job": { "command": "head -c 1536m /dev/zero | tail > /dev/null && echo survived" } }),
         )
@@ -489,7 +484,8 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
     // A fork bomb fills its own process ceiling and no more, until its
     // walltime ends it.
     let bomb = node
-        .submit(
+        .server
+        .order(
             &tenant,
             json!({ "instance_type": "h100x2", "job": {
                 "command": "(bomb() { bomb | bomb & }; bomb); exec sleep 30",
@@ -554,7 +550,8 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
     let nodes = node.server.get("/api/v1/admin/nodes", &node.operator).await;
     assert_eq!(nodes.items()[0]["state"], "ready");
     let next = node
-        .submit(
+        .server
+        .order(
             &tenant,
             json!({ "instance_type": "h100x2", "job": { "command": "echo after" } }),
         )
@@ -576,8 +573,7 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
         )
         .await
         .expect(StatusCode::CREATED);
-    let imaged = node
-        .submit(
+    let imaged = node.server.order(
             &tenant,
             json!({ "instance_type": "h100x2", "image": "pytorch-24.05", "job": { "command": "true" } }),
         )
@@ -671,7 +667,8 @@ async fn an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_rest
         .await
         .expect(StatusCode::CREATED);
     let instance = node
-        .submit(
+        .server
+        .order(
             &owner,
             json!({ "instance_type": "h100x2", "ports": [8888] }),
         )

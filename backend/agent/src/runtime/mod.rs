@@ -137,6 +137,19 @@ pub trait Runtime: Send {
     fn clean(&self, id: Uuid) -> bool;
 }
 
+/// Makes a workload's private scratch directory (0700), owned by `owner`
+/// when the workload runs as a user of its own.
+pub fn make_scratch(path: &std::path::Path, owner: Option<u32>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path)
+        .and_then(|()| match owner {
+            Some(uid) => std::os::unix::fs::chown(path, Some(uid), Some(uid)),
+            None => Ok(()),
+        })
+        .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| format!("could not make the scratch directory: {e}"))
+}
+
 /// `PATH` and friends for an environment that starts empty.
 pub fn base_env(home: &str) -> Vec<(String, String)> {
     vec![

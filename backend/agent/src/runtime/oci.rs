@@ -178,9 +178,7 @@ impl Runtime for Oci {
 
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
         let scratch = self.path("scratch", launch.id);
-        std::fs::create_dir_all(&scratch)
-            .and_then(|()| std::os::unix::fs::chown(&scratch, Some(launch.uid), Some(launch.uid)))
-            .map_err(|e| format!("could not make the scratch directory: {e}"))?;
+        super::make_scratch(&scratch, Some(launch.uid))?;
         let env = super::workload_env(super::sandbox::SCRATCH, launch.env);
         // Variables go through a root-only file: on the command line every
         // local user could read them.

@@ -44,8 +44,7 @@ impl Runtime for Process {
             ));
         }
         let scratch = self.scratch(launch.id);
-        std::fs::create_dir_all(&scratch)
-            .map_err(|e| format!("could not make the scratch directory: {e}"))?;
+        super::make_scratch(&scratch, None)?;
         let home = scratch.display().to_string();
         Ok(Prepared {
             argv: super::program_line(launch.command, false),

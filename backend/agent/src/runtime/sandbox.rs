@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::cgroup::{Cgroups, Group};
-use crate::devices::GpuDevices;
+use crate::devices::{DeviceNode, GpuDevices};
 use crate::network;
 use crate::ssh::{self, SshDir};
 
@@ -175,6 +175,7 @@ impl Sandbox {
     fn bwrap_args(
         &self,
         launch: &Launch<'_>,
+        devices: &[DeviceNode],
         scratch: &Path,
         ssh: Option<&Path>,
         resolv_conf: Option<&Path>,
@@ -244,7 +245,7 @@ impl Sandbox {
             &scratch,
             &SCRATCH,
         ]);
-        for device in self.devices.for_gpus(launch.gpus) {
+        for device in devices {
             push(&[&"--dev-bind", &device.host, &device.inside]);
         }
         if let Some(dir) = ssh {
@@ -290,12 +291,8 @@ impl Runtime for Sandbox {
 
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
         let scratch = self.scratch(launch.id);
-        let made = std::fs::create_dir_all(&scratch)
-            .and_then(|()| std::os::unix::fs::chown(&scratch, Some(launch.uid), Some(launch.uid)))
-            .and_then(|()| {
-                std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
-            });
-        made.map_err(|e| format!("could not make the scratch directory: {e}"))?;
+        super::make_scratch(&scratch, Some(launch.uid))?;
+        let devices = self.devices.for_gpus(launch.gpus);
         let env = super::workload_env(SCRATCH, launch.env);
         let ssh = ssh::for_instance(
             self.ssh_dir(launch.id),
@@ -321,6 +318,7 @@ impl Runtime for Sandbox {
         let mut argv: Vec<OsString> = vec![self.tools.bwrap.clone().into()];
         argv.extend(self.bwrap_args(
             launch,
+            &devices,
             &scratch,
             ssh_dir.as_deref(),
             private.as_ref().map(|(_, resolv)| resolv.as_path()),
@@ -371,19 +369,14 @@ impl Runtime for Sandbox {
             .map(OsString::from),
         );
         argv.extend(super::program_line(launch.command, ssh_dir.is_some()));
-        let devices: Vec<(u32, u32)> = self
-            .devices
-            .for_gpus(launch.gpus)
-            .iter()
-            .filter_map(crate::devices::DeviceNode::number)
-            .collect();
+        let numbers: Vec<(u32, u32)> = devices.iter().filter_map(DeviceNode::number).collect();
         let limits = crate::cgroup::Limits {
             pids: launch.limits.pids.min(self.pids_max),
             ..launch.limits
         };
         let cgroup_procs = self
             .cgroups
-            .create(&launch.id.to_string(), limits, &devices)
+            .create(&launch.id.to_string(), limits, &numbers)
             .map_err(|e| format!("could not set the workload's limits: {e}"))?
             .procs_files();
         Ok(Prepared {

@@ -646,13 +646,19 @@ async fn assignments(
         .into_iter()
         .map(|t| (t.id, t))
         .collect();
-    let images: HashMap<Uuid, image::Model> = image::Entity::find()
-        .filter(image::Column::Id.is_in(orders.values().filter_map(|o| o.image_id)))
-        .all(&state.db)
-        .await?
-        .into_iter()
-        .map(|i| (i.id, i))
-        .collect();
+    let image_ids: Vec<Uuid> = orders.values().filter_map(|o| o.image_id).collect();
+    // Most orders name no image: no query for them on every poll.
+    let images: HashMap<Uuid, image::Model> = if image_ids.is_empty() {
+        HashMap::new()
+    } else {
+        image::Entity::find()
+            .filter(image::Column::Id.is_in(image_ids))
+            .all(&state.db)
+            .await?
+            .into_iter()
+            .map(|i| (i.id, i))
+            .collect()
+    };
     // Instances' keys; jobs have no SSH server.
     let key_ids: Vec<Uuid> = orders
         .values()
