@@ -14,6 +14,7 @@ mod m20261203_000007_budgets;
 mod m20261203_000008_prepaid;
 mod m20261203_000009_jobs;
 mod m20261203_000010_isolation;
+mod m20261203_000011_queue_limits;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000008_prepaid::Migration),
             Box::new(m20261203_000009_jobs::Migration),
             Box::new(m20261203_000010_isolation::Migration),
+            Box::new(m20261203_000011_queue_limits::Migration),
         ]
     }
 }

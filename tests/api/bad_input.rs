@@ -385,7 +385,23 @@ async fn bad_credentials_and_tokens(engine: Engine) {
         .await
         .expect_problem(StatusCode::UNAUTHORIZED, "invalid_token");
 
-    assert_eq!(server.table_counts().await, before);
+    // Nothing changed but the audit log, which records the three failed
+    // sign-ins and nothing else.
+    let audit = |counts: Vec<(String, i64)>| {
+        let (audit, rest): (Vec<_>, Vec<_>) =
+            counts.into_iter().partition(|(t, _)| t == "audit_log");
+        (audit.first().map_or(0, |(_, n)| *n), rest)
+    };
+    let (audit_before, rest_before) = audit(before);
+    let (audit_after, rest_after) = audit(server.table_counts().await);
+    assert_eq!(rest_after, rest_before);
+    assert_eq!(audit_after - audit_before, 3);
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM audit_log WHERE action = 'user.login_failed'")
+            .await,
+        3
+    );
 }
 
 async fn bad_paths_and_parameters(engine: Engine) {

@@ -22,6 +22,7 @@ crate::on_both_engines!(
     drafts_take_adjustments_and_finalized_invoices_never_change,
     a_spent_hard_capped_budget_admits_only_production,
     a_prepaid_balance_draws_down_and_stops_work_when_it_runs_out,
+    money_paths_refuse_empty_reasons_and_sums_past_their_limits,
 );
 
 /// Two days: longer than any jump below between an agent's heartbeats.
@@ -339,6 +340,7 @@ async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
             + TimeDelta::seconds(HEARTBEAT_DEADLINE + 3600 + 60),
     );
     let path = format!("/api/v1/orgs/{}/invoices", tenant.org_id);
+    // The leader drafts the month, then finalizes it: wait for the latter.
     let mut next = Value::Null;
     for _ in 0..400 {
         let list = server.get(&path, &tenant.token).await;
@@ -355,7 +357,9 @@ async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
                 .await
                 .body
                 .clone();
-            break;
+            if next["status"] == "finalized" {
+                break;
+            }
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
@@ -1040,4 +1044,135 @@ async fn a_prepaid_balance_draws_down_and_stops_work_when_it_runs_out(engine: En
     server
         .order(&tenant, json!({ "instance_type": "h100x1" }))
         .await;
+}
+
+/// Top-ups, adjustments and corrections: a reason is required, and a sum
+/// that would pass what the ledger may hold is refused with a 4xx problem
+/// (it once overflowed into a 500), writing nothing.
+async fn money_paths_refuse_empty_reasons_and_sums_past_their_limits(engine: Engine) {
+    use gantry_server::billing::invoices::ADJUSTMENTS_MAX;
+    use gantry_server::billing::prepaid::BALANCE_MAX;
+    use gantry_server::classes::BalanceKind;
+    use gantry_server::entities::balance_entry;
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
+
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    let tenant = server.signup("tenant").await;
+    server
+        .put(
+            &format!("/api/v1/admin/orgs/{}/billing", tenant.org_id),
+            &operator.token,
+            json!({ "discount_permille": 0, "prepaid": true }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let top_ups = format!("/api/v1/admin/orgs/{}/balance/top-ups", tenant.org_id);
+    let entries = "SELECT COUNT(*) FROM balance_entries";
+    for reason in ["", "   "] {
+        server
+            .post(
+                &top_ups,
+                &operator.token,
+                json!({ "amount_micros": 1, "reason": reason }),
+            )
+            .await
+            .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    }
+    server
+        .post(
+            &format!("/api/v1/admin/usage-records/{}/corrections", Uuid::new_v4()),
+            &operator.token,
+            json!({ "seconds": 1, "reason": "" }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    assert_eq!(server.count(entries).await, 0);
+
+    // A balance just below the most it may hold.
+    let biggest_top_up = 1_000_000_000_000_000_i64;
+    let large = Uuid::now_v7();
+    balance_entry::ActiveModel {
+        id: Set(large),
+        org_id: Set(tenant.org_id),
+        kind: Set(BalanceKind::TopUp),
+        amount_micros: Set(BALANCE_MAX - biggest_top_up + 1),
+        period_start: Set(None),
+        period_end: Set(None),
+        reason: Set(Some("years of top-ups".into())),
+        author: Set(None),
+        created_at: Set(Utc::now()),
+    }
+    .insert(server.db())
+    .await
+    .expect("a large balance");
+    let top_up = |amount: i64| {
+        server.post(
+            &top_ups,
+            &operator.token,
+            json!({ "amount_micros": amount, "reason": "card payment" }),
+        )
+    };
+    top_up(biggest_top_up)
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "balance_limit");
+    assert_eq!(server.count(entries).await, 1, "nothing written");
+    let topped = top_up(biggest_top_up - 1).await;
+    topped.expect(StatusCode::CREATED);
+    assert_eq!(topped.body["balance_micros"], BALANCE_MAX);
+    // Even where the sum itself would not fit in 64 bits.
+    balance_entry::Entity::update_many()
+        .col_expr(
+            balance_entry::Column::AmountMicros,
+            Expr::value(i64::MAX - 2 * biggest_top_up + 2),
+        )
+        .filter(balance_entry::Column::Id.eq(large))
+        .exec(server.db())
+        .await
+        .expect("a balance near the 64-bit limit");
+    top_up(biggest_top_up)
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "balance_limit");
+
+    // A draft's adjustments.
+    let now = server.state.clock.now();
+    let draft = server
+        .post(
+            &format!("/api/v1/admin/orgs/{}/invoices", tenant.org_id),
+            &operator.token,
+            json!({ "period_start": now - TimeDelta::days(1), "period_end": now }),
+        )
+        .await;
+    draft.expect(StatusCode::CREATED);
+    let adjustments = format!("/api/v1/admin/invoices/{}/adjustments", draft.str("/id"));
+    let adjust = |amount: i64, reason: &str| {
+        server.post(
+            &adjustments,
+            &operator.token,
+            json!({ "amount_micros": amount, "reason": reason }),
+        )
+    };
+    adjust(5, "")
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    adjust(biggest_top_up, "a large contract")
+        .await
+        .expect(StatusCode::OK);
+    server
+        .db()
+        .execute_unprepared(&format!(
+            "UPDATE invoice_lines SET amount_micros = {ADJUSTMENTS_MAX} WHERE kind = 'adjustment'"
+        ))
+        .await
+        .expect("adjustments at their limit");
+    let lines = "SELECT COUNT(*) FROM invoice_lines";
+    let before = server.count(lines).await;
+    adjust(1, "one more")
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "adjustment_limit");
+    assert_eq!(server.count(lines).await, before, "nothing written");
+    let credited = adjust(-1, "a credit brings it back").await;
+    credited.expect(StatusCode::OK);
+    assert_eq!(credited.body["credits_micros"], ADJUSTMENTS_MAX - 1);
 }

@@ -9,6 +9,7 @@ mod console;
 mod flows;
 mod isolation;
 mod jobs;
+mod limits;
 mod migrations;
 mod node_access;
 mod openapi;

@@ -21,6 +21,8 @@ crate::on_both_engines!(
     draining_a_node_moves_its_work,
     what_if_shows_what_more_nodes_would_start,
     one_replica_runs_the_loop_and_hands_it_over,
+    cancelling_while_the_loop_starts_orders_leaks_no_gpus,
+    gpus_still_held_by_an_ended_order_are_reclaimed,
 );
 
 fn gpu_ids(order: &Value) -> Vec<(String, u64)> {
@@ -593,6 +595,139 @@ async fn parallel_orders_never_double_allocate_or_exceed_quota(engine: Engine) {
         used <= 10,
         "tenant a holds {used} GPUs with a maximum of 10"
     );
+}
+
+/// Orders cancelled the moment they are created race the scheduling loop
+/// starting them: whichever commits first, no GPU may stay claimed.
+async fn cancelling_while_the_loop_starts_orders_leaks_no_gpus(engine: Engine) {
+    const WORKERS: usize = 4;
+    const ROUNDS: usize = 40;
+    let server = TestServer::start_with(engine, |config| {
+        config.database_max_connections = 10;
+    })
+    .await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("racer").await;
+    let mut workers = Vec::new();
+    for _ in 0..WORKERS {
+        let (http, base, tenant) = (server.http.clone(), server.base.clone(), tenant.clone());
+        workers.push(tokio::spawn(async move {
+            let orders = format!("{base}/api/v1/orgs/{}/orders", tenant.org_id);
+            for _ in 0..ROUNDS {
+                let created: Value = http
+                    .post(&orders)
+                    .bearer_auth(&tenant.token)
+                    .json(&json!({ "instance_type": "h100x1" }))
+                    .send()
+                    .await
+                    .expect("create")
+                    .json()
+                    .await
+                    .expect("order");
+                let id = created["id"].as_str().expect("order id");
+                let cancelled = http
+                    .post(format!("{orders}/{id}/cancel"))
+                    .bearer_auth(&tenant.token)
+                    .send()
+                    .await
+                    .expect("cancel");
+                assert_eq!(cancelled.status(), StatusCode::OK);
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    let live = "SELECT COUNT(*) FROM allocations WHERE state <> 'released'";
+    for _ in 0..200 {
+        if server.count(live).await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let leaked = server
+        .count(
+            "SELECT COUNT(*) FROM allocations a JOIN orders o ON o.id = a.order_id \
+             WHERE a.state = 'active' AND o.status = 'cancelled'",
+        )
+        .await;
+    assert_eq!(leaked, 0, "cancelled orders kept active allocations");
+    assert_eq!(server.count(live).await, 0, "allocations never released");
+    assert_eq!(server.count("SELECT COUNT(*) FROM gpu_claims").await, 0);
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM orders WHERE status <> 'cancelled' OR ended_at IS NULL")
+            .await,
+        0,
+        "every order is cancelled and ended"
+    );
+    // The safety net had nothing to catch: the cancels themselves were right.
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM audit_log WHERE action = 'allocation.reclaim'")
+            .await,
+        0
+    );
+    let next = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&tenant, next, "running").await;
+}
+
+/// An ended order whose allocation stayed active (as an older version's
+/// cancel race left them) gets its GPUs back within a reclaim pass, logged.
+async fn gpus_still_held_by_an_ended_order_are_reclaimed(engine: Engine) {
+    use gantry_server::classes::OrderStatus;
+    use gantry_server::entities::order;
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("a").await;
+    let id = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&tenant, id, "running").await;
+    let now = server.state.clock.now();
+    order::Entity::update_many()
+        .col_expr(order::Column::Status, Expr::value(OrderStatus::Cancelled))
+        .col_expr(order::Column::EndedAt, Expr::value(Some(now)))
+        .filter(order::Column::Id.eq(id))
+        .exec(server.db())
+        .await
+        .expect("end the order behind the allocation's back");
+    server.state.clock.advance(chrono::TimeDelta::seconds(11));
+    server.state.scheduler.wake();
+    let free = "SELECT COUNT(*) FROM gpu_claims";
+    for _ in 0..200 {
+        if server.count(free).await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.count(free).await, 0, "the GPUs were never reclaimed");
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM allocations WHERE state <> 'released'")
+            .await,
+        0
+    );
+    assert_eq!(
+        server
+            .count(&format!(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'allocation.reclaim' \
+                 AND target_id = '{id}'"
+            ))
+            .await,
+        1,
+        "the reclaim is audited"
+    );
+    let next = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&tenant, next, "running").await;
 }
 
 /// Sends every request at once and returns the statuses.

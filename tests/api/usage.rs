@@ -14,6 +14,7 @@ use crate::support::{Engine, Tenant, TestServer};
 crate::on_both_engines!(
     usage_covers_running_time_once_and_every_grouping_adds_up,
     usage_is_walled_off_and_read_by_billing_roles,
+    csv_exports_carry_no_formulas,
 );
 
 async fn metering_server(engine: Engine) -> TestServer {
@@ -142,7 +143,7 @@ async fn usage_covers_running_time_once_and_every_grouping_adds_up(engine: Engin
     assert_eq!(lines.len(), 4, "{text}");
     assert!(lines[0].starts_with("group,key,label,gpu_seconds"));
     assert!(
-        lines[3].starts_with(&format!("total,,\"\",{gpu_seconds},")),
+        lines[3].starts_with(&format!("total,,,{gpu_seconds},")),
         "{text}"
     );
 
@@ -237,5 +238,56 @@ async fn usage_is_walled_off_and_read_by_billing_roles(engine: Engine) {
             .get(&format!("/api/v1/orgs/{org}/usage?{query}"), &owner.token)
             .await
             .expect_problem(status, code);
+    }
+}
+
+/// A tenant's own text in a CSV export opens as text in a spreadsheet,
+/// never as a formula.
+async fn csv_exports_carry_no_formulas(engine: Engine) {
+    let server = metering_server(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let evil = r#"=HYPERLINK("http://evil.example/x","Click")"#;
+    let project = server
+        .post(
+            &format!("/api/v1/orgs/{}/projects", tenant.org_id),
+            &tenant.token,
+            json!({ "name": evil }),
+        )
+        .await;
+    project.expect(StatusCode::CREATED);
+    run_and_cancel(
+        &server,
+        &tenant,
+        &[json!({ "instance_type": "h100x1", "project_id": project.str("/id") })],
+    )
+    .await;
+    server.metered_exactly().await;
+    let csv = server
+        .http
+        .get(server.url(&usage_path(tenant.org_id, "group_by=project&format=csv")))
+        .bearer_auth(&tenant.token)
+        .send()
+        .await
+        .expect("csv")
+        .text()
+        .await
+        .expect("csv text");
+    let row = csv
+        .lines()
+        .find(|line| line.contains("HYPERLINK"))
+        .unwrap_or_else(|| panic!("the project's row: {csv}"));
+    assert!(
+        row.contains(r#","'=HYPERLINK(""http://evil.example/x"",""Click"")","#),
+        "{row}"
+    );
+    for line in csv.lines() {
+        for cell in line.split(',') {
+            assert!(
+                !cell.trim_start_matches('"').starts_with(['=', '@']),
+                "a formula cell in {line}"
+            );
+        }
     }
 }

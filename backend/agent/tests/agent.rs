@@ -51,6 +51,20 @@ async fn registered(server: &TestServer, op: &str) -> Value {
     panic!("the agent never registered");
 }
 
+/// The node once a heartbeat newer than the one seen now has arrived.
+async fn heartbeat_after(server: &TestServer, op: &str, node_id: &str) -> Value {
+    let path = format!("/api/v1/admin/nodes/{node_id}");
+    let before = server.get(&path, op).await.body["last_heartbeat_at"].clone();
+    for _ in 0..400 {
+        let node = server.get(&path, op).await;
+        if node.body["last_heartbeat_at"] != before {
+            return node.body.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("node {node_id} sent no heartbeat after {before}");
+}
+
 /// Whether a process is alive (signal 0 probes without touching it).
 fn alive(pid: &str) -> bool {
     Command::new("kill")
@@ -125,17 +139,8 @@ async fn restarts_of_the_control_plane_and_the_agent_keep_work_running(engine: E
     assert_eq!(still["placement"], kept["placement"]);
     assert!(alive(&kept_pid), "the workload survived the restart");
     assert_eq!(pid_of(keeps_running), kept_pid, "and was not started again");
-    let before = server
-        .get(&format!("/api/v1/admin/nodes/{node_id}"), op)
-        .await
-        .body["last_heartbeat_at"]
-        .clone();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let node = server
-        .get(&format!("/api/v1/admin/nodes/{node_id}"), op)
-        .await;
-    assert_eq!(node.body["state"], "ready");
-    assert_ne!(node.body["last_heartbeat_at"], before, "heartbeats resumed");
+    let node = heartbeat_after(&server, op, &node_id).await;
+    assert_eq!(node["state"], "ready");
     assert_eq!(
         server
             .count("SELECT COUNT(*) FROM node_events WHERE kind = 'allocation_lost'")
@@ -148,7 +153,8 @@ async fn restarts_of_the_control_plane_and_the_agent_keep_work_running(engine: E
     agent.0.kill().expect("kill the agent");
     agent.0.wait().ok();
     let _agent = spawn_agent(&server, &token, &dir);
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Once the new agent has reported, it has taken its work back.
+    heartbeat_after(&server, op, &node_id).await;
     assert!(alive(&kept_pid));
     assert_eq!(pid_of(keeps_running), kept_pid, "not started a second time");
     let still = server

@@ -723,8 +723,7 @@ async fn an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_rest
     // The agent dies and comes back: the instance kept running, reachable.
     drop(agent);
     agent = node.agent();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (code, out) = ssh(&key, port, "echo still-here");
+    let (code, out) = ssh_when_up(&key, port, "echo still-here").await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("still-here"));
     assert_eq!(node.order(&owner, instance).await["status"], "running");

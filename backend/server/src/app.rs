@@ -74,7 +74,11 @@ impl AppState {
             passwords,
             identities: IdentityCache::new(config.auth_cache_seconds),
             login_throttle: LoginThrottle::new(config.login_max_failures),
-            rate_limits: RateLimits::new(config.rate_limit_per_second, config.rate_limit_burst),
+            rate_limits: RateLimits::new(
+                config.rate_limit_per_second,
+                config.rate_limit_burst,
+                config.failed_auth_per_minute,
+            ),
             scheduler: SchedulerHandle::default(),
             clock: crate::clock::Clock::default(),
             config,
@@ -96,6 +100,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::inventory::nodes::routes())
         .merge(crate::inventory::telemetry::routes())
         .merge(crate::quotas::routes())
+        .merge(crate::queue_limits::routes())
         .merge(crate::orders::routes())
         .merge(crate::jobs::arrays::routes())
         .merge(crate::jobs::attempts::routes())
@@ -177,6 +182,7 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
             tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(crate::http::request_id::sanitize))
         .with_state(state))
 }
 

@@ -27,6 +27,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("GANTRY_AUTH_CACHE_SECONDS", "auth_cache_seconds"),
     ("GANTRY_LOGIN_MAX_FAILURES", "login_max_failures"),
+    ("GANTRY_FAILED_AUTH_PER_MINUTE", "failed_auth_per_minute"),
+    ("GANTRY_MAX_WAITING_ORDERS", "max_waiting_orders"),
     ("GANTRY_DEMO", "demo"),
     ("GANTRY_SCHEDULER_INTERVAL_MS", "scheduler_interval_ms"),
     ("GANTRY_SCHEDULER_LEASE_SECONDS", "scheduler_lease_seconds"),
@@ -83,9 +85,19 @@ pub struct Config {
     /// memory; a change made through another replica is seen within this
     /// bound. Zero reads them from the database on every request.
     pub auth_cache_seconds: u64,
-    /// Failed sign-ins to one account within 15 minutes before sign-in to
-    /// it is refused for the rest of that window.
+    /// Failed sign-ins to one account from one source address within 15
+    /// minutes before that address may not try it again for the rest of
+    /// the window; an address gets three times as many over all accounts.
+    /// The account itself is never locked: past this many failures from
+    /// anywhere, each further attempt on it is slowed instead.
     pub login_max_failures: u32,
+    /// Requests with invalid credentials allowed per source address and
+    /// minute (a third of them at once) before its credentials are refused
+    /// unread until its allowance is back.
+    pub failed_auth_per_minute: u32,
+    /// Orders an organization may have waiting (queued or being requeued)
+    /// at once, unless an operator set its own limit.
+    pub max_waiting_orders: u32,
     /// Seed a demo catalog, simulated cluster and demo logins into an empty
     /// database at start.
     pub demo: bool,
@@ -93,7 +105,9 @@ pub struct Config {
     /// releases wake it sooner.
     pub scheduler_interval_ms: u64,
     /// How long the scheduler lease lasts unrenewed: how soon another
-    /// replica takes over when the leader dies.
+    /// replica takes over when the leader dies. The leader renews it four
+    /// times per life, apart from its cycles; a shorter lease means a
+    /// faster take-over and more renewals (one small write each).
     pub scheduler_lease_seconds: u64,
     /// How long the simulated driver takes to bring an instance up.
     pub simulated_provision_ms: u64,
@@ -140,9 +154,11 @@ impl Default for Config {
             database_max_connections: 16,
             auth_cache_seconds: 5,
             login_max_failures: 10,
+            failed_auth_per_minute: 60,
+            max_waiting_orders: 10_000,
             demo: true,
             scheduler_interval_ms: 2000,
-            scheduler_lease_seconds: 10,
+            scheduler_lease_seconds: 3,
             simulated_provision_ms: 2000,
             simulated_stop_ms: 500,
             simulated_failure_rate: 0.0,
@@ -175,6 +191,8 @@ impl std::fmt::Debug for Config {
             .field("database_max_connections", &self.database_max_connections)
             .field("auth_cache_seconds", &self.auth_cache_seconds)
             .field("login_max_failures", &self.login_max_failures)
+            .field("failed_auth_per_minute", &self.failed_auth_per_minute)
+            .field("max_waiting_orders", &self.max_waiting_orders)
             .field("demo", &self.demo)
             .field("scheduler_interval_ms", &self.scheduler_interval_ms)
             .field("scheduler_lease_seconds", &self.scheduler_lease_seconds)
@@ -242,8 +260,12 @@ impl Config {
             "request_timeout_seconds must be positive"
         );
         anyhow::ensure!(
-            self.login_max_failures > 0,
-            "login_max_failures must be positive"
+            self.login_max_failures > 0 && self.failed_auth_per_minute >= 3,
+            "login_max_failures must be positive and failed_auth_per_minute at least 3"
+        );
+        anyhow::ensure!(
+            self.max_waiting_orders > 0,
+            "max_waiting_orders must be positive"
         );
         anyhow::ensure!(
             self.database_max_connections > 0,

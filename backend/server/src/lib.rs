@@ -24,6 +24,7 @@ pub mod openapi;
 pub mod operators;
 pub mod orders;
 pub mod provisioning;
+pub mod queue_limits;
 pub mod quotas;
 pub mod scheduling;
 pub mod sla;

@@ -3,6 +3,9 @@
 
 use crate::error::{ApiError, FieldError};
 
+/// The longest reason a person gives for a change of money or usage.
+pub const REASON_MAX: usize = 500;
+
 #[derive(Default)]
 pub struct Fields {
     errors: Vec<FieldError>,
@@ -29,6 +32,16 @@ impl Fields {
             self.push(field, "must not contain control characters");
         }
         trimmed.to_owned()
+    }
+
+    /// Why a person changes money or usage: 1 to [`REASON_MAX`] characters,
+    /// not only blanks, as the schemas of top-ups, adjustments and
+    /// corrections say.
+    pub fn reason(&mut self, field: &str, value: &str) -> String {
+        if value.trim().is_empty() {
+            self.push(field, "must not be empty");
+        }
+        self.text(field, value, REASON_MAX)
     }
 
     /// Free text: at most `max` characters; newlines and tabs allowed.

@@ -172,16 +172,27 @@ async fn kill_9_while_placing_loses_and_duplicates_nothing(engine: Engine) {
             tokio::spawn(async move { request.send().await.map(|r| r.status()) })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Killed once some orders are being brought up (each takes 2 s), however
+    // long the machine takes to get there.
+    let bringing_up = "SELECT COUNT(*) FROM orders WHERE status IN ('scheduled', 'provisioning')";
+    let mut mid_flight = 0;
+    for _ in 0..500 {
+        mid_flight = setup.count(bringing_up).await;
+        if mid_flight > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(mid_flight > 0, "no order was ever brought up");
     first.kill_9();
     for request in sent {
         // Requests in flight when the process died fail; their retries follow.
         request.await.ok();
     }
-    let mid_flight = setup
-        .count("SELECT COUNT(*) FROM orders WHERE status IN ('scheduled', 'provisioning')")
-        .await;
-    assert!(mid_flight > 0, "the process died while bringing orders up");
+    assert!(
+        setup.count(bringing_up).await > 0,
+        "the process died while bringing orders up"
+    );
 
     let second = Server::start(&url).await;
     let mut ids = std::collections::HashSet::new();

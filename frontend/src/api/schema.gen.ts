@@ -552,6 +552,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/orgs/{org_id}/queue-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Any organization's limits on waiting work. */
+        get: operations["admin_get_limits"];
+        /**
+         * Replaces an organization's limits on waiting work as a whole. Work
+         *     already waiting stays; new orders are refused while it is over.
+         */
+        put: operations["set_limits"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/orgs/{org_id}/quotas": {
         parameters: {
             query?: never;
@@ -1389,6 +1410,23 @@ export interface paths {
         head?: never;
         /** Renames a project or changes its description. */
         patch: operations["update_project"];
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/queue-limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How many orders the organization may have waiting, and has. */
+        get: operations["get_limits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/orgs/{org_id}/quotas": {
@@ -3062,6 +3100,38 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        ProjectLimit: {
+            /** Format: uuid */
+            project_id: string;
+            /** Format: int32 */
+            max_waiting_orders: number;
+        };
+        ProjectQueueLimit: {
+            /** Format: uuid */
+            project_id: string;
+            /** Format: int32 */
+            max_waiting_orders: number;
+            /**
+             * Format: int64
+             * @description Orders of the project waiting now.
+             */
+            waiting_orders: number;
+        };
+        QueueLimits: {
+            /**
+             * Format: int32
+             * @description Orders the organization may have waiting at once.
+             */
+            max_waiting_orders: number;
+            /** @description Whether that is the installation's default (no limit of its own). */
+            default: boolean;
+            /**
+             * Format: int64
+             * @description Orders waiting now.
+             */
+            waiting_orders: number;
+            projects: components["schemas"]["ProjectQueueLimit"][];
+        };
         QueueOutcome: {
             starts: number;
             waiting: number;
@@ -3190,6 +3260,15 @@ export interface components {
         SetPolicies: {
             /** @description Every class with a promise; classes left out have none. */
             policies: components["schemas"]["SlaPolicy"][];
+        };
+        SetQueueLimits: {
+            /**
+             * Format: int32
+             * @description The organization's own limit; absent or `null` for the default.
+             */
+            max_waiting_orders?: number | null;
+            /** @description Every project limit; a project not listed has none of its own. */
+            projects?: components["schemas"]["ProjectLimit"][];
         };
         SetQuotas: {
             /** @description Every quota of the organization; what is not listed is removed. */
@@ -5073,6 +5152,92 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Invoice"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    admin_get_limits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Limits on waiting work */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueLimits"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_limits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetQueueLimits"];
+            };
+        };
+        responses: {
+            /** @description Limits on waiting work */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueLimits"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -7634,6 +7799,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Project"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_limits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Limits on waiting work */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueLimits"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait, QueryFilter, Set,
+    EntityTrait, QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -96,6 +96,7 @@ pub async fn mark_silent(
             .collect();
         for o in order::Entity::find()
             .filter(order::Column::Id.is_in(hit))
+            .lock_exclusive()
             .all(&txn)
             .await?
         {

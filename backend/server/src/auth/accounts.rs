@@ -1,5 +1,7 @@
 //! Sign-up, sign-in and the caller's own identity.
 
+use std::net::{IpAddr, Ipv6Addr};
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -11,8 +13,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
+use super::login_throttle::{self, Verdict};
+use super::password;
 use super::principal::{Actor, Authenticated, Principal};
-use super::{login_throttle, password};
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::entities::user;
@@ -255,17 +258,25 @@ async fn login(
     if throttle_key.len() > 254 || request.password.chars().count() > password::MAX_LENGTH {
         return Err(bad_credentials());
     }
-    if state.login_throttle.is_locked(&throttle_key) {
-        let window = login_throttle::WINDOW.as_secs();
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_login_attempts",
-            format!(
-                "too many failed sign-ins to this account; try again within {} minutes",
-                window / 60
-            ),
-        )
-        .with_retry_after(window));
+    let address: IpAddr = actor
+        .source_address
+        .parse()
+        .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    let window_minutes = login_throttle::WINDOW.as_secs() / 60;
+    match state.login_throttle.check(&throttle_key, address) {
+        Verdict::Go { after } => tokio::time::sleep(after).await,
+        Verdict::AccountRefused => {
+            return Err(too_many_attempts(format!(
+                "too many failed sign-ins to this account from your address; try again within \
+                 {window_minutes} minutes"
+            )));
+        }
+        Verdict::AddressRefused => {
+            return Err(too_many_attempts(format!(
+                "too many failed sign-ins from your address; try again within {window_minutes} \
+                 minutes"
+            )));
+        }
     }
     let account = match normalize_email(&request.email) {
         Some(email) => {
@@ -284,11 +295,27 @@ async fn login(
         )
         .await
         .map_err(ApiError::internal)?;
+    let target = account.as_ref().map(|u| u.id);
     let Some(account) = account.filter(|_| verified) else {
-        state.login_throttle.record_failure(&throttle_key);
+        state.login_throttle.record_failure(&throttle_key, address);
+        audit::record(
+            &state.db,
+            Change {
+                org_id: None,
+                action: "user.login_failed",
+                target_type: "user",
+                target_id: target.map(|id| id.to_string()),
+                details: serde_json::json!({
+                    "email": throttle_key,
+                    "known_account": target.is_some(),
+                }),
+                actor: &actor,
+            },
+        )
+        .await?;
         return Err(bad_credentials());
     };
-    state.login_throttle.record_success(&throttle_key);
+    state.login_throttle.record_success(&throttle_key, address);
     audit::record(
         &state.db,
         Change {
@@ -309,6 +336,15 @@ async fn login(
         token_type: "Bearer".into(),
         expires_in: state.sessions.ttl_seconds(),
     }))
+}
+
+fn too_many_attempts(detail: String) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_login_attempts",
+        detail,
+    )
+    .with_retry_after(login_throttle::WINDOW.as_secs())
 }
 
 fn bad_credentials() -> ApiError {

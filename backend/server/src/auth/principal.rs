@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::{Duration, Utc};
@@ -66,13 +66,30 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let address = crate::http::rate_limit::peer(&request);
+    if request.headers().contains_key(header::AUTHORIZATION)
+        && let Err(wait) = state.rate_limits.check_credentials_allowed(address)
+    {
+        return ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failed_credentials",
+            format!("too many invalid credentials from this address; retry after {wait} s"),
+        )
+        .with_retry_after(wait)
+        .into_response();
+    }
     match resolve(&state, request.headers()).await {
         Ok(Some(principal)) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
         }
         Ok(None) => next.run(request).await,
-        Err(error) => error.into_response(),
+        Err(error) => {
+            if error.status() == StatusCode::UNAUTHORIZED {
+                state.rate_limits.record_failed_credentials(address);
+            }
+            error.into_response()
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use crate::auth::principal::{Actor, Operator};
 use crate::classes::{BalanceKind, InvoiceStatus, LineKind, PricingClass};
 use crate::entities::{balance_entry, billing_account, invoice, invoice_line};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
-use crate::http::csv::Format;
+use crate::http::csv::{Format, Table};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
 use crate::tenancy::access::{OrgAccess, OrgScope, need};
@@ -34,7 +34,6 @@ use crate::validate::Fields;
 const PERIOD_MAX_DAYS: i64 = 366;
 /// The largest adjustment, in micro-units (a billion of the currency).
 const ADJUSTMENT_MAX: i64 = 1_000_000_000_000_000;
-const REASON_MAX: usize = 500;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct InvoiceSummary {
@@ -353,7 +352,7 @@ async fn get_invoice(
     let invoice = view(&state.db, row).await?;
     Ok(match query.format.unwrap_or_default() {
         Format::Json => Json(invoice).into_response(),
-        Format::Csv => crate::http::csv::download("invoice.csv", to_csv(&invoice)),
+        Format::Csv => to_csv(&invoice).download("invoice.csv"),
     })
 }
 
@@ -581,7 +580,7 @@ async fn adjust_invoice(
         -ADJUSTMENT_MAX,
         ADJUSTMENT_MAX,
     );
-    let reason = fields.text("reason", &request.reason, REASON_MAX);
+    let reason = fields.reason("reason", &request.reason);
     fields.finish()?;
     let id = invoice_of(&state, &params).await?.id;
     let row = invoices::adjust(
@@ -783,7 +782,7 @@ async fn top_up(
 ) -> ApiResult<(StatusCode, Json<Balance>)> {
     let mut fields = Fields::default();
     fields.range("amount_micros", request.amount_micros, 1, ADJUSTMENT_MAX);
-    let reason = fields.text("reason", &request.reason, REASON_MAX);
+    let reason = fields.reason("reason", &request.reason);
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
     let org = crate::tenancy::orgs::from_path(&txn, &params).await?;
@@ -795,6 +794,19 @@ async fn top_up(
             ApiError::conflict(
                 "not_prepaid",
                 "the organization is not prepaid; set `prepaid` in its billing terms first",
+            )
+        })?;
+    let after = prepaid::balance(&txn, org.id)
+        .await?
+        .checked_add(request.amount_micros)
+        .filter(|after| *after <= prepaid::BALANCE_MAX)
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "balance_limit",
+                format!(
+                    "the balance may not exceed {} micro-units; top up less",
+                    prepaid::BALANCE_MAX
+                ),
             )
         })?;
     let now = state.clock.now();
@@ -811,7 +823,7 @@ async fn top_up(
     }
     .insert(&txn)
     .await?;
-    if prepaid::balance(&txn, org.id).await? > 0 {
+    if after > 0 {
         let mut row: billing_account::ActiveModel = account.into();
         row.exhausted_at = Set(None);
         row.update(&txn).await?;
@@ -833,27 +845,37 @@ async fn top_up(
 }
 
 /// The lines, then the totals, as CSV; amounts as decimals of the currency.
-fn to_csv(invoice: &Invoice) -> String {
-    use crate::http::csv::quoted;
-    let mut out = String::from(
-        "position,kind,description,instance_type,region,pricing_class,hourly_price,price_permille,quantity_seconds,gpu_seconds,amount,reason\n",
-    );
+fn to_csv(invoice: &Invoice) -> Table {
+    let mut table = Table::new(&[
+        "position",
+        "kind",
+        "description",
+        "instance_type",
+        "region",
+        "pricing_class",
+        "hourly_price",
+        "price_permille",
+        "quantity_seconds",
+        "gpu_seconds",
+        "amount",
+        "reason",
+    ]);
     for l in &invoice.lines {
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
-            l.position,
-            l.kind.as_str(),
-            quoted(&l.description),
-            quoted(l.instance_type.as_deref().unwrap_or_default()),
-            quoted(l.region.as_deref().unwrap_or_default()),
-            l.pricing_class.map_or("", PricingClass::as_str),
+        let cells = [
+            l.position.to_string(),
+            l.kind.as_str().to_owned(),
+            l.description.clone(),
+            l.instance_type.clone().unwrap_or_default(),
+            l.region.clone().unwrap_or_default(),
+            l.pricing_class.map_or("", PricingClass::as_str).to_owned(),
             l.hourly_micros.map(micros_text).unwrap_or_default(),
             l.price_permille.map(|p| p.to_string()).unwrap_or_default(),
-            l.quantity_seconds,
-            l.gpu_seconds,
+            l.quantity_seconds.to_string(),
+            l.gpu_seconds.to_string(),
             micros_text(l.amount_micros),
-            quoted(l.reason.as_deref().unwrap_or_default()),
-        ));
+            l.reason.clone().unwrap_or_default(),
+        ];
+        table.row(cells.iter().map(String::as_str));
     }
     let s = &invoice.summary;
     for (label, micros) in [
@@ -862,9 +884,10 @@ fn to_csv(invoice: &Invoice) -> String {
         ("credits", s.credits_micros),
         ("total", s.total_micros),
     ] {
-        out.push_str(&format!(",{label},,,,,,,,,{},\n", micros_text(micros)));
+        let amount = micros_text(micros);
+        table.row(["", label, "", "", "", "", "", "", "", "", &amount, ""]);
     }
-    out
+    table
 }
 
 fn escape(text: &str) -> String {

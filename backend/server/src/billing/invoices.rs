@@ -102,6 +102,23 @@ pub async fn create_draft(
     Ok(rated)
 }
 
+/// The most an invoice's adjustments may add up to, either way: far above
+/// any real invoice, far below what the arithmetic can hold.
+pub const ADJUSTMENTS_MAX: i64 = 100_000_000_000_000_000;
+
+/// A sum of amounts, refused rather than wrapped when it cannot be held.
+fn checked_sum(amounts: impl IntoIterator<Item = i64>) -> ApiResult<i64> {
+    amounts
+        .into_iter()
+        .try_fold(0_i64, i64::checked_add)
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "amount_too_large",
+                "the invoice's amounts add up to more than can be represented",
+            )
+        })
+}
+
 /// Replaces a draft's rated lines with a fresh rating, keeps its
 /// adjustments, and updates its totals.
 pub async fn rerate(
@@ -153,23 +170,26 @@ pub async fn rerate(
         row.position = Set(position);
         row.update(db).await?;
     }
-    let sum = |kind: LineKind| -> i64 {
-        lines
-            .iter()
-            .filter(|l| l.kind == kind)
-            .map(|l| l.amount_micros)
-            .sum()
+    let sum = |kinds: &[LineKind]| {
+        checked_sum(
+            lines
+                .iter()
+                .filter(|l| kinds.contains(&l.kind))
+                .map(|l| l.amount_micros),
+        )
     };
-    let subtotal = sum(LineKind::Usage) + sum(LineKind::Correction);
-    let discount = sum(LineKind::Discount);
-    let credits: i64 = sum(LineKind::SlaCredit)
-        + sum(LineKind::Prepaid)
-        + adjustments.iter().map(|a| a.amount_micros).sum::<i64>();
+    let subtotal = sum(&[LineKind::Usage, LineKind::Correction])?;
+    let discount = sum(&[LineKind::Discount])?;
+    let credits = checked_sum([
+        sum(&[LineKind::SlaCredit, LineKind::Prepaid])?,
+        checked_sum(adjustments.iter().map(|a| a.amount_micros))?,
+    ])?;
+    let total = checked_sum([subtotal, discount, credits])?;
     let mut row: invoice::ActiveModel = draft.into();
     row.subtotal_micros = Set(subtotal);
     row.discount_micros = Set(discount);
     row.credits_micros = Set(credits);
-    row.total_micros = Set(subtotal + discount + credits);
+    row.total_micros = Set(total);
     row.rated_at = Set(now);
     Ok(row.update(db).await?)
 }
@@ -600,6 +620,24 @@ pub async fn adjust(
 ) -> ApiResult<invoice::Model> {
     let txn = crate::db::write(db).await?;
     let draft = in_state(&txn, id, &[InvoiceStatus::Draft], "adjusted").await?;
+    let adjusted: Vec<i64> = invoice_line::Entity::find()
+        .filter(invoice_line::Column::InvoiceId.eq(id))
+        .filter(invoice_line::Column::Kind.eq(LineKind::Adjustment))
+        .all(&txn)
+        .await?
+        .into_iter()
+        .map(|l| l.amount_micros)
+        .collect();
+    let after = checked_sum(adjusted.into_iter().chain([amount_micros]))?;
+    if after.abs() > ADJUSTMENTS_MAX {
+        return Err(ApiError::unprocessable(
+            "adjustment_limit",
+            format!(
+                "the invoice's adjustments would come to {after} micro-units; they may add up to \
+                 at most {ADJUSTMENTS_MAX} either way"
+            ),
+        ));
+    }
     let last = invoice_line::Entity::find()
         .filter(invoice_line::Column::InvoiceId.eq(id))
         .select_only()

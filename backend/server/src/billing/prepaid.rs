@@ -22,6 +22,10 @@ use crate::entities::{balance_entry, billing_account, order};
 use crate::error::{ApiError, ApiResult};
 use crate::orders::lifecycle;
 
+/// The highest a balance may be topped up to: far above any real balance,
+/// far below what the ledger's sums can hold.
+pub const BALANCE_MAX: i64 = 100_000_000_000_000_000;
+
 /// The sum of the entries `entries` selects.
 async fn total(
     db: &impl ConnectionTrait,
@@ -183,6 +187,7 @@ async fn stop_unpaid(
             OrderStatus::Running,
             OrderStatus::Preempted,
         ]))
+        .lock_exclusive()
         .all(db)
         .await?;
     for o in live {

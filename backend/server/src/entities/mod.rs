@@ -25,6 +25,7 @@ pub mod order_dependency;
 pub mod organization;
 pub mod price;
 pub mod project;
+pub mod queue_limit;
 pub mod quota;
 pub mod region;
 pub mod sla_credit;

@@ -8,3 +8,4 @@ pub mod idempotency;
 pub mod pagination;
 pub mod problem;
 pub mod rate_limit;
+pub mod request_id;

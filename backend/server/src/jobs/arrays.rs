@@ -173,8 +173,11 @@ async fn cancel_members(
     let now = state.clock.now();
     let mut cancelled = 0;
     for member in members.into_iter().filter(|m| !m.status.is_final()) {
-        crate::orders::cancel(&txn, member, now).await?;
-        cancelled += 1;
+        if let crate::orders::Cancelled::Now { .. } =
+            crate::orders::cancel(&txn, member.id, now).await?
+        {
+            cancelled += 1;
+        }
     }
     audit::record(
         &txn,

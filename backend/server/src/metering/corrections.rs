@@ -25,8 +25,6 @@ use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
 use crate::validate::Fields;
 
-const REASON_MAX: usize = 500;
-
 #[derive(Debug, Serialize, ToSchema)]
 pub struct UsageRecord {
     pub id: Uuid,
@@ -149,7 +147,7 @@ async fn correct_record(
 ) -> ApiResult<(StatusCode, Json<UsageRecord>)> {
     let mut fields = Fields::default();
     fields.range("seconds", request.seconds, 1, 3600);
-    let reason = fields.text("reason", &request.reason, REASON_MAX);
+    let reason = fields.reason("reason", &request.reason);
     fields.finish()?;
     let id = path_uuid(&params, "record_id", Resource::UsageRecord)?;
     let txn = crate::db::write(&state.db).await?;

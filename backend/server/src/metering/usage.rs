@@ -6,7 +6,6 @@
 //! hour (UTC), so any period on whole hours, and every day, is exact.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use axum::Json;
 use axum::extract::State;
@@ -27,7 +26,7 @@ use crate::auth::principal::Operator;
 use crate::classes::PricingClass;
 use crate::entities::{allocation, gpu_telemetry, order, organization, project, usage_record};
 use crate::error::{ApiError, ApiResult, ProblemResponses};
-use crate::http::csv::Format;
+use crate::http::csv::{Format, Table};
 use crate::http::extract::ApiQuery;
 use crate::tenancy::access::{OrgAccess, need};
 
@@ -455,15 +454,21 @@ async fn project_names(
 fn respond(usage: Usage, format: Format) -> Response {
     match format {
         Format::Json => Json(usage).into_response(),
-        Format::Csv => crate::http::csv::download("usage.csv", to_csv(&usage)),
+        Format::Csv => to_csv(&usage).download("usage.csv"),
     }
 }
 
-/// One row per group, then the totals; names are quoted as RFC 4180 asks.
-fn to_csv(usage: &Usage) -> String {
-    let mut out = String::from(
-        "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds\n",
-    );
+/// One row per group, then the totals.
+fn to_csv(usage: &Usage) -> Table {
+    let mut table = Table::new(&[
+        "group",
+        "key",
+        "label",
+        "gpu_seconds",
+        "billable_gpu_seconds",
+        "excluded_gpu_seconds",
+        "node_seconds",
+    ]);
     let group_by = serde_json::to_value(usage.group_by)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -481,17 +486,20 @@ fn to_csv(usage: &Usage) -> String {
         })
         .chain(std::iter::once(("total", "", "", usage.totals)));
     for (group, key, label, f) in rows {
-        let _ = writeln!(
-            out,
-            "{group},{key},{},{},{},{},{}",
-            crate::http::csv::quoted(label),
+        let figures = [
             f.gpu_seconds,
             f.billable_gpu_seconds,
             f.excluded_gpu_seconds,
-            f.node_seconds
+            f.node_seconds,
+        ]
+        .map(|n| n.to_string());
+        table.row(
+            [group, key, label]
+                .into_iter()
+                .chain(figures.iter().map(String::as_str)),
         );
     }
-    out
+    table
 }
 
 #[cfg(test)]
@@ -519,10 +527,10 @@ mod tests {
             totals: figures,
         };
         assert_eq!(
-            to_csv(&usage),
+            to_csv(&usage).text(),
             "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds\n\
              project,p,\"the \"\"big\"\" run, again\",7200,7000,200,900\n\
-             total,,\"\",7200,7000,200,900\n"
+             total,,,7200,7000,200,900\n"
         );
     }
 

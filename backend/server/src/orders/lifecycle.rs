@@ -4,11 +4,26 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use crate::classes::{AllocationState, OrderStatus};
 use crate::entities::{allocation, gpu_claim, order};
+
+/// Reads an order for a change of its status, locking its row until the
+/// transaction ends (PostgreSQL; SQLite's write transactions are serial
+/// already). An actor that decides on what it read must lock it: the
+/// scheduling loop may have started the order since, and a change written
+/// from a stale read leaves its GPUs claimed for ever.
+pub async fn lock(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+) -> Result<Option<order::Model>, sea_orm::DbErr> {
+    order::Entity::find_by_id(order_id)
+        .lock_exclusive()
+        .one(db)
+        .await
+}
 
 /// The order came up: it runs with `access`, and metering of its
 /// allocations starts now. Answers false when it was no longer coming up

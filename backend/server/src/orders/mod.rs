@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod lifecycle;
+pub mod reconcile;
 pub mod service;
 
 use std::collections::HashMap;
@@ -461,15 +462,36 @@ async fn create_order(
     ))
 }
 
+/// What a cancel found.
+pub enum Cancelled {
+    /// It was live and is cancelled now (its work is asked to stop); `from`
+    /// is the status it had.
+    Now {
+        order: order::Model,
+        from: OrderStatus,
+    },
+    /// It had ended already, as it stands.
+    Ended(order::Model),
+}
+
 /// Cancels an order that has not ended, inside the caller's transaction:
-/// its work is asked to stop, and it ends once that is done.
+/// its work is asked to stop, and it ends once that is done. The order is
+/// read again under a lock, so what the scheduling loop did to it since the
+/// caller's read (a start, above all) is what the cancel sees and stops.
 pub async fn cancel(
     txn: &impl ConnectionTrait,
-    current: order::Model,
+    order_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<order::Model, sea_orm::DbErr> {
+) -> Result<Cancelled, sea_orm::DbErr> {
+    let current = lifecycle::lock(txn, order_id)
+        .await?
+        .ok_or_else(|| sea_orm::DbErr::RecordNotFound(format!("order {order_id}")))?;
+    if current.status.is_final() {
+        return Ok(Cancelled::Ended(current));
+    }
+    let from = current.status;
     let holding = lifecycle::stop(txn, current.id, now).await?;
-    let still_stopping = holding > 0 || current.status == OrderStatus::Preempted;
+    let still_stopping = holding > 0 || from == OrderStatus::Preempted;
     let mut row: order::ActiveModel = current.into();
     row.status = Set(OrderStatus::Cancelled);
     row.pending_reason = Set(None);
@@ -478,7 +500,10 @@ pub async fn cancel(
     if !still_stopping {
         row.ended_at = Set(Some(now));
     }
-    row.update(txn).await
+    Ok(Cancelled::Now {
+        order: row.update(txn).await?,
+        from,
+    })
 }
 
 /// Cancels a waiting order or terminates a running one; its GPUs are freed
@@ -501,13 +526,13 @@ async fn cancel_order(
 ) -> ApiResult<Json<Order>> {
     let scope = &access.scope;
     let txn = crate::db::write(&state.db).await?;
-    let current = find(&txn, scope, &params).await?;
-    match current.status {
-        OrderStatus::Cancelled => {
+    let id = find(&txn, scope, &params).await?.id;
+    let (updated, from) = match cancel(&txn, id, state.clock.now()).await? {
+        Cancelled::Ended(current) if current.status == OrderStatus::Cancelled => {
             txn.commit().await?;
             return Ok(Json(view(&state.db, current).await?));
         }
-        OrderStatus::Completed | OrderStatus::Failed | OrderStatus::TimedOut => {
+        Cancelled::Ended(current) => {
             return Err(ApiError::conflict(
                 "order_ended",
                 format!(
@@ -517,10 +542,8 @@ async fn cancel_order(
                 ),
             ));
         }
-        _ => {}
-    }
-    let now = state.clock.now();
-    let updated = cancel(&txn, current.clone(), now).await?;
+        Cancelled::Now { order, from } => (order, from),
+    };
     audit::record(
         &txn,
         Change {
@@ -528,7 +551,7 @@ async fn cancel_order(
             action: "order.cancel",
             target_type: "order",
             target_id: Some(updated.id.to_string()),
-            details: serde_json::json!({ "from": current.status }),
+            details: serde_json::json!({ "from": from }),
             actor: &access.actor,
         },
     )

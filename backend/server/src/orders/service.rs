@@ -237,6 +237,14 @@ pub async fn create(
         updated_at: Set(now),
     };
     let txn = crate::db::write(db).await?;
+    crate::queue_limits::admits(
+        &txn,
+        scope.org_id,
+        request.project_id,
+        u64::try_from(count).unwrap_or(1),
+        config.max_waiting_orders,
+    )
+    .await?;
     let row = member(0).insert(&txn).await?;
     let mut members = vec![row.id];
     if count > 1 {

@@ -76,12 +76,16 @@ const METER_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
 /// brings budgeted organizations' spend up to date.
 const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
-/// When the leader last metered and looked for a month to close (domain
-/// time, so tests that move the clock see both happen).
+/// How often the leader looks for GPUs still held by ended orders.
+const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// When the leader last metered, looked for a month to close and for GPUs
+/// to reclaim (domain time, so tests that move the clock see them happen).
 #[derive(Default)]
-struct BillingDue {
+struct Due {
     metered: Option<DateTime<Utc>>,
     month_checked: Option<DateTime<Utc>>,
+    reclaimed: Option<DateTime<Utc>>,
     /// Whether the last month-end and budget pass still runs.
     closing: Arc<AtomicBool>,
 }
@@ -96,10 +100,7 @@ struct Handed {
 
 /// Runs the loop until `stop` turns true, then gives the lease up.
 pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
-    let holder = state.scheduler.holder().to_owned();
     let config = &state.config;
-    let ttl =
-        chrono::Duration::seconds(i64::try_from(config.scheduler_lease_seconds).unwrap_or(10));
     let interval = Duration::from_millis(config.scheduler_interval_ms);
     let driver = SimulatedDriver::new(
         state.db.clone(),
@@ -111,27 +112,16 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             failure_rate: config.simulated_failure_rate,
         },
     );
+    let keeper = tokio::spawn(keep_lease(state.clone(), stop.clone()));
     let mut handed = Handed::default();
-    let mut billing = BillingDue::default();
+    let mut due = Due::default();
     loop {
-        match lease::hold(&state.db, LEASE, &holder, ttl).await {
-            Ok(true) => {
-                if !state.scheduler.is_leader() {
-                    tracing::info!(%holder, "this process now runs the scheduling loop");
-                }
-                state.scheduler.leader.store(true, Ordering::Relaxed);
-                if let Err(error) = cycle(&state, &driver, &mut handed, &mut billing).await {
-                    tracing::warn!(%error, "scheduling cycle failed; retrying");
-                }
+        if state.scheduler.is_leader() {
+            if let Err(error) = cycle(&state, &driver, &mut handed, &mut due).await {
+                tracing::warn!(%error, "scheduling cycle failed; retrying");
             }
-            Ok(false) => {
-                state.scheduler.leader.store(false, Ordering::Relaxed);
-                handed = Handed::default();
-            }
-            Err(error) => {
-                state.scheduler.leader.store(false, Ordering::Relaxed);
-                tracing::warn!(%error, "could not take or renew the scheduler lease");
-            }
+        } else {
+            handed = Handed::default();
         }
         tokio::select! {
             () = state.scheduler.wake.notified() => {}
@@ -139,10 +129,39 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             _ = stop.changed() => break,
         }
     }
+    keeper.await.ok();
     if state.scheduler.is_leader() {
         state.scheduler.leader.store(false, Ordering::Relaxed);
-        if let Err(error) = lease::release(&state.db, LEASE, &holder).await {
+        if let Err(error) = lease::release(&state.db, LEASE, state.scheduler.holder()).await {
             tracing::warn!(%error, "could not give the scheduler lease up");
+        }
+    }
+}
+
+/// Takes and renews the scheduler lease four times per lease life, apart
+/// from the cycles: a long cycle never lets the lease lapse, so the lease
+/// can be short and a dead leader is replaced within about one lease life.
+async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
+    let seconds = state.config.scheduler_lease_seconds;
+    let ttl = chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(10));
+    let renew_every = Duration::from_secs(seconds) / 4;
+    let holder = state.scheduler.holder().to_owned();
+    loop {
+        let leading = match lease::hold(&state.db, LEASE, &holder, ttl).await {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(%error, "could not take or renew the scheduler lease");
+                false
+            }
+        };
+        let was = state.scheduler.leader.swap(leading, Ordering::Relaxed);
+        if leading && !was {
+            tracing::info!(%holder, "this process now runs the scheduling loop");
+            state.scheduler.wake();
+        }
+        tokio::select! {
+            () = tokio::time::sleep(renew_every) => {}
+            _ = stop.changed() => break,
         }
     }
 }
@@ -154,7 +173,7 @@ async fn cycle(
     state: &AppState,
     driver: &dyn Driver,
     handed: &mut Handed,
-    billing: &mut BillingDue,
+    due: &mut Due,
 ) -> anyhow::Result<()> {
     let began = Instant::now();
     let now = state.clock.now();
@@ -166,26 +185,30 @@ async fn cycle(
     // `now − deadline` is known, so spans up to there are final. Billing
     // trouble is logged and retried next cycle; it never holds placement up.
     let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
-    if billing.metered.is_none_or(|at| now - at >= METER_EVERY) {
-        billing.metered = Some(now);
+    if due.metered.is_none_or(|at| now - at >= METER_EVERY) {
+        due.metered = Some(now);
         if let Err(error) = crate::metering::meter(&state.db, now - deadline, interval).await {
             tracing::warn!(%error, "metering failed; retrying next cycle");
         }
     }
-    if billing
+    if due
         .month_checked
         .is_none_or(|at| now - at >= MONTH_CHECK_EVERY)
     {
-        billing.month_checked = Some(now);
+        due.month_checked = Some(now);
         // Rating whole months takes seconds for large tenants: it runs
         // beside the loop, one pass at a time, so placement never waits.
-        if !billing.closing.swap(true, Ordering::AcqRel) {
-            let (state, closing) = (state.clone(), billing.closing.clone());
+        if !due.closing.swap(true, Ordering::AcqRel) {
+            let (state, closing) = (state.clone(), due.closing.clone());
             tokio::spawn(async move {
                 close_month_and_budgets(&state, now).await;
                 closing.store(false, Ordering::Release);
             });
         }
+    }
+    if due.reclaimed.is_none_or(|at| now - at >= RECLAIM_EVERY) {
+        due.reclaimed = Some(now);
+        crate::orders::reconcile::reclaim(&state.db, now).await?;
     }
     end_expired(state, now).await?;
     crate::jobs::time_out(&state.db, now).await?;
