@@ -26,9 +26,8 @@ const FINAL: [OrderStatus; 4] = [
     OrderStatus::TimedOut,
 ];
 
-/// Asks every active allocation of an ended order to stop; answers how
-/// many there were.
-pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, DbErr> {
+/// Asks every active allocation of an ended order to stop.
+pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<(), DbErr> {
     let ended = Query::select()
         .column(order::Column::Id)
         .from(order::Entity)
@@ -43,7 +42,6 @@ pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usiz
     for a in leaked {
         by_order.entry(a.order_id).or_default().push(a);
     }
-    let mut reclaimed = 0;
     for (order_id, allocations) in by_order {
         let txn = crate::db::write(db).await?;
         // Read again under the lock: only a final order's GPUs are taken.
@@ -81,7 +79,6 @@ pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usiz
             allocations = stopped,
             "an ended order still held GPUs; its allocations are stopped"
         );
-        reclaimed += usize::try_from(stopped).unwrap_or(0);
     }
-    Ok(reclaimed)
+    Ok(())
 }

@@ -208,7 +208,9 @@ async fn cycle(
     }
     if due.reclaimed.is_none_or(|at| now - at >= RECLAIM_EVERY) {
         due.reclaimed = Some(now);
-        crate::orders::reconcile::reclaim(&state.db, now).await?;
+        if let Err(error) = crate::orders::reconcile::reclaim(&state.db, now).await {
+            tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
+        }
     }
     end_expired(state, now).await?;
     crate::jobs::time_out(&state.db, now).await?;
