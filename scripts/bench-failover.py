@@ -65,8 +65,10 @@ def leading(port, token):
         return False
 
 
-replicas = {port: start(port) for port in PORTS}
+# One after the other: the first applies the migrations.
+replicas = {}
 for port in PORTS:
+    replicas[port] = start(port)
     ready(port)
 account = {"email": "operator@example.com", "password": PASSWORD}
 call(PORTS[0], "/api/v1/auth/signup", dict(account, name="Operator", organization="Operator"))
