@@ -209,6 +209,19 @@ describe("the console", () => {
     await operator.page.getByRole("button", { name: "Save quotas" }).click();
     await operator.page.getByText("Quotas saved").waitFor();
 
+    // The operator lets the tenant queue nothing more, then gives it the
+    // installation's default back.
+    const limit = operator.page.getByLabel("Limit of its own");
+    await limit.fill("0");
+    await operator.page.getByRole("button", { name: "Save limit" }).click();
+    await operator.page.getByText("Waiting-order limit saved").waitFor();
+    await expect(apiCall(server, bobToken, "POST", `/orgs/${bravoOrg}/orders`, order)).rejects.toThrow(
+      /429.*too_many_waiting_orders/,
+    );
+    await limit.fill("");
+    await operator.page.getByRole("button", { name: "Save limit" }).click();
+    await operator.page.getByText("(the installation's default)").waitFor();
+
     // The tenant's page refreshes on its own.
     await tenant.page.locator("text=running").first().waitFor({ timeout: 30_000 });
     await tenant.page.getByRole("table", { name: "Placement" }).waitFor();

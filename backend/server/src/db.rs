@@ -7,8 +7,8 @@ use anyhow::Context;
 use gantry_migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    DbErr, SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 
 /// Opens a pool. For SQLite the file and its directory are created when
@@ -60,9 +60,24 @@ pub async fn write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr
     .await
 }
 
-/// Applies every pending migration.
+/// The PostgreSQL advisory lock migrations are applied under.
+const MIGRATION_LOCK: i64 = 0x6761_6e74_7279;
+
+/// Applies every pending migration, in one transaction that holds the
+/// database's write lock (SQLite) or an advisory lock (PostgreSQL): replicas
+/// starting together on a new database would otherwise each apply the same
+/// migrations and all but one fail. The others wait, then find nothing to do.
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
-    Migrator::up(db, None).await.context("applying migrations")
+    let txn = write(db).await.context("starting the migration")?;
+    if db.get_database_backend() == DbBackend::Postgres {
+        txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))
+            .await
+            .context("waiting for another replica's migration")?;
+    }
+    Migrator::up(&txn, None)
+        .await
+        .context("applying migrations")?;
+    txn.commit().await.context("committing the migrations")
 }
 
 /// Whether the database answers and every migration is applied.

@@ -17,6 +17,7 @@ on_both_engines!(
     kill_9_while_placing_loses_and_duplicates_nothing,
     kill_9_while_metering_loses_and_double_counts_no_usage,
     two_replicas_share_one_lease_and_a_killed_leader_hands_it_over,
+    replicas_starting_together_on_an_empty_database_all_come_up,
 );
 
 /// A `gantry serve` process, killed with SIGKILL when dropped.
@@ -340,4 +341,40 @@ async fn two_replicas_share_one_lease_and_a_killed_leader_hands_it_over(engine: 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the new leader never ran the order");
+}
+
+/// A deployment rolls out several replicas at once onto a new database:
+/// one applies the migrations, the others wait for it, and all serve.
+async fn replicas_starting_together_on_an_empty_database_all_come_up(engine: Engine) {
+    use gantry_migrations::{Migrator, MigratorTrait};
+
+    let mut setup = TestServer::start(engine).await;
+    setup.stop().await;
+    Migrator::down(setup.db(), None)
+        .await
+        .expect("an empty database");
+    let url = setup.state.config.database_url();
+    let replicas = tokio::join!(
+        Server::start(&url),
+        Server::start(&url),
+        Server::start(&url)
+    );
+    let tenant = replicas
+        .0
+        .http
+        .post(format!("{}/api/v1/auth/signup", replicas.1.base))
+        .json(&json!({
+            "email": "first@example.com",
+            "password": support::PASSWORD,
+            "name": "First",
+            "organization": "First",
+        }))
+        .send()
+        .await
+        .expect("sign up");
+    assert_eq!(tenant.status(), StatusCode::CREATED);
+    assert_eq!(
+        setup.count("SELECT COUNT(*) FROM seaql_migrations").await,
+        i64::try_from(Migrator::migrations().len()).expect("count")
+    );
 }

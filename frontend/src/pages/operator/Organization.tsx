@@ -30,7 +30,10 @@ export function OrganizationPage() {
           <Quotas orgId={orgId} />
         </Grid.Col>
         <Grid.Col span={{ base: 12, xl: 4 }}>
-          <Billing orgId={orgId} />
+          <Stack>
+            <Billing orgId={orgId} />
+            <WaitingLimit orgId={orgId} />
+          </Stack>
         </Grid.Col>
       </Grid>
     </>
@@ -178,6 +181,71 @@ function Quotas({ orgId }: { orgId: string }) {
             </Group>
           </Stack>
         )}
+      </Loadable>
+    </Paper>
+  );
+}
+
+function WaitingLimit({ orgId }: { orgId: string }) {
+  const queryClient = useQueryClient();
+  const limits = useQuery({
+    queryKey: keys.admin("queue-limits", orgId),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/admin/orgs/{org_id}/queue-limits", { params: { path: { org_id: orgId } } })),
+  });
+  // `undefined` until edited; `null` (an emptied field) means the default.
+  const [draft, setDraft] = useState<number | null | undefined>(undefined);
+  const save = useMutation({
+    mutationFn: (own: number | null) =>
+      unwrap(
+        api.PUT("/api/v1/admin/orgs/{org_id}/queue-limits", {
+          params: { path: { org_id: orgId } },
+          body: {
+            max_waiting_orders: own,
+            projects: (limits.data?.projects ?? []).map((p) => ({
+              project_id: p.project_id,
+              max_waiting_orders: p.max_waiting_orders,
+            })),
+          },
+        }),
+      ),
+    onSuccess: (saved) => {
+      notifySuccess("Waiting-order limit saved.");
+      setDraft(undefined);
+      queryClient.setQueryData(keys.admin("queue-limits", orgId), saved);
+    },
+  });
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="xs">
+        Waiting orders
+      </Title>
+      <Loadable query={limits}>
+        {(data) => {
+          const own = draft === undefined ? (data.default ? null : data.max_waiting_orders) : draft;
+          return (
+            <Stack gap="xs">
+              <Text size="sm">
+                {data.waiting_orders.toLocaleString()} waiting of at most {data.max_waiting_orders.toLocaleString()}
+                {data.default ? " (the installation's default)" : ""}; more are refused until some start.
+              </Text>
+              <NumberInput
+                label="Limit of its own"
+                description="Empty: the installation's default"
+                min={0}
+                max={1000000}
+                value={own ?? ""}
+                onChange={(value) => setDraft(typeof value === "number" ? value : null)}
+              />
+              {save.isError && <ProblemAlert error={save.error} title="The limit was not saved" />}
+              <Group>
+                <Button onClick={() => save.mutate(own)} loading={save.isPending} disabled={draft === undefined}>
+                  Save limit
+                </Button>
+              </Group>
+            </Stack>
+          );
+        }}
       </Loadable>
     </Paper>
   );

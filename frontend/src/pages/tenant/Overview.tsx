@@ -20,6 +20,10 @@ export function OverviewPage() {
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
     retry: false,
   });
+  const waiting = useQuery({
+    queryKey: keys.org(orgId, "queue-limits"),
+    queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/queue-limits", { params: { path: { org_id: orgId } } })),
+  });
   const balance = useQuery({
     queryKey: keys.org(orgId, "balance"),
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/balance", { params: { path: { org_id: orgId } } })),
@@ -168,6 +172,12 @@ export function OverviewPage() {
                 )
               }
             </Loadable>
+            {waiting.data && (
+              <Text size="sm" c="dimmed" mt="sm">
+                Orders waiting: {waiting.data.waiting_orders.toLocaleString()} of at most{" "}
+                {waiting.data.max_waiting_orders.toLocaleString()}
+              </Text>
+            )}
           </Paper>
         </Grid.Col>
       </Grid>
