@@ -82,6 +82,9 @@ pub struct AssignedLimits {
 #[derive(Debug, Deserialize)]
 struct Assignments {
     assignments: Vec<Assignment>,
+    /// Absent from control planes that cannot wait for changes.
+    #[serde(default)]
+    version: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -117,6 +120,7 @@ impl From<reqwest::Error> for CallError {
     }
 }
 
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
@@ -197,6 +201,25 @@ impl Client {
             .get(format!("{}/assignments", self.base))
             .bearer_auth(credential);
         Ok(self.call::<Assignments>(request).await?.assignments)
+    }
+
+    /// The version of this node's assignments, answered once they differ
+    /// from `since` or after about `wait`, whichever comes first; `None`
+    /// from a control plane that cannot wait.
+    pub async fn assignments_version(
+        &self,
+        credential: &str,
+        since: Option<&str>,
+        wait: std::time::Duration,
+    ) -> Result<Option<String>, CallError> {
+        let mut url = format!("{}/assignments?wait_ms={}", self.base, wait.as_millis());
+        // Versions are hex digests; anything else is not sent back.
+        if let Some(since) = since.filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric())) {
+            url.push_str("&since=");
+            url.push_str(since);
+        }
+        let request = self.http.get(url).bearer_auth(credential);
+        Ok(self.call::<Assignments>(request).await?.version)
     }
 
     /// Ships a workload's output. Output of work this node no longer holds

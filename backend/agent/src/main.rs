@@ -5,6 +5,7 @@ use std::io::Write;
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -286,11 +287,26 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         unsent: Vec::new(),
         unsent_output: Vec::new(),
     };
+    let mut exits = tokio::time::interval(EXIT_CHECK);
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let (current_credential, watched_credential) = tokio::sync::watch::channel(credential.clone());
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let watcher = tokio::spawn(watch_assignments(
+        client.clone(),
+        watched_credential,
+        changed.clone(),
+    ));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            () = changed.notified() => {}
+            // A workload that ended is reported at once, not at the next tick.
+            _ = exits.tick() => {
+                if !supervisor.any_ended() {
+                    continue;
+                }
+            }
             _ = terminate.recv() => break,
         }
         match round.step(&credential, &mut supervisor).await {
@@ -298,6 +314,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             Ok(Some(rotated)) => {
                 save(&saved_path, rotated.node_id, &rotated.credential)?;
                 credential = rotated.credential;
+                current_credential.send_replace(credential.clone());
                 tracing::info!("node credential rotated");
             }
             Err(CallError::Unauthorized) => {
@@ -313,8 +330,45 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             Err(CallError::Other(error)) => tracing::warn!(%error, "control plane unreachable"),
         }
     }
+    watcher.abort();
     tracing::info!("agent stopping; workloads keep running");
     Ok(())
+}
+
+/// How often the agent looks for workloads that ended between rounds.
+const EXIT_CHECK: Duration = Duration::from_millis(100);
+
+/// How long one wait for new assignments lasts: under the client's 10 s
+/// timeout.
+const ASSIGNMENT_WAIT: Duration = Duration::from_secs(8);
+
+/// Waits on the control plane for this node's assignments to change and
+/// wakes the agent's round the moment they do, so a start or a stop does
+/// not wait for the next tick. Rounds still run on every tick, which is all
+/// there is with a control plane that cannot wait.
+async fn watch_assignments(
+    client: Client,
+    credential: tokio::sync::watch::Receiver<String>,
+    changed: Arc<tokio::sync::Notify>,
+) {
+    let mut version: Option<String> = None;
+    loop {
+        let current = credential.borrow().clone();
+        match client
+            .assignments_version(&current, version.as_deref(), ASSIGNMENT_WAIT)
+            .await
+        {
+            Ok(Some(next)) => {
+                if version.as_ref() != Some(&next) {
+                    version = Some(next);
+                    changed.notify_one();
+                }
+            }
+            // Nothing to wait on, or the control plane away or refusing
+            // (the round reports that): look again a little later.
+            Ok(None) | Err(_) => tokio::time::sleep(ASSIGNMENT_WAIT).await,
+        }
+    }
 }
 
 async fn register(

@@ -437,6 +437,19 @@ impl Supervisor {
         }
     }
 
+    /// Whether a workload has ended since the last `poll`, without taking
+    /// its end: the next round reconciles first and then polls, so an ended
+    /// workload is never mistaken for one still to start.
+    pub fn any_ended(&mut self) -> bool {
+        self.workloads
+            .values_mut()
+            .any(|workload| match &mut workload.child {
+                // The status stays with the child for `poll` to read again.
+                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
+                None => !leader_running(workload.pgid, workload.started),
+            })
+    }
+
     /// Collects exits and kills groups whose grace period is over.
     pub fn poll(&mut self) -> Vec<Event> {
         let mut events = Vec::new();

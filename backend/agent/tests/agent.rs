@@ -22,6 +22,7 @@ on_both_engines!(
     agent_runs_work_on_exact_gpus_and_its_death_requeues_it,
     restarts_of_the_control_plane_and_the_agent_keep_work_running,
     an_operator_rotates_and_revokes_a_running_agents_credential,
+    starts_and_stops_reach_the_agent_without_waiting_for_its_round,
 );
 
 fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
@@ -420,4 +421,32 @@ async fn an_operator_rotates_and_revokes_a_running_agents_credential(engine: Eng
         "the refused credential is forgotten"
     );
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// An agent whose rounds are a minute apart still starts and stops work at
+/// once: it waits on the control plane for its assignments to change.
+async fn starts_and_stops_reach_the_agent_without_waiting_for_its_round(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    let op = &operator.token;
+    let token = lab::catalog(&server, op).await;
+    let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
+    let _agent = Agent(
+        lab::agent_command_every(&server, &token, "gpu-box-1", &dir, "process", 60_000)
+            .args(["--workload-command", "sleep 3600"])
+            .spawn()
+            .expect("start the agent"),
+    );
+    registered(&server, op).await;
+    let tenant = server.signup("tenant").await;
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
+    // Well inside the minute the next round would take.
+    server.wait_status(&tenant, order, "running").await;
+    server.cancel(&tenant, order).await;
+    server
+        .wait_order(&tenant, order, "released", |o| !o["ended_at"].is_null())
+        .await;
+    std::fs::remove_dir_all(&dir).ok();
 }

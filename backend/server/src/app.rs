@@ -245,7 +245,14 @@ pub async fn serve(
     spawn_housekeeping(state.clone());
     let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
     let scheduler = tokio::spawn(crate::scheduling::run(state.clone(), scheduler_stopped));
+    let handle = state.scheduler.clone();
     let app = router(state)?;
+    let shutdown = async move {
+        shutdown.await;
+        // Agents' waiting fetches answer now instead of holding the
+        // shutdown up for their whole wait.
+        handle.stop_assignment_waits();
+    };
     let served = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

@@ -726,7 +726,9 @@ export interface paths {
         };
         /**
          * What should run on this node now, and what must stop. Fetching an order
-         *     being brought up marks it `provisioning`.
+         *     being brought up marks it `provisioning`. With `since` and `wait_ms` the
+         *     answer comes the moment the assignments change (a long poll), so a start
+         *     or stop reaches the node without waiting for its next round.
          */
         get: operations["assignments"];
         put?: never;
@@ -1630,6 +1632,11 @@ export interface components {
         };
         Assignments: {
             assignments: components["schemas"]["Assignment"][];
+            /**
+             * @description Changes exactly when the assignments do: pass it back as `since` to
+             *     wait for the next change.
+             */
+            version: string;
         };
         Attempt: {
             /**
@@ -5695,7 +5702,18 @@ export interface operations {
     };
     assignments: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description The `version` the agent holds: the answer waits until the
+                 *     assignments differ from it, for up to `wait_ms`.
+                 */
+                since?: string;
+                /**
+                 * @description How long to wait for a change, in milliseconds (0 to 20000; 0 answers
+                 *     at once).
+                 */
+                wait_ms?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;

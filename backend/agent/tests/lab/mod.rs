@@ -29,6 +29,18 @@ pub fn agent_command(
     state_dir: &Path,
     runtime: &str,
 ) -> Command {
+    agent_command_every(server, token, name, state_dir, runtime, 100)
+}
+
+/// [`agent_command`] with rounds every `interval_ms`.
+pub fn agent_command_every(
+    server: &TestServer,
+    token: &str,
+    name: &str,
+    state_dir: &Path,
+    runtime: &str,
+    interval_ms: u64,
+) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gantry-agent"));
     command
         .env("GANTRY_JOIN_TOKEN", token)
@@ -40,7 +52,8 @@ pub fn agent_command(
             "--runtime",
             runtime,
         ])
-        .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms", "100"])
+        .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms"])
+        .arg(interval_ms.to_string())
         .arg("--state-dir")
         .arg(state_dir)
         .stdout(Stdio::null())

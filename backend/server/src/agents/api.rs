@@ -1,6 +1,7 @@
 //! The agent API: register, heartbeat, assignments, status.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -9,7 +10,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
@@ -23,7 +24,7 @@ use crate::entities::{
     allocation, gpu, gpu_model, gpu_telemetry, image, instance_type, join_token, node, order,
 };
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
-use crate::http::extract::ApiJson;
+use crate::http::extract::{ApiJson, ApiQuery};
 use crate::inventory::nodes::{self, GpuSpec, NodeSpec};
 use crate::orders::{HostAccess, OrderAccess, SshAccess, lifecycle};
 use crate::validate::Fields;
@@ -200,7 +201,30 @@ pub struct AssignedImage {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Assignments {
     pub assignments: Vec<Assignment>,
+    /// Changes exactly when the assignments do: pass it back as `since` to
+    /// wait for the next change.
+    pub version: String,
 }
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct AssignmentsQuery {
+    /// The `version` the agent holds: the answer waits until the
+    /// assignments differ from it, for up to `wait_ms`.
+    #[param(max_length = 64)]
+    pub since: Option<String>,
+    /// How long to wait for a change, in milliseconds (0 to 20000; 0 answers
+    /// at once).
+    #[param(minimum = 0, maximum = 20000)]
+    pub wait_ms: Option<u64>,
+}
+
+/// The longest an agent's fetch waits for its assignments to change.
+const WAIT_MAX: Duration = Duration::from_secs(20);
+/// How often a waiting fetch looks again without being told of a change:
+/// another replica's scheduling loop cannot tell this one.
+const RECHECK: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -586,20 +610,86 @@ async fn heartbeat(
 }
 
 /// What should run on this node now, and what must stop. Fetching an order
-/// being brought up marks it `provisioning`.
+/// being brought up marks it `provisioning`. With `since` and `wait_ms` the
+/// answer comes the moment the assignments change (a long poll), so a start
+/// or stop reaches the node without waiting for its next round.
 #[utoipa::path(
     get,
     path = "/agent/assignments",
     tag = "agent",
+    params(AssignmentsQuery),
     responses((status = 200, description = "This node's assignments", body = Assignments), ProblemResponses),
     security(("bearer" = []))
 )]
 async fn assignments(
     State(state): State<AppState>,
     agent: NodeAgent,
+    ApiQuery(query): ApiQuery<AssignmentsQuery>,
 ) -> ApiResult<Json<Assignments>> {
+    let mut fields = Fields::default();
+    if query.since.as_ref().is_some_and(|s| s.len() > 64) {
+        fields.push("since", "at most 64 characters");
+    }
+    if query.wait_ms.is_some_and(|w| w > 20_000) {
+        fields.push("wait_ms", "at most 20000");
+    }
+    fields.finish()?;
+    let wait = Duration::from_millis(query.wait_ms.unwrap_or(0)).min(WAIT_MAX);
+    let deadline = tokio::time::Instant::now() + wait;
+    // Subscribed before the first look, so a change made while looking wakes
+    // the wait below.
+    let mut changes = state.scheduler.assignment_changes();
+    loop {
+        let assignments = current(&state, &agent.node).await?;
+        let version = version(&assignments);
+        let now = tokio::time::Instant::now();
+        if query.since.as_deref() != Some(version.as_str())
+            || now >= deadline
+            || !state.scheduler.assignment_waits_allowed()
+        {
+            return Ok(Json(Assignments {
+                assignments,
+                version,
+            }));
+        }
+        let pause = deadline.saturating_duration_since(now).min(RECHECK);
+        // A closed channel (the server stopping) ends the wait like a timeout.
+        tokio::time::timeout(pause, changes.changed()).await.ok();
+    }
+}
+
+/// A digest of the assignments, the same for the same content whatever the
+/// order of their maps.
+fn version(assignments: &[Assignment]) -> String {
+    let value = serde_json::to_value(assignments).unwrap_or_default();
+    let digest = crate::digest::sha256_hex(&[canonical(&value).as_bytes()]);
+    digest[..32].to_owned()
+}
+
+fn canonical(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(&String, String)> =
+                map.iter().map(|(k, v)| (k, canonical(v))).collect();
+            entries.sort();
+            let inner: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{v}", serde_json::Value::from(k.as_str())))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        serde_json::Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(canonical).collect();
+            format!("[{}]", inner.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The node's assignments as they stand, in the order of their orders.
+async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignment>> {
     let live = allocation::Entity::find()
-        .filter(allocation::Column::NodeId.eq(agent.node.id))
+        .filter(allocation::Column::NodeId.eq(node.id))
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(&state.db)
         .await?;
@@ -669,7 +759,7 @@ async fn assignments(
         .await?
         .into_iter()
         .collect();
-    let assignments = live
+    let mut assignments = live
         .into_iter()
         .filter_map(|a| {
             let order = orders.get(&a.order_id)?;
@@ -732,8 +822,9 @@ async fn assignments(
                     }),
             })
         })
-        .collect();
-    Ok(Json(Assignments { assignments }))
+        .collect::<Vec<_>>();
+    assignments.sort_by_key(|a| a.order_id);
+    Ok(assignments)
 }
 
 fn check_access(fields: &mut Fields, access: &ReportedAccess) {

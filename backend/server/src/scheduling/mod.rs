@@ -40,6 +40,11 @@ pub struct SchedulerHandle {
     leader: Arc<AtomicBool>,
     /// This process's name on the lease.
     holder: Arc<str>,
+    /// Counts the cycles that may have changed what agents run; waiting
+    /// agent fetches watch it.
+    assignments: Arc<watch::Sender<u64>>,
+    /// Set when the server shuts down: no fetch waits any more.
+    stopping: Arc<AtomicBool>,
 }
 
 impl Default for SchedulerHandle {
@@ -48,6 +53,8 @@ impl Default for SchedulerHandle {
             wake: Arc::default(),
             leader: Arc::default(),
             holder: Uuid::new_v4().to_string().into(),
+            assignments: Arc::new(watch::Sender::new(0)),
+            stopping: Arc::default(),
         }
     }
 }
@@ -66,6 +73,27 @@ impl SchedulerHandle {
     /// Whether this process runs the loop now.
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Relaxed)
+    }
+
+    /// Tells when agents' assignments may have changed in this process.
+    pub fn assignment_changes(&self) -> watch::Receiver<u64> {
+        self.assignments.subscribe()
+    }
+
+    /// Wakes every agent fetch waiting on this process to look again.
+    pub fn assignments_may_have_changed(&self) {
+        self.assignments.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Ends every wait for changed assignments, now and from now on.
+    pub fn stop_assignment_waits(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        self.assignments_may_have_changed();
+    }
+
+    /// Whether fetches may still wait for changed assignments.
+    pub fn assignment_waits_allowed(&self) -> bool {
+        !self.stopping.load(Ordering::Relaxed)
     }
 }
 
@@ -120,6 +148,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             if let Err(error) = cycle(&state, &driver, &mut handed, &mut due).await {
                 tracing::warn!(%error, "scheduling cycle failed; retrying");
             }
+            state.scheduler.assignments_may_have_changed();
         } else {
             handed = Handed::default();
         }
