@@ -409,6 +409,25 @@ impl TestServer {
         panic!("order {order} never became {what}; last seen: {last:#}");
     }
 
+    /// The GPUs an order's first attempt held, as the API lists them: a
+    /// short workload may end before its placement is ever seen, and its
+    /// attempt keeps them.
+    #[allow(dead_code, reason = "only the agent's tests run short workloads")]
+    pub async fn first_attempt_gpus(&self, tenant: &Tenant, order: Uuid) -> Vec<String> {
+        let attempts = self
+            .get(
+                &format!("/api/v1/orgs/{}/orders/{order}/attempts", tenant.org_id),
+                &tenant.token,
+            )
+            .await;
+        attempts.body[0]["nodes"][0]["gpu_ids"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the attempt's GPUs: {:#}", attempts.body))
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
     /// Cancels an order, which must be accepted.
     pub async fn cancel(&self, tenant: &Tenant, order: Uuid) {
         self.post(

@@ -66,6 +66,20 @@ async fn heartbeat_after(server: &TestServer, op: &str, node_id: &str) -> Value 
     panic!("node {node_id} sent no heartbeat after {before}");
 }
 
+/// A new tenant's instance runs on the agent's node and, once cancelled,
+/// stops and ends.
+async fn runs_and_ends(server: &TestServer) {
+    let tenant = server.signup("tenant").await;
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
+    server.wait_status(&tenant, order, "running").await;
+    server.cancel(&tenant, order).await;
+    server
+        .wait_order(&tenant, order, "ended", |o| o["ended_at"].is_string())
+        .await;
+}
+
 /// Whether a process is alive (signal 0 probes without touching it).
 fn alive(pid: &str) -> bool {
     Command::new("kill")
@@ -234,18 +248,9 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     let first = server
         .order(&tenant, json!({ "instance_type": "h100x2" }))
         .await;
-    let running = server
-        .wait_order(&tenant, first, "placed", |o| {
-            !o["placement"].as_array().is_some_and(Vec::is_empty)
-        })
-        .await;
-    let gpus: Vec<String> = running["placement"][0]["gpu_ids"]
-        .as_array()
-        .expect("gpu ids")
-        .iter()
-        .map(|g| g.to_string())
-        .collect();
     let done = server.wait_status(&tenant, first, "completed").await;
+    let gpus = server.first_attempt_gpus(&tenant, first).await;
+    assert_eq!(gpus.len(), 2);
     assert!(done["placement"].as_array().is_some_and(Vec::is_empty));
     assert!(done["ended_at"].is_string());
     let seen =
@@ -383,15 +388,7 @@ async fn an_operator_rotates_and_revokes_a_running_agents_credential(engine: Eng
     let rotated = rotated.expect("the agent saved a new credential");
     assert_eq!(heartbeat(first).await, reqwest::StatusCode::UNAUTHORIZED);
     assert_eq!(heartbeat(rotated).await, reqwest::StatusCode::OK);
-    let tenant = server.signup("tenant").await;
-    let order = server
-        .order(&tenant, json!({ "instance_type": "h100x2" }))
-        .await;
-    server.wait_status(&tenant, order, "running").await;
-    server.cancel(&tenant, order).await;
-    server
-        .wait_order(&tenant, order, "stopped", |o| o["ended_at"].is_string())
-        .await;
+    runs_and_ends(&server).await;
 
     // A revocation stops the agent at its next call, saying what to do.
     server
@@ -438,15 +435,7 @@ async fn starts_and_stops_reach_the_agent_without_waiting_for_its_round(engine: 
             .expect("start the agent"),
     );
     registered(&server, op).await;
-    let tenant = server.signup("tenant").await;
-    let order = server
-        .order(&tenant, json!({ "instance_type": "h100x2" }))
-        .await;
     // Well inside the minute the next round would take.
-    server.wait_status(&tenant, order, "running").await;
-    server.cancel(&tenant, order).await;
-    server
-        .wait_order(&tenant, order, "released", |o| !o["ended_at"].is_null())
-        .await;
+    runs_and_ends(&server).await;
     std::fs::remove_dir_all(&dir).ok();
 }

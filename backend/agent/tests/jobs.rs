@@ -151,23 +151,9 @@ async fn a_job_sees_exactly_its_gpus_and_its_output_is_kept(engine: Engine) {
             }
         }))
         .await;
-    // The job may be over before its placement is ever seen: its attempt
-    // keeps the GPUs it had.
     let done = lab.ended(job, "completed").await;
-    let attempts = lab
-        .server
-        .get(
-            &format!("/api/v1/orgs/{}/orders/{job}/attempts", lab.tenant.org_id),
-            &lab.tenant.token,
-        )
-        .await;
-    let gpus: Vec<String> = attempts.body[0]["nodes"][0]["gpu_ids"]
-        .as_array()
-        .expect("gpu ids")
-        .iter()
-        .map(Value::to_string)
-        .collect();
-    assert_eq!(gpus.len(), 2, "{:#}", attempts.body);
+    let gpus = lab.server.first_attempt_gpus(&lab.tenant, job).await;
+    assert_eq!(gpus.len(), 2);
     assert_eq!(done["job"]["exit_code"], 0);
     let output = lab.output(job).await;
     assert!(
