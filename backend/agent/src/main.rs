@@ -82,6 +82,15 @@ struct Cli {
     /// machine without an NVIDIA driver, for development.
     #[arg(long)]
     simulate_gpus: Option<String>,
+    /// With simulated GPUs: report this many CPU thousandths instead of the
+    /// machine's, so that many emulated servers on one machine each have a
+    /// server's size.
+    #[arg(long, requires = "simulate_gpus")]
+    simulate_cpu_milli: Option<i64>,
+    /// With simulated GPUs: report this much memory (MiB) instead of the
+    /// machine's.
+    #[arg(long, requires = "simulate_gpus")]
+    simulate_memory_mib: Option<i64>,
     /// Report every GPU as this catalog model instead of NVML's name.
     #[arg(long)]
     gpu_model: Option<String>,
@@ -233,7 +242,9 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
     let runtime = open_runtime(&cli, &source, gpus.len())?;
     let client = Client::new(&cli.server)?;
-    let (cpu_milli, memory_mib) = machine_size();
+    let (machine_cpu, machine_memory) = machine_size();
+    let cpu_milli = cli.simulate_cpu_milli.unwrap_or(machine_cpu);
+    let memory_mib = cli.simulate_memory_mib.unwrap_or(machine_memory);
     let registration = Registration {
         name: &name,
         rack: &cli.rack,

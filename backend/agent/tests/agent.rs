@@ -35,6 +35,13 @@ fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
     );
     let child = lab::agent_command(server, token, "gpu-box-1", &dir.join("state"), "process")
         .args(["--grace-seconds", "1", "--workload-command", &command])
+        // An emulated server's size, whatever this machine's.
+        .args([
+            "--simulate-cpu-milli",
+            "192000",
+            "--simulate-memory-mib",
+            "2097152",
+        ])
         .spawn()
         .expect("start the agent");
     Agent(child)
@@ -241,6 +248,10 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
     assert_eq!(node["driver"], "agent", "the agent registered: {node}");
     assert_eq!(node["region"], "lab");
     assert_eq!(node["gpus"].as_array().map(Vec::len), Some(4));
+    assert_eq!(
+        (&node["cpu_milli"], &node["memory_mib"]),
+        (&json!(192_000), &json!(2_097_152))
+    );
     let node_id = node["id"].as_str().expect("node id").to_owned();
 
     // A short workload runs on exactly its GPUs and completes.
