@@ -299,6 +299,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         unsent_output: Vec::new(),
     };
     let mut exits = tokio::time::interval(EXIT_CHECK);
+    let mut unreachable = false;
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let (current_credential, watched_credential) = tokio::sync::watch::channel(credential.clone());
@@ -312,15 +313,18 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         tokio::select! {
             _ = tick.tick() => {}
             () = changed.notified() => {}
-            // A workload that ended is reported at once, not at the next tick.
+            // A workload that ended is reported at once, not at the next
+            // tick; while the control plane is away, ticks retry alone.
             _ = exits.tick() => {
-                if !supervisor.any_ended() {
+                if unreachable || !supervisor.any_ended() {
                     continue;
                 }
             }
             _ = terminate.recv() => break,
         }
-        match round.step(&credential, &mut supervisor).await {
+        let stepped = round.step(&credential, &mut supervisor).await;
+        unreachable = matches!(stepped, Err(CallError::Other(_)));
+        match stepped {
             Ok(None) => {}
             Ok(Some(rotated)) => {
                 save(&saved_path, rotated.node_id, &rotated.credential)?;
