@@ -129,12 +129,17 @@ impl OrderStatus {
         Self::Preempted,
     ];
 
+    /// States of an order that is over and will never hold GPUs again.
+    pub const FINAL: [Self; 4] = [
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::TimedOut,
+    ];
+
     /// Whether the order is over and will never hold GPUs again.
     pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            Self::Completed | Self::Failed | Self::Cancelled | Self::TimedOut
-        )
+        Self::FINAL.contains(&self)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The agent API: register, heartbeat, assignments, status.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use axum::Json;
@@ -164,7 +164,7 @@ pub struct Assignment {
     /// Environment for the workload, `CUDA_VISIBLE_DEVICES` included; for a
     /// job also its own variables and the rendezvous (`MASTER_ADDR`,
     /// `MASTER_PORT`, `WORLD_SIZE`, `NODE_RANK`).
-    pub env: HashMap<String, String>,
+    pub env: BTreeMap<String, String>,
     /// A job's command line (`sh -c`); absent for an instance, which runs
     /// the agent's own workload command.
     pub command: Option<String>,
@@ -658,32 +658,11 @@ async fn assignments(
     }
 }
 
-/// A digest of the assignments, the same for the same content whatever the
-/// order of their maps.
+/// A digest of the assignments (their maps are ordered, so the same content
+/// always serializes alike).
 fn version(assignments: &[Assignment]) -> String {
-    let value = serde_json::to_value(assignments).unwrap_or_default();
-    let digest = crate::digest::sha256_hex(&[canonical(&value).as_bytes()]);
-    digest[..32].to_owned()
-}
-
-fn canonical(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::Object(map) => {
-            let mut entries: Vec<(&String, String)> =
-                map.iter().map(|(k, v)| (k, canonical(v))).collect();
-            entries.sort();
-            let inner: Vec<String> = entries
-                .into_iter()
-                .map(|(k, v)| format!("{}:{v}", serde_json::Value::from(k.as_str())))
-                .collect();
-            format!("{{{}}}", inner.join(","))
-        }
-        serde_json::Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(canonical).collect();
-            format!("[{}]", inner.join(","))
-        }
-        other => other.to_string(),
-    }
+    let json = serde_json::to_vec(assignments).unwrap_or_default();
+    crate::digest::sha256_hex(&[&json])[..32].to_owned()
 }
 
 /// The node's assignments as they stand, in the order of their orders.
@@ -777,7 +756,7 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(",");
-            let mut env = HashMap::from([
+            let mut env = BTreeMap::from([
                 ("CUDA_VISIBLE_DEVICES".to_owned(), visible),
                 ("GANTRY_ORDER_ID".to_owned(), a.order_id.to_string()),
                 ("GANTRY_ORG_ID".to_owned(), a.org_id.to_string()),

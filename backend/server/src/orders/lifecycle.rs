@@ -196,12 +196,7 @@ pub async fn stopped(
         .col_expr(order::Column::Access, Expr::value(Option::<String>::None))
         .col_expr(order::Column::UpdatedAt, Expr::value(now))
         .filter(order::Column::Id.eq(order_id))
-        .filter(order::Column::Status.is_in([
-            OrderStatus::Cancelled,
-            OrderStatus::Failed,
-            OrderStatus::Completed,
-            OrderStatus::TimedOut,
-        ]))
+        .filter(order::Column::Status.is_in(OrderStatus::FINAL))
         .filter(order::Column::EndedAt.is_null())
         .exec(db)
         .await?;

@@ -19,19 +19,12 @@ use crate::auth::principal::Actor;
 use crate::classes::{AllocationState, OrderStatus};
 use crate::entities::{allocation, order};
 
-const FINAL: [OrderStatus; 4] = [
-    OrderStatus::Completed,
-    OrderStatus::Failed,
-    OrderStatus::Cancelled,
-    OrderStatus::TimedOut,
-];
-
 /// Asks every active allocation of an ended order to stop.
 pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<(), DbErr> {
     let ended = Query::select()
         .column(order::Column::Id)
         .from(order::Entity)
-        .and_where(order::Column::Status.is_in(FINAL))
+        .and_where(order::Column::Status.is_in(OrderStatus::FINAL))
         .to_owned();
     let leaked = allocation::Entity::find()
         .filter(allocation::Column::State.eq(AllocationState::Active))
