@@ -14,6 +14,7 @@ crate::on_both_engines!(
     images_are_kept_by_operators,
     node_credentials_cannot_take_over_nodes_and_are_rotated_and_revoked,
     agents_report_only_what_makes_sense_for_their_own_work,
+    waiting_for_assignments_answers_only_its_own_node_and_refuses_bad_calls,
 );
 
 const ED25519: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJH2WhWEoOAhfBoL8U4rbKy6NcTA9RoOQDpaTBx8feAh user@example.com";
@@ -603,4 +604,114 @@ async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) 
         )
         .await;
     assert_eq!(view.body["status"], "completed");
+}
+
+/// The long poll on `/agent/assignments` as strangers would use it: a
+/// tenant's token, another node's or a revoked credential, and malformed
+/// queries; and its own node hears of a cancel while it waits.
+async fn waiting_for_assignments_answers_only_its_own_node_and_refuses_bad_calls(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 0).await;
+    let token = join_token(&server, &operator, json!({ "region": "r2" })).await;
+    let mut nodes = Vec::new();
+    for name in ["edge-1", "edge-2"] {
+        let registered = server
+            .post(
+                "/api/v1/agent/register",
+                &token,
+                registration(name, Some("sandbox")),
+            )
+            .await;
+        registered.expect(StatusCode::CREATED);
+        nodes.push((registered.id("/node_id"), registered.str("/credential")));
+    }
+    let tenant = server.signup("tenant").await;
+    let order = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x1", "region": "r2" }),
+        )
+        .await;
+    let placed = server
+        .wait_order(&tenant, order, "scheduled", |o| o["status"] == "scheduled")
+        .await;
+    let ours = if placed["placement"][0]["node_name"] == "edge-1" {
+        0
+    } else {
+        1
+    };
+    let (mine, theirs) = (&nodes[ours], &nodes[1 - ours]);
+    let server = &server;
+    let fetch = |credential: String, query: &str| {
+        let path = format!("/api/v1/agent/assignments{query}");
+        async move { server.get(&path, &credential).await }
+    };
+
+    // Another node waits on its own assignments and learns nothing of ours.
+    let other = fetch(theirs.1.clone(), "?wait_ms=0").await;
+    other.expect(StatusCode::OK);
+    assert_eq!(other.body["assignments"], json!([]));
+    // A tenant's session is no node credential.
+    fetch(tenant.token.clone(), "?wait_ms=1000")
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+    for (query, status, code) in [
+        (
+            "?wait_ms=20001",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "validation_failed",
+        ),
+        ("?wait_ms=soon", StatusCode::BAD_REQUEST, "invalid_query"),
+        ("?wait_ms=-1", StatusCode::BAD_REQUEST, "invalid_query"),
+        ("?unknown=1", StatusCode::BAD_REQUEST, "invalid_query"),
+    ] {
+        fetch(mine.1.clone(), query)
+            .await
+            .expect_problem(status, code);
+    }
+    let long = format!("?wait_ms=10&since={}", "a".repeat(65));
+    fetch(mine.1.clone(), &long)
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+
+    // Our node waits on its version; the cancel wakes it with the stop.
+    let first = fetch(mine.1.clone(), "").await;
+    first.expect(StatusCode::OK);
+    assert_eq!(first.body["assignments"][0]["order_id"], order.to_string());
+    assert_eq!(first.body["assignments"][0]["action"], "run");
+    let version = first.str("/version");
+    let waiting = {
+        let request = server
+            .http
+            .get(server.url(&format!(
+                "/api/v1/agent/assignments?since={version}&wait_ms=15000"
+            )))
+            .bearer_auth(&mine.1)
+            .send();
+        tokio::spawn(request)
+    };
+    server.cancel(&tenant, order).await;
+    let woken: Value = waiting
+        .await
+        .expect("task")
+        .expect("response")
+        .json()
+        .await
+        .expect("assignments");
+    assert_ne!(woken["version"], version.as_str());
+    assert_eq!(woken["assignments"][0]["action"], "stop");
+
+    // A revoked credential, stolen or not, waits on nothing.
+    server
+        .post(
+            &format!("/api/v1/admin/nodes/{}/credential/revoke", theirs.0),
+            &operator.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::NO_CONTENT);
+    fetch(theirs.1.clone(), "?wait_ms=1000")
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
 }
