@@ -15,6 +15,7 @@ mod m20261203_000008_prepaid;
 mod m20261203_000009_jobs;
 mod m20261203_000010_isolation;
 mod m20261203_000011_queue_limits;
+mod m20261203_000012_change_log;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000009_jobs::Migration),
             Box::new(m20261203_000010_isolation::Migration),
             Box::new(m20261203_000011_queue_limits::Migration),
+            Box::new(m20261203_000012_change_log::Migration),
         ]
     }
 }

@@ -5,6 +5,7 @@ mod support;
 
 mod bad_input;
 mod billing;
+mod change_log;
 mod console;
 mod flows;
 mod isolation;

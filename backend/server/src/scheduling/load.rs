@@ -1,26 +1,23 @@
-//! Reads what one scheduling cycle needs from the database into the
-//! engine's snapshot, keeping the ids that turn the engine's names back
+//! Builds one scheduling cycle's engine snapshot from the rows the
+//! scheduler plans with, keeping the ids that turn the engine's names back
 //! into rows.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Offset, TimeZone, Utc};
 use gantry_scheduler as engine;
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 
+use super::world::World;
 use crate::classes::{AllocationState, NodeState, OrderStatus, PricingClass};
-use crate::entities::{
-    allocation, gpu, gpu_model, instance_type, node, order, price, quota, region,
-};
+use crate::entities::{allocation, gpu, instance_type, node, order, price, quota, region};
 
 /// The snapshot and the lookups its decisions are written back with.
 pub struct Loaded {
     pub snapshot: engine::OwnedSnapshot,
     /// Node ids by name, and each node's GPU ids by index.
     pub nodes: HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
-    /// Orders the engine saw, by id.
-    pub orders: HashMap<Uuid, order::Model>,
     /// Queued orders kept from the engine this cycle by a project or
     /// regional quota, or by jobs they wait for.
     pub held: Vec<super::scoped::Held>,
@@ -29,38 +26,50 @@ pub struct Loaded {
     pub broken: HashMap<Uuid, String>,
 }
 
+/// Reads everything and builds the engine's snapshot: for callers outside
+/// the loop, which keeps its own copy.
 pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loaded, DbErr> {
-    let models: HashMap<Uuid, gpu_model::Model> = gpu_model::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|m| (m.id, m))
-        .collect();
-    let model_name = |id: &Uuid| models.get(id).map(|m| m.name.clone()).unwrap_or_default();
-    let types: HashMap<Uuid, instance_type::Model> = instance_type::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|t| (t.id, t))
-        .collect();
-    let regions_rows = region::Entity::find().all(db).await?;
+    let world = World::load(db).await?;
+    snapshot(&world, db, now).await
+}
+
+/// Builds the engine's snapshot from the leader's copy of the rows; only
+/// job dependencies are read from the database.
+pub async fn snapshot(
+    world: &World,
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+) -> Result<Loaded, DbErr> {
+    let model_name = |id: &Uuid| {
+        world
+            .gpu_models
+            .get(id)
+            .map(|m| m.name.clone())
+            .unwrap_or_default()
+    };
+    let types = &world.instance_types;
+    let mut regions_rows: Vec<&region::Model> = world.regions.values().collect();
+    regions_rows.sort_by(|a, b| a.name.cmp(&b.name));
     let region_names: HashMap<Uuid, String> = regions_rows
         .iter()
         .map(|r| (r.id, r.name.clone()))
         .collect();
-    let prices = price::Entity::find()
-        .filter(price::Column::PricingClass.eq(PricingClass::OnDemand))
-        .filter(price::Column::EffectiveFrom.lte(now))
-        .all(db)
-        .await?;
+    let prices: Vec<&price::Model> = world
+        .prices
+        .values()
+        .filter(|p| p.pricing_class == PricingClass::OnDemand && p.effective_from <= now)
+        .collect();
     let regions = regions_rows
         .iter()
-        .map(|r| engine_region(r, &prices, &types, &model_name, now))
+        .map(|r| engine_region(r, &prices, types, &model_name, now))
         .collect();
 
-    let node_rows = node::Entity::find().all(db).await?;
-    let mut gpus_by_node: HashMap<Uuid, Vec<gpu::Model>> = HashMap::new();
-    for g in gpu::Entity::find().all(db).await? {
+    // Sorted, so the engine sees the same cluster in the same order every
+    // cycle and on every replica.
+    let mut node_rows: Vec<&node::Model> = world.nodes.values().collect();
+    node_rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+    let mut gpus_by_node: HashMap<Uuid, Vec<&gpu::Model>> = HashMap::new();
+    for g in world.gpus.values() {
         gpus_by_node.entry(g.node_id).or_default().push(g);
     }
     let mut nodes = HashMap::new();
@@ -94,25 +103,15 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
         });
     }
 
-    let quota_rows = quota::Entity::find().all(db).await?;
+    let mut quota_rows: Vec<quota::Model> = world.quotas.values().cloned().collect();
+    quota_rows.sort_by_key(|q| q.id);
     let mut queues = queues(&quota_rows, &model_name);
-    let live = allocation::Entity::find()
-        .filter(allocation::Column::State.ne(AllocationState::Released))
-        .all(db)
-        .await?;
-    let order_rows = order::Entity::find()
-        .filter(
-            sea_orm::Condition::any()
-                .add(order::Column::Status.eq(OrderStatus::Queued))
-                .add(order::Column::Id.is_in(live.iter().map(|a| a.order_id))),
-        )
-        .all(db)
-        .await?;
-    let orders: HashMap<Uuid, order::Model> = order_rows.into_iter().map(|o| (o.id, o)).collect();
+    let mut live: Vec<&allocation::Model> = world.allocations.values().collect();
+    live.sort_by_key(|a| a.id);
+    let orders = &world.orders;
     // Every organization with work gets a queue; one without quota rows
     // has no limits.
-    let with_quota: std::collections::HashSet<String> =
-        queues.iter().map(|q| q.name.clone()).collect();
+    let with_quota: HashSet<String> = queues.iter().map(|q| q.name.clone()).collect();
     let unlimited: BTreeSet<String> = orders
         .values()
         .map(|o| o.org_id.to_string())
@@ -127,7 +126,7 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
             continue;
         };
         let entry = running.entry(o.id).or_insert_with(|| engine::Running {
-            workload: workload(o, &types, &model_name, &region_names),
+            workload: workload(o, types, &model_name, &region_names),
             placements: Vec::new(),
             started_at: o.started_at.unwrap_or(a.created_at).timestamp(),
             last_checkpoint_at: None,
@@ -151,7 +150,7 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
         .values()
         .filter(|o| o.status == OrderStatus::Queued)
         .filter(|o| !gate.blocked.contains_key(&o.id) && !gate.broken.contains_key(&o.id))
-        .map(|o| workload(o, &types, &model_name, &region_names))
+        .map(|o| workload(o, types, &model_name, &region_names))
         .collect();
     pending.sort_by(|a, b| a.id.cmp(&b.id));
     let mut used: super::scoped::Use = HashMap::new();
@@ -163,8 +162,7 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
                 .or_default() += a.gpu_count();
         }
     }
-    let mut held =
-        super::scoped::hold_back(&mut pending, &orders, &quota_rows, used, &region_names);
+    let mut held = super::scoped::hold_back(&mut pending, orders, &quota_rows, used, &region_names);
     held.extend(
         gate.blocked
             .into_iter()
@@ -186,13 +184,12 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
             now: now.timestamp(),
         },
         nodes,
-        orders,
     })
 }
 
 fn engine_region(
     row: &region::Model,
-    prices: &[price::Model],
+    prices: &[&price::Model],
     types: &HashMap<Uuid, instance_type::Model>,
     model_name: &impl Fn(&Uuid) -> String,
     now: DateTime<Utc>,

@@ -10,6 +10,7 @@ pub mod load;
 pub mod scoped;
 pub mod status;
 pub mod what_if;
+pub mod world;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -19,16 +20,17 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use gantry_scheduler::Policy;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
 use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
-use crate::entities::{allocation, node, order};
+use crate::entities::{allocation, change_log, order};
 use crate::orders::lifecycle;
 use crate::provisioning::Driver;
 use crate::provisioning::simulated::{SimulatedDriver, Timing};
+use world::{Followed, World};
 
 /// The name of the scheduler's lease row.
 pub const LEASE: &str = "scheduler";
@@ -45,6 +47,19 @@ pub struct SchedulerHandle {
     assignments: Arc<watch::Sender<u64>>,
     /// Set when the server shuts down: no fetch waits any more.
     stopping: Arc<AtomicBool>,
+    /// Asks the leader to compare its copy of the rows with a full read at
+    /// its next cycle.
+    check_soon: Arc<AtomicBool>,
+    /// Consistency checks run by this process, and how many found a
+    /// difference.
+    checks: Arc<watch::Sender<Checks>>,
+}
+
+/// The consistency checks this process has run as leader.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Checks {
+    pub run: u64,
+    pub differing: u64,
 }
 
 impl Default for SchedulerHandle {
@@ -55,6 +70,8 @@ impl Default for SchedulerHandle {
             holder: Uuid::new_v4().to_string().into(),
             assignments: Arc::new(watch::Sender::new(0)),
             stopping: Arc::default(),
+            check_soon: Arc::default(),
+            checks: Arc::new(watch::Sender::new(Checks::default())),
         }
     }
 }
@@ -95,6 +112,18 @@ impl SchedulerHandle {
     pub fn assignment_waits_allowed(&self) -> bool {
         !self.stopping.load(Ordering::Relaxed)
     }
+
+    /// Has the leader check its copy of the rows against a full read in
+    /// its next cycle, and wakes it.
+    pub fn check_consistency_soon(&self) {
+        self.check_soon.store(true, Ordering::Relaxed);
+        self.wake();
+    }
+
+    /// Tells when a consistency check has run, and what it found.
+    pub fn consistency_checks(&self) -> watch::Receiver<Checks> {
+        self.checks.subscribe()
+    }
 }
 
 /// How often the leader meters: spans end on whole seconds, so a cycle woken
@@ -107,6 +136,14 @@ const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 /// How often the leader looks for GPUs still held by ended orders.
 const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
+/// How often the leader compares its copy of the rows with a full read,
+/// and trims the change log it has followed.
+const CHECK_EVERY: Duration = Duration::from_secs(60);
+
+/// How many change log rows are kept behind the leader's position, for
+/// diagnosis; older ones are deleted.
+const LOG_KEPT: i64 = 100_000;
+
 /// When the leader last metered, looked for a month to close and for GPUs
 /// to reclaim (domain time, so tests that move the clock see them happen).
 #[derive(Default)]
@@ -114,6 +151,7 @@ struct Due {
     metered: Option<DateTime<Utc>>,
     month_checked: Option<DateTime<Utc>>,
     reclaimed: Option<DateTime<Utc>>,
+    checked: Option<Instant>,
     /// Whether the last month-end and budget pass still runs.
     closing: Arc<AtomicBool>,
 }
@@ -143,14 +181,18 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let keeper = tokio::spawn(keep_lease(state.clone(), stop.clone()));
     let mut handed = Handed::default();
     let mut due = Due::default();
+    let mut world: Option<World> = None;
     loop {
         if state.scheduler.is_leader() {
-            if let Err(error) = cycle(&state, &driver, &mut handed, &mut due).await {
-                tracing::warn!(%error, "scheduling cycle failed; retrying");
+            if let Err(error) = cycle(&state, &driver, &mut world, &mut handed, &mut due).await {
+                tracing::warn!(%error, "scheduling cycle failed; reading everything again");
+                world = None;
             }
             state.scheduler.assignments_may_have_changed();
         } else {
+            // A replica that leads again starts from a full read.
             handed = Handed::default();
+            world = None;
         }
         tokio::select! {
             () = state.scheduler.wake.notified() => {}
@@ -201,6 +243,7 @@ async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
 async fn cycle(
     state: &AppState,
     driver: &dyn Driver,
+    world: &mut Option<World>,
     handed: &mut Handed,
     due: &mut Due,
 ) -> anyhow::Result<()> {
@@ -241,11 +284,13 @@ async fn cycle(
             tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
         }
     }
-    end_expired(state, now).await?;
-    crate::jobs::time_out(&state.db, now).await?;
-    evacuate(state, now).await?;
     let loading = Instant::now();
-    let loaded = load::load(&state.db, now).await?;
+    let world = follow(state, world, due).await?;
+    end_expired(state, world, now).await?;
+    crate::jobs::time_out(&state.db, now).await?;
+    evacuate(state, world, now).await?;
+    follow_log(&state.db, world).await?;
+    let loaded = load::snapshot(world, &state.db, now).await?;
     // The engine never sees them; they can never run.
     crate::jobs::dependencies::fail_broken(&state.db, &loaded.broken, now).await?;
     let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
@@ -258,9 +303,10 @@ async fn cycle(
     .await?;
     let decide_ms = deciding.elapsed().as_secs_f64() * 1000.0;
     let writing = Instant::now();
-    let applied = apply::apply(&state.db, &loaded, &decisions, now).await?;
+    let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
     let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
-    hand_over(state, driver, handed).await?;
+    follow_log(&state.db, world).await?;
+    hand_over(world, driver, handed);
     let total_ms = began.elapsed().as_secs_f64() * 1000.0;
     let changed = applied.started + applied.preempted + applied.rejected > 0;
     if changed {
@@ -277,6 +323,7 @@ async fn cycle(
         pending,
         running = loaded.snapshot.running.len(),
         nodes = loaded.snapshot.cluster.nodes.len(),
+        queued = world.orders.len(),
         started = applied.started,
         reasons_written = applied.waiting,
         load_ms,
@@ -309,57 +356,113 @@ async fn close_month_and_budgets(state: &AppState, now: DateTime<Utc>) {
     }
 }
 
+/// The leader's copy of the rows, read whole when it has none and brought
+/// up to date from the change log otherwise; compared with a full read
+/// every `CHECK_EVERY` or when asked.
+async fn follow<'w>(
+    state: &AppState,
+    world: &'w mut Option<World>,
+    due: &mut Due,
+) -> Result<&'w mut World, DbErr> {
+    let asked = state.scheduler.check_soon.swap(false, Ordering::Relaxed);
+    let Some(kept) = world.take() else {
+        due.checked = Some(Instant::now());
+        return Ok(world.insert(World::load(&state.db).await?));
+    };
+    let kept = world.insert(kept);
+    follow_log(&state.db, kept).await?;
+    if asked || due.checked.is_none_or(|at| at.elapsed() >= CHECK_EVERY) {
+        due.checked = Some(Instant::now());
+        check_consistency(state, kept).await?;
+    }
+    Ok(kept)
+}
+
+/// Applies the changes logged since the last call, or reads everything
+/// again when the log cannot be followed from where the copy stands.
+async fn follow_log(db: &DatabaseConnection, world: &mut World) -> Result<(), DbErr> {
+    if let Followed::Lost = world.follow(db).await? {
+        tracing::warn!("too many changes missing from the log; reading everything again");
+        *world = World::load(db).await?;
+    }
+    Ok(())
+}
+
+/// How many times a check reads again before it calls a difference real:
+/// a change that lands between the full read and the copy's own following
+/// differs for a moment without being wrong.
+const CHECK_ROUNDS: usize = 3;
+
+/// Compares the copy with a full read; a real difference (a write the log
+/// missed) is reported loudly and the full read replaces the copy. Also
+/// trims the change log behind the copy's position.
+async fn check_consistency(state: &AppState, world: &mut World) -> Result<(), DbErr> {
+    let mut fresh = World::load(&state.db).await?;
+    let mut differences = Vec::new();
+    for _ in 0..CHECK_ROUNDS {
+        follow_log(&state.db, world).await?;
+        follow_log(&state.db, &mut fresh).await?;
+        differences = world.differences(&fresh);
+        if differences.is_empty() {
+            break;
+        }
+    }
+    state.scheduler.checks.send_modify(|checks| {
+        checks.run += 1;
+        checks.differing += u64::from(!differences.is_empty());
+    });
+    if !differences.is_empty() {
+        tracing::error!(
+            ?differences,
+            "the scheduler's copy of the cluster and queue differed from the database; \
+             using a full read"
+        );
+        *world = fresh;
+    }
+    change_log::Entity::delete_many()
+        .filter(change_log::Column::Seq.lt(world.cursor() - LOG_KEPT))
+        .exec(&state.db)
+        .await?;
+    Ok(())
+}
+
 /// Running orders whose duration has passed are completed and stopped. A
 /// job's duration is only an estimate where an agent runs its command (the
 /// command decides when it ends); on simulated nodes it is the job's length.
-async fn end_expired(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
-    let running = order::Entity::find()
-        .filter(order::Column::Status.eq(OrderStatus::Running))
-        .filter(order::Column::DurationSeconds.is_not_null())
-        .all(&state.db)
-        .await?;
-    let jobs: Vec<Uuid> = running
-        .iter()
-        .filter(|o| o.kind == crate::jobs::KIND)
+async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let on_agents: HashSet<Uuid> = world
+        .allocations
+        .values()
+        .filter(|a| {
+            world
+                .nodes
+                .get(&a.node_id)
+                .is_some_and(|n| n.driver == DriverKind::Agent)
+        })
+        .map(|a| a.order_id)
+        .collect();
+    let expired: Vec<Uuid> = world
+        .orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Running)
+        .filter(|o| !(o.kind == crate::jobs::KIND && on_agents.contains(&o.id)))
+        .filter(|o| match (o.started_at, o.duration_seconds) {
+            (Some(started), Some(duration)) => started + chrono::Duration::seconds(duration) <= now,
+            _ => false,
+        })
         .map(|o| o.id)
         .collect();
-    let on_agents: HashSet<Uuid> = if jobs.is_empty() {
-        HashSet::new()
-    } else {
-        let agent_nodes: HashSet<Uuid> = node::Entity::find()
-            .filter(node::Column::Driver.eq(DriverKind::Agent))
-            .all(&state.db)
-            .await?
-            .into_iter()
-            .map(|n| n.id)
-            .collect();
-        allocation::Entity::find()
-            .filter(allocation::Column::OrderId.is_in(jobs))
-            .filter(allocation::Column::State.eq(AllocationState::Active))
-            .all(&state.db)
-            .await?
-            .into_iter()
-            .filter(|a| agent_nodes.contains(&a.node_id))
-            .map(|a| a.order_id)
-            .collect()
-    };
-    for o in running.into_iter().filter(|o| !on_agents.contains(&o.id)) {
-        let (Some(started), Some(duration)) = (o.started_at, o.duration_seconds) else {
-            continue;
-        };
-        if started + chrono::Duration::seconds(duration) > now {
-            continue;
-        }
+    for id in expired {
         let txn = crate::db::write(&state.db).await?;
         let ended = order::Entity::update_many()
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Completed))
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
-            .filter(order::Column::Id.eq(o.id))
+            .filter(order::Column::Id.eq(id))
             .filter(order::Column::Status.eq(OrderStatus::Running))
             .exec(&txn)
             .await?;
         if ended.rows_affected == 1 {
-            lifecycle::stop(&txn, o.id, now).await?;
+            lifecycle::stop(&txn, id, now).await?;
         }
         txn.commit().await?;
     }
@@ -368,25 +471,16 @@ async fn end_expired(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> 
 
 /// Work on draining nodes (and unhealthy simulated ones) is stopped and
 /// queued again.
-async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
-    let leaving: Vec<Uuid> = node::Entity::find()
-        .filter(node::Column::State.is_in([NodeState::Draining, NodeState::Unhealthy]))
-        .all(&state.db)
-        .await?
-        .into_iter()
-        .map(|n| n.id)
-        .collect();
-    if leaving.is_empty() {
-        return Ok(());
-    }
+async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result<(), DbErr> {
     let mut hit: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
-    for a in allocation::Entity::find()
-        .filter(allocation::Column::NodeId.is_in(leaving))
-        .filter(allocation::Column::State.eq(AllocationState::Active))
-        .all(&state.db)
-        .await?
-    {
-        hit.entry(a.order_id).or_default().push(a.node_id);
+    for a in world.allocations.values() {
+        let leaving = world
+            .nodes
+            .get(&a.node_id)
+            .is_some_and(|n| matches!(n.state, NodeState::Draining | NodeState::Unhealthy));
+        if leaving && a.state == AllocationState::Active {
+            hit.entry(a.order_id).or_default().push(a.node_id);
+        }
     }
     for (order_id, nodes) in hit {
         let txn = crate::db::write(&state.db).await?;
@@ -424,33 +518,22 @@ async fn evacuate(state: &AppState, now: DateTime<Utc>) -> Result<(), DbErr> {
 /// Hands the simulated driver every order on simulated nodes being brought
 /// up or stopped that this process has not handed yet. Agents fetch their
 /// own work.
-async fn hand_over(
-    state: &AppState,
-    driver: &dyn Driver,
-    handed: &mut Handed,
-) -> Result<(), DbErr> {
-    let simulated: HashSet<Uuid> = node::Entity::find()
-        .filter(node::Column::Driver.eq(DriverKind::Simulated))
-        .all(&state.db)
-        .await?
-        .into_iter()
-        .map(|n| n.id)
-        .collect();
-    let live: Vec<allocation::Model> = allocation::Entity::find()
-        .filter(allocation::Column::State.ne(AllocationState::Released))
-        .all(&state.db)
-        .await?
-        .into_iter()
-        .filter(|a| simulated.contains(&a.node_id))
-        .collect();
-    let on_simulated: HashSet<Uuid> = live.iter().map(|a| a.order_id).collect();
-    let coming_up: HashSet<Uuid> = order::Entity::find()
-        .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))
-        .all(&state.db)
-        .await?
-        .into_iter()
-        .map(|o| o.id)
-        .filter(|id| on_simulated.contains(id))
+fn hand_over(world: &World, driver: &dyn Driver, handed: &mut Handed) {
+    let on_simulated = |a: &&allocation::Model| {
+        world
+            .nodes
+            .get(&a.node_id)
+            .is_some_and(|n| n.driver == DriverKind::Simulated)
+    };
+    let live: Vec<&allocation::Model> = world.allocations.values().filter(on_simulated).collect();
+    let coming_up: HashSet<Uuid> = live
+        .iter()
+        .map(|a| a.order_id)
+        .filter(|id| {
+            world.orders.get(id).is_some_and(|o| {
+                matches!(o.status, OrderStatus::Scheduled | OrderStatus::Provisioning)
+            })
+        })
         .collect();
     let stopping: Vec<(Uuid, DateTime<Utc>)> = live
         .iter()
@@ -470,5 +553,4 @@ async fn hand_over(
             driver.stop(id, stop_at);
         }
     }
-    Ok(())
 }

@@ -1,0 +1,206 @@
+//! The scheduling leader keeps the cluster and queue in memory and follows
+//! the change log instead of reading everything each cycle. After a long
+//! random run its copy matches a full read; a write the log missed is found
+//! by the consistency check and repaired.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::support::{Engine, TestServer};
+use gantry_server::entities::order;
+use gantry_server::scheduling::Checks;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+
+crate::on_both_engines!(
+    the_leaders_copy_matches_the_database_after_a_random_run,
+    a_write_the_log_missed_is_found_and_repaired,
+);
+
+/// A small seeded generator, so a failing run can be replayed.
+struct Steps(u64);
+
+impl Steps {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Has the leader compare its copy with a full read now; answers the
+/// counts after that check.
+async fn check(server: &TestServer) -> Checks {
+    let mut checks = server.state.scheduler.consistency_checks();
+    let before = checks.borrow().run;
+    server.state.scheduler.check_consistency_soon();
+    let after = tokio::time::timeout(Duration::from_secs(30), checks.wait_for(|c| c.run > before))
+        .await
+        .expect("a consistency check within 30 s")
+        .expect("the scheduler is running");
+    *after
+}
+
+async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 6).await;
+    let tenants = [server.signup("a").await, server.signup("b").await];
+    let nodes: Vec<Uuid> = server
+        .get("/api/v1/admin/nodes", &operator.token)
+        .await
+        .items()
+        .iter()
+        .map(|n| Uuid::parse_str(n["id"].as_str().expect("node id")).expect("uuid"))
+        .collect();
+    let mut steps = Steps(42);
+    let mut orders: Vec<(usize, Uuid)> = Vec::new();
+    let types = ["h100x1", "h100x4", "h100x8"];
+    let priorities = ["preemptible", "batch", "standard", "production"];
+    for step in 0..240 {
+        match steps.below(10) {
+            0..=4 => {
+                let who = usize::try_from(steps.below(2)).expect("index");
+                let mut body = json!({
+                    "instance_type": types[usize::try_from(steps.below(3)).expect("index")],
+                    "priority_class": priorities[usize::try_from(steps.below(4)).expect("index")],
+                });
+                if steps.below(2) == 0 {
+                    body["duration_seconds"] = json!(600);
+                }
+                let created = server
+                    .post(
+                        &format!("/api/v1/orgs/{}/orders", tenants[who].org_id),
+                        &tenants[who].token,
+                        body,
+                    )
+                    .await;
+                // A full quota refuses some; what matters is what is stored.
+                if created.status == StatusCode::CREATED {
+                    orders.push((who, created.id("/id")));
+                }
+            }
+            5 | 6 if !orders.is_empty() => {
+                let pick = usize::try_from(steps.below(orders.len() as u64)).expect("index");
+                let (who, id) = orders[pick];
+                let tenant = &tenants[who];
+                // Orders that already ended answer 409; that is fine here.
+                server
+                    .post(
+                        &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
+                        &tenant.token,
+                        json!({}),
+                    )
+                    .await;
+            }
+            7 => {
+                let node = nodes[usize::try_from(steps.below(nodes.len() as u64)).expect("index")];
+                let action = ["drain", "cordon", "uncordon"]
+                    [usize::try_from(steps.below(3)).expect("index")];
+                server
+                    .post(
+                        &format!("/api/v1/admin/nodes/{node}/{action}"),
+                        &operator.token,
+                        json!({}),
+                    )
+                    .await
+                    .expect(StatusCode::OK);
+            }
+            8 => {
+                server
+                    .put(
+                        &format!("/api/v1/admin/orgs/{}/quotas", tenants[0].org_id),
+                        &operator.token,
+                        json!({ "quotas": [{
+                            "gpu_model": "H100",
+                            "guaranteed_gpus": 0,
+                            "max_gpus": 8 * (1 + steps.below(4)),
+                        }] }),
+                    )
+                    .await
+                    .expect(StatusCode::OK);
+            }
+            _ => {
+                // Orders with a duration end when it has passed.
+                server.state.clock.advance(chrono::TimeDelta::minutes(
+                    i64::try_from(steps.below(12)).expect("minutes"),
+                ));
+                server.state.scheduler.wake();
+            }
+        }
+        if step % 60 == 59 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(check(&server).await.differing, 0, "after step {step}");
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let checks = check(&server).await;
+    assert_eq!(checks.differing, 0);
+    assert!(checks.run >= 5, "{checks:?}");
+    // The run did what it was meant to: work started, ended and waited.
+    assert!(server.count("SELECT COUNT(*) FROM allocations").await > 20);
+    assert!(
+        server
+            .count("SELECT COUNT(*) FROM orders WHERE status IN ('completed', 'cancelled')")
+            .await
+            > 10
+    );
+    assert!(server.count("SELECT COUNT(*) FROM change_log").await > 100);
+}
+
+async fn a_write_the_log_missed_is_found_and_repaired(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let blocker = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&tenant, blocker, "running").await;
+    let waiting = server
+        .order(&tenant, json!({ "instance_type": "h100x8" }))
+        .await;
+    server
+        .wait_order(&tenant, waiting, "a reason to wait", |o| {
+            o["pending_reason"].is_string()
+        })
+        .await;
+    assert_eq!(check(&server).await.differing, 0);
+
+    // A write behind the log's back, as a buggy path or a hand edit would
+    // make: the waiting order is cancelled with the trigger switched off.
+    let off = match engine {
+        Engine::Sqlite => "DROP TRIGGER orders_change_log_update",
+        Engine::Postgres => "ALTER TABLE orders DISABLE TRIGGER orders_change_log",
+    };
+    server
+        .db()
+        .execute_unprepared(off)
+        .await
+        .expect("trigger off");
+    order::Entity::update_many()
+        .col_expr(order::Column::Status, Expr::value("cancelled"))
+        .filter(order::Column::Id.eq(waiting))
+        .exec(server.db())
+        .await
+        .expect("cancelled behind the log's back");
+    let checks = check(&server).await;
+    assert_eq!(checks.differing, 1, "the check finds the missed write");
+    // Repaired: with the copy replaced by the full read, the freed node is
+    // not handed to the cancelled order.
+    server.cancel(&tenant, blocker).await;
+    server.wait_status(&tenant, blocker, "cancelled").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM allocations WHERE state <> 'released'")
+            .await,
+        0
+    );
+    assert_eq!(check(&server).await.differing, 1, "no new difference");
+}
