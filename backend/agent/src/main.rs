@@ -5,7 +5,6 @@ use std::io::Write;
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -303,26 +302,29 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let (current_credential, watched_credential) = tokio::sync::watch::channel(credential.clone());
-    let changed = Arc::new(tokio::sync::Notify::new());
+    let (pushed, mut changed) = tokio::sync::watch::channel(());
     let watcher = tokio::spawn(watch_assignments(
         client.clone(),
         watched_credential,
-        changed.clone(),
+        pushed,
     ));
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = changed.notified() => {}
+        // Only ticks heartbeat; every round reads the assignments afresh,
+        // since a pushed copy may predate this agent's own last report.
+        let tick_round = tokio::select! {
+            _ = tick.tick() => true,
+            Ok(()) = changed.changed() => false,
             // A workload that ended is reported at once, not at the next
             // tick; while the control plane is away, ticks retry alone.
             _ = exits.tick() => {
                 if unreachable || !supervisor.any_ended() {
                     continue;
                 }
+                false
             }
             _ = terminate.recv() => break,
-        }
-        let stepped = round.step(&credential, &mut supervisor).await;
+        };
+        let stepped = round.step(&credential, &mut supervisor, tick_round).await;
         unreachable = matches!(stepped, Err(CallError::Other(_)));
         match stepped {
             Ok(None) => {}
@@ -350,8 +352,9 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How often the agent looks for workloads that ended between rounds.
-const EXIT_CHECK: Duration = Duration::from_millis(100);
+/// How often the agent looks for workloads that ended between rounds: a
+/// `waitpid` per workload, cheap enough to keep exit-to-report short.
+const EXIT_CHECK: Duration = Duration::from_millis(20);
 
 /// How long one wait for new assignments lasts: under the client's 10 s
 /// timeout.
@@ -364,7 +367,7 @@ const ASSIGNMENT_WAIT: Duration = Duration::from_secs(8);
 async fn watch_assignments(
     client: Client,
     credential: tokio::sync::watch::Receiver<String>,
-    changed: Arc<tokio::sync::Notify>,
+    changed: tokio::sync::watch::Sender<()>,
 ) {
     let mut version: Option<String> = None;
     loop {
@@ -376,7 +379,7 @@ async fn watch_assignments(
             Ok(Some(next)) => {
                 if version.as_ref() != Some(&next) {
                     version = Some(next);
-                    changed.notify_one();
+                    changed.send_replace(());
                 }
             }
             // Nothing to wait on, or the control plane away or refusing
@@ -429,18 +432,23 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
-    /// Heartbeat, fetch assignments, reconcile, ship output, report;
-    /// answers a new credential when the control plane asked for a
+    /// Heartbeat (on ticks), fetch assignments, reconcile, ship output,
+    /// report; answers a new credential when the control plane asked for a
     /// rotation.
     async fn step(
         &mut self,
         credential: &str,
         supervisor: &mut Supervisor,
+        heartbeat: bool,
     ) -> Result<Option<gantry_agent::client::Registered>, CallError> {
-        let ack = self
-            .client
-            .heartbeat(credential, &self.source.samples(&supervisor.busy_gpus()))
-            .await?;
+        let rotate = if heartbeat {
+            self.client
+                .heartbeat(credential, &self.source.samples(&supervisor.busy_gpus()))
+                .await?
+                .rotate_credential
+        } else {
+            false
+        };
         let assignments = self.client.assignments(credential).await?;
         let mut events = supervisor.reconcile(&assignments);
         events.extend(supervisor.poll());
@@ -470,7 +478,7 @@ impl Round<'_> {
             self.client.report(credential, report).await?;
             self.unsent.remove(0);
         }
-        if ack.rotate_credential {
+        if rotate {
             return Ok(Some(self.client.rotate_credential(credential).await?));
         }
         Ok(None)

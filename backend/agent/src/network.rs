@@ -73,22 +73,31 @@ pub fn resolv_conf(dir: &Path) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
-/// Blocks until `fd` can be read, for at most `STEP`.
+/// Blocks until `fd` can be read, for at most `STEP`. A signal (another
+/// workload's exit, on a busy node) interrupts poll(2), which is then
+/// resumed for the time left.
 fn readable(fd: &impl AsRawFd, what: &str) -> Result<(), String> {
-    let mut poll = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = i32::try_from(STEP.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: poll(2) reads and writes the one pollfd on this stack.
-    let ready = unsafe { libc::poll(&raw mut poll, 1, millis) };
-    if ready == 1 {
-        Ok(())
-    } else {
-        Err(format!(
-            "the sandbox's network did not come up: no {what} in time"
-        ))
+    let deadline = std::time::Instant::now() + STEP;
+    loop {
+        let mut poll = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let millis = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: poll(2) reads and writes the one pollfd on this stack.
+        let ready = unsafe { libc::poll(&raw mut poll, 1, millis) };
+        let interrupted = ready == -1
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        if ready == 1 {
+            return Ok(());
+        }
+        if !interrupted || left.is_zero() {
+            return Err(format!(
+                "the sandbox's network did not come up: no {what} in time"
+            ));
+        }
     }
 }
 

@@ -89,6 +89,13 @@ struct Workload {
     kill_at: Option<Instant>,
     /// Stopped because its assignment vanished: nobody waits for a report.
     orphaned: bool,
+    /// Which attempt of its order it is (`GANTRY_ATTEMPT`); unknown for
+    /// one taken back after a restart.
+    attempt: Option<String>,
+}
+
+fn attempt_of(assignment: &Assignment) -> Option<String> {
+    assignment.env.get("GANTRY_ATTEMPT").cloned()
 }
 
 /// A ledger entry: enough to find a workload's processes again, and to
@@ -114,6 +121,10 @@ pub struct Supervisor {
     workloads: HashMap<Uuid, Workload>,
     /// Ended workloads whose runtime could not tidy up yet.
     leftovers: Vec<Uuid>,
+    /// Attempts that ended here while their assignment may still be listed
+    /// (a copy of the assignments older than the exit report): never
+    /// started twice.
+    ended: HashSet<(Uuid, String)>,
     output: Output,
 }
 
@@ -136,6 +147,7 @@ impl Supervisor {
             slots,
             workloads: HashMap::new(),
             leftovers: Vec::new(),
+            ended: HashSet::new(),
             output: Output::new(state_dir)?,
         })
     }
@@ -171,6 +183,7 @@ impl Supervisor {
                     helper: None,
                     kill_at: None,
                     orphaned: false,
+                    attempt: None,
                 },
             );
         }
@@ -236,7 +249,17 @@ impl Supervisor {
         for assignment in assignments {
             let id = assignment.order_id;
             match (assignment.action, self.workloads.get_mut(&id)) {
-                (Action::Run, None) => events.push(self.start(assignment)),
+                (Action::Run, None) => {
+                    let attempt = attempt_of(assignment).map(|a| (id, a));
+                    if attempt.as_ref().is_some_and(|a| self.ended.contains(a)) {
+                        continue;
+                    }
+                    let started = self.start(assignment);
+                    if let (Event::Failed(..), Some(attempt)) = (&started, attempt) {
+                        self.ended.insert(attempt);
+                    }
+                    events.push(started);
+                }
                 (Action::Stop, Some(_)) => self.terminate(id, false),
                 (Action::Stop, None) => events.push(Event::Stopped(id)),
                 // Keys are handed over when they changed, not every round.
@@ -249,6 +272,7 @@ impl Supervisor {
             }
         }
         let assigned: Vec<Uuid> = assignments.iter().map(|a| a.order_id).collect();
+        self.ended.retain(|(id, _)| assigned.contains(id));
         let vanished: Vec<Uuid> = self
             .workloads
             .keys()
@@ -411,6 +435,7 @@ impl Supervisor {
                         helper,
                         kill_at: None,
                         orphaned: false,
+                        attempt: attempt_of(assignment),
                     },
                 );
                 self.save();
@@ -496,7 +521,9 @@ impl Supervisor {
             }
         }
         for id in &done {
-            self.workloads.remove(id);
+            if let Some(attempt) = self.workloads.remove(id).and_then(|w| w.attempt) {
+                self.ended.insert((*id, attempt));
+            }
             std::fs::remove_file(self.exit_path(*id)).ok();
         }
         if !done.is_empty() {

@@ -760,6 +760,7 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 ("CUDA_VISIBLE_DEVICES".to_owned(), visible),
                 ("GANTRY_ORDER_ID".to_owned(), a.order_id.to_string()),
                 ("GANTRY_ORG_ID".to_owned(), a.org_id.to_string()),
+                ("GANTRY_ATTEMPT".to_owned(), a.attempt.to_string()),
             ]);
             if let Some(launch) = &launch {
                 env.extend(launch.env.iter().cloned());
