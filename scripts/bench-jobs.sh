@@ -6,12 +6,25 @@
 # no delay, so the figures are the control plane's own.
 #
 #   scripts/bench-jobs.sh            NODES="16 128" JOBS=2000 by default
+#   AGENTS=1: the nodes are real gantry-agent processes (simulated GPUs,
+#   sandbox runtime), every job runs `sleep 1`, the loop keeps its default
+#   interval; scripts/bench-slurm.sh runs it beside Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NODES=${NODES:-"16 128"}
 JOBS=${JOBS:-2000}
-cargo build --release --locked --bin gantry
+AGENTS=${AGENTS:-}
+if [ -n "$AGENTS" ]; then
+  command -v bwrap >/dev/null || { echo "the agents' sandbox needs bubblewrap: apt-get install bubblewrap" >&2; exit 1; }
+  cargo build --release --locked -p gantry-server --bin gantry -p gantry-agent --bin gantry-agent
+  agent_bin=(target/release)
+  loop=()
+else
+  cargo build --release --locked --bin gantry
+  agent_bin=()
+  loop=(GANTRY_SIMULATED_PROVISION_MS=0 GANTRY_SIMULATED_STOP_MS=0 GANTRY_SCHEDULER_INTERVAL_MS=100)
+fi
 
 work=$(mktemp -d)
 server_pid=""
@@ -26,9 +39,8 @@ for nodes in $NODES; do
   rm -rf "$work/data"
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   base="http://127.0.0.1:${port}"
-  GANTRY_DATA_DIR="$work/data" GANTRY_LISTEN="127.0.0.1:${port}" GANTRY_DEMO=false \
-    GANTRY_RATE_LIMIT_PER_SECOND=1000000 GANTRY_RATE_LIMIT_BURST=1000000 \
-    GANTRY_SIMULATED_PROVISION_MS=0 GANTRY_SIMULATED_STOP_MS=0 GANTRY_SCHEDULER_INTERVAL_MS=100 \
+  env GANTRY_DATA_DIR="$work/data" GANTRY_LISTEN="127.0.0.1:${port}" GANTRY_DEMO=false \
+    GANTRY_RATE_LIMIT_PER_SECOND=1000000 GANTRY_RATE_LIMIT_BURST=1000000 "${loop[@]}" \
     RUST_LOG=warn ./target/release/gantry serve >"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 100); do
@@ -46,7 +58,8 @@ for nodes in $NODES; do
   token=$(echo "$tenant" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
   org=$(echo "$tenant" | python3 -c 'import json,sys; print(json.load(sys.stdin)["organization"]["id"])')
   echo "== ${nodes} nodes"
-  python3 scripts/bench_jobs.py "$base" "$operator" "$token" "$org" "$work/data/gantry.db" "$nodes" "$JOBS"
+  python3 scripts/bench_jobs.py "$base" "$operator" "$token" "$org" "$work/data/gantry.db" "$nodes" "$JOBS" \
+    "${agent_bin[@]}"
   kill "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
