@@ -5,6 +5,7 @@ use std::io::Write;
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -302,18 +303,18 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(cli.interval_ms.max(50)));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let (current_credential, watched_credential) = tokio::sync::watch::channel(credential.clone());
-    let (pushed, mut changed) = tokio::sync::watch::channel(());
+    let changed = Arc::new(tokio::sync::Notify::new());
     let watcher = tokio::spawn(watch_assignments(
         client.clone(),
         watched_credential,
-        pushed,
+        changed.clone(),
     ));
     loop {
         // Only ticks heartbeat; every round reads the assignments afresh,
         // since a pushed copy may predate this agent's own last report.
         let tick_round = tokio::select! {
             _ = tick.tick() => true,
-            Ok(()) = changed.changed() => false,
+            () = changed.notified() => false,
             // A workload that ended is reported at once, not at the next
             // tick; while the control plane is away, ticks retry alone.
             _ = exits.tick() => {
@@ -367,7 +368,7 @@ const ASSIGNMENT_WAIT: Duration = Duration::from_secs(8);
 async fn watch_assignments(
     client: Client,
     credential: tokio::sync::watch::Receiver<String>,
-    changed: tokio::sync::watch::Sender<()>,
+    changed: Arc<tokio::sync::Notify>,
 ) {
     let mut version: Option<String> = None;
     loop {
@@ -379,7 +380,7 @@ async fn watch_assignments(
             Ok(Some(next)) => {
                 if version.as_ref() != Some(&next) {
                     version = Some(next);
-                    changed.send_replace(());
+                    changed.notify_one();
                 }
             }
             // Nothing to wait on, or the control plane away or refusing

@@ -1,7 +1,8 @@
 //! The scheduling loop inside the server. The process holding the
-//! scheduler lease loads the cluster and queue from the database, asks the
-//! engine for decisions, writes them in one transaction and hands starts
-//! and stops to the provisioning driver. It wakes on every new order,
+//! scheduler lease keeps the cluster and queue in memory (`world`, kept up
+//! to date from the change log), asks the engine for decisions, writes them
+//! in one transaction and hands starts and stops to the provisioning
+//! driver. It wakes on every new order,
 //! release or inventory change, and at least every `scheduler_interval_ms`.
 
 pub mod apply;
