@@ -446,14 +446,27 @@ async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
     .await;
 }
 
-/// The cgroup files of a workload, on a v1 or a v2 hierarchy.
+/// The cgroup files of a workload, on a v1 or a v2 hierarchy: its group
+/// is named by its order and the agent that runs it.
 fn cgroup_file(controller: &str, order: Uuid, file: &str) -> PathBuf {
-    let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if v2 {
-        PathBuf::from(format!("/sys/fs/cgroup/gantry/{order}/{file}"))
+    let parent = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        PathBuf::from("/sys/fs/cgroup/gantry")
     } else {
-        PathBuf::from(format!("/sys/fs/cgroup/{controller}/gantry/{order}/{file}"))
-    }
+        PathBuf::from(format!("/sys/fs/cgroup/{controller}/gantry"))
+    };
+    let prefix = format!("{order}-");
+    std::fs::read_dir(&parent)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|dir| {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .unwrap_or_else(|| parent.join(order.to_string()))
+        .join(file)
 }
 
 async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engine) {

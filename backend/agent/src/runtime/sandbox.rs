@@ -162,8 +162,19 @@ impl Sandbox {
         Path::new(SOCKETS).join(format!("{}.sock", id.simple()))
     }
 
+    /// A workload's cgroup name: its order and this agent's state
+    /// directory, since the members of one gang on agents that share a
+    /// machine (emulated nodes) must never share, or clean up, one group.
+    /// It stays the same across restarts, so adopted work is found again.
+    fn group_name(&self, id: Uuid) -> String {
+        use sha2::Digest;
+        let agent = sha2::Sha256::digest(self.state_dir.as_os_str().as_encoded_bytes());
+        let tag: String = agent[..4].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{id}-{tag}")
+    }
+
     fn group(&self, id: Uuid) -> Group {
-        self.cgroups.existing(&id.to_string())
+        self.cgroups.existing(&self.group_name(id))
     }
 
     /// Where an image's root file system is prepared on this node.
@@ -376,7 +387,7 @@ impl Runtime for Sandbox {
         };
         let cgroup_procs = self
             .cgroups
-            .create(&launch.id.to_string(), limits, &numbers)
+            .create(&self.group_name(launch.id), limits, &numbers)
             .map_err(|e| format!("could not set the workload's limits: {e}"))?
             .procs_files();
         Ok(Prepared {
