@@ -89,11 +89,7 @@ impl MigrationTrait for Migration {
                 ))
                 .await?;
                 for (table, columns) in LOGGED {
-                    let update = if columns.is_empty() {
-                        "UPDATE".to_owned()
-                    } else {
-                        format!("UPDATE OF {}", columns.join(", "))
-                    };
+                    let update = update_event(columns);
                     db.execute_unprepared(&format!(
                         "CREATE TRIGGER {table}_change_log AFTER INSERT OR {update} OR DELETE \
                          ON {table} FOR EACH ROW EXECUTE FUNCTION {PG_FUNCTION}()"
@@ -103,11 +99,7 @@ impl MigrationTrait for Migration {
             }
             _ => {
                 for (table, columns) in LOGGED {
-                    let update = if columns.is_empty() {
-                        "UPDATE".to_owned()
-                    } else {
-                        format!("UPDATE OF {}", columns.join(", "))
-                    };
+                    let update = update_event(columns);
                     for (suffix, event, row) in [
                         ("insert", "INSERT".to_owned(), "NEW"),
                         ("update", update, "NEW"),
@@ -149,6 +141,15 @@ impl MigrationTrait for Migration {
         manager
             .drop_table(Table::drop().table(ChangeLog::Table).to_owned())
             .await
+    }
+}
+
+/// The trigger event for an update of `columns` (any column when empty).
+fn update_event(columns: &[&str]) -> String {
+    if columns.is_empty() {
+        "UPDATE".to_owned()
+    } else {
+        format!("UPDATE OF {}", columns.join(", "))
     }
 }
 
