@@ -501,12 +501,11 @@ async fn node_credentials_cannot_take_over_nodes_and_are_rotated_and_revoked(eng
         .expect_problem(StatusCode::NOT_FOUND, "node_not_found");
 }
 
-async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) {
-    let server = TestServer::start(engine).await;
-    let operator = server.operator().await;
-    server.cluster(&operator, 0).await;
-    let token = join_token(&server, &operator, json!({ "region": "r2" })).await;
-    let mut credentials = Vec::new();
+/// Registers sandbox nodes `edge-1` and `edge-2` in `r2`; answers their
+/// ids and credentials.
+async fn two_edge_nodes(server: &TestServer, operator: &Tenant) -> Vec<(Uuid, String)> {
+    let token = join_token(server, operator, json!({ "region": "r2" })).await;
+    let mut nodes = Vec::new();
     for name in ["edge-1", "edge-2"] {
         let registered = server
             .post(
@@ -516,8 +515,20 @@ async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) 
             )
             .await;
         registered.expect(StatusCode::CREATED);
-        credentials.push(registered.str("/credential"));
+        nodes.push((registered.id("/node_id"), registered.str("/credential")));
     }
+    nodes
+}
+
+async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 0).await;
+    let credentials: Vec<String> = two_edge_nodes(&server, &operator)
+        .await
+        .into_iter()
+        .map(|(_, credential)| credential)
+        .collect();
     let tenant = server.signup("tenant").await;
     let order = server
         .order(
@@ -613,19 +624,7 @@ async fn waiting_for_assignments_answers_only_its_own_node_and_refuses_bad_calls
     let server = TestServer::start(engine).await;
     let operator = server.operator().await;
     server.cluster(&operator, 0).await;
-    let token = join_token(&server, &operator, json!({ "region": "r2" })).await;
-    let mut nodes = Vec::new();
-    for name in ["edge-1", "edge-2"] {
-        let registered = server
-            .post(
-                "/api/v1/agent/register",
-                &token,
-                registration(name, Some("sandbox")),
-            )
-            .await;
-        registered.expect(StatusCode::CREATED);
-        nodes.push((registered.id("/node_id"), registered.str("/credential")));
-    }
+    let nodes = two_edge_nodes(&server, &operator).await;
     let tenant = server.signup("tenant").await;
     let order = server
         .order(

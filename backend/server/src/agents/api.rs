@@ -630,11 +630,14 @@ async fn assignments(
     if query.since.as_ref().is_some_and(|s| s.len() > 64) {
         fields.push("since", "at most 64 characters");
     }
-    if query.wait_ms.is_some_and(|w| w > 20_000) {
+    if query
+        .wait_ms
+        .is_some_and(|w| u128::from(w) > WAIT_MAX.as_millis())
+    {
         fields.push("wait_ms", "at most 20000");
     }
     fields.finish()?;
-    let wait = Duration::from_millis(query.wait_ms.unwrap_or(0)).min(WAIT_MAX);
+    let wait = Duration::from_millis(query.wait_ms.unwrap_or(0));
     let deadline = tokio::time::Instant::now() + wait;
     // Subscribed before the first look, so a change made while looking wakes
     // the wait below.

@@ -306,7 +306,10 @@ async fn cycle(
     let writing = Instant::now();
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
     let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
-    follow_log(&state.db, world).await?;
+    // Only starts and preemptions give the driver something new to hand.
+    if applied.started + applied.preempted > 0 {
+        follow_log(&state.db, world).await?;
+    }
     hand_over(world, driver, handed);
     let total_ms = began.elapsed().as_secs_f64() * 1000.0;
     let changed = applied.started + applied.preempted + applied.rejected > 0;
