@@ -3,14 +3,15 @@
 # SQLite and on PostgreSQL:
 #   1. order-to-running latency on an idle cluster (simulated driver with no
 #      provisioning delay, so the figure is the control plane's own share);
-#   2. order creation throughput and latency with wrk (POST /orgs/{id}/orders);
+#   2. order creation throughput and latency with wrk (POST /orgs/{id}/orders),
+#      beside pgbench's single-row insert rate on the same PostgreSQL;
 #   3. scheduling loop time with 1,000 nodes and 10,000 queued orders.
 #
 #   scripts/bench-orders.sh
 #   ENGINES=sqlite scripts/bench-orders.sh
 #
-# Needs wrk (Debian: apt-get install wrk) and, for PostgreSQL, the server at
-# GANTRY_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432).
+# Needs wrk (Debian: apt-get install wrk) and, for PostgreSQL, pgbench and the
+# server at GANTRY_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,6 +84,16 @@ wrk.body = '{"instance_type":"h100x1"}'
 LUA
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/order.lua" "$base/api/v1/orgs/$org/orders"
   stop_server
+
+  if [ "$engine" = postgres ]; then
+    # The database's own limit on the same machine, same clients: one
+    # single-row INSERT per transaction, as pgbench measures it.
+    echo "### postgres: pgbench, one single-row INSERT per transaction"
+    psql "$PG/gantry_bench" -qc "CREATE TABLE pgbench_rows (id bigserial PRIMARY KEY, org uuid NOT NULL, body text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
+    echo "INSERT INTO pgbench_rows (org, body) VALUES ('$org', '{\"instance_type\":\"h100x1\"}');" >"$work/insert.sql"
+    pgbench -n -c "$CONNECTIONS" -j "$THREADS" -T "${DURATION%s}" -f "$work/insert.sql" "$PG/gantry_bench" |
+      grep -E "^(tps|latency average|number of transactions actually)"
+  fi
 
   echo "### $engine: scheduling loop, 1,000 nodes and 10,000 queued orders"
   start_server "$engine" "$work/loop-$engine.log"

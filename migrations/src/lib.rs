@@ -16,6 +16,8 @@ mod m20261203_000009_jobs;
 mod m20261203_000010_isolation;
 mod m20261203_000011_queue_limits;
 mod m20261203_000012_change_log;
+mod m20261203_000013_catalog_version;
+mod triggers;
 
 /// Every migration in the order it is applied.
 pub struct Migrator;
@@ -36,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000010_isolation::Migration),
             Box::new(m20261203_000011_queue_limits::Migration),
             Box::new(m20261203_000012_change_log::Migration),
+            Box::new(m20261203_000013_catalog_version::Migration),
         ]
     }
 }

@@ -4,9 +4,10 @@
 //! follows the log from its last sequence number instead of reloading the
 //! whole cluster and queue every cycle.
 
-use sea_orm::DbBackend;
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
+
+use crate::triggers::Triggers;
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -60,8 +61,18 @@ const LOGGED: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The PostgreSQL trigger function every logged table shares.
-const PG_FUNCTION: &str = "gantry_log_change";
+/// The triggers that write the log.
+const TRIGGERS: Triggers<'static> = Triggers {
+    name: "change_log",
+    tables: LOGGED,
+    function: "gantry_log_change",
+    statement: "INSERT INTO change_log (entity, entity_id) VALUES \
+                (TG_TABLE_NAME, CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END)",
+    row: true,
+    sqlite: |table, row| {
+        format!("INSERT INTO change_log (entity, entity_id) VALUES ('{table}', {row}.id)")
+    },
+};
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -76,80 +87,18 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        let db = manager.get_connection();
-        match manager.get_database_backend() {
-            DbBackend::Postgres => {
-                db.execute_unprepared(&format!(
-                    "CREATE FUNCTION {PG_FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$ \
-                     BEGIN \
-                       INSERT INTO change_log (entity, entity_id) VALUES \
-                         (TG_TABLE_NAME, CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END); \
-                       RETURN NULL; \
-                     END $$"
-                ))
-                .await?;
-                for (table, columns) in LOGGED {
-                    let update = update_event(columns);
-                    db.execute_unprepared(&format!(
-                        "CREATE TRIGGER {table}_change_log AFTER INSERT OR {update} OR DELETE \
-                         ON {table} FOR EACH ROW EXECUTE FUNCTION {PG_FUNCTION}()"
-                    ))
-                    .await?;
-                }
-            }
-            _ => {
-                for (table, columns) in LOGGED {
-                    let update = update_event(columns);
-                    for (suffix, event, row) in [
-                        ("insert", "INSERT".to_owned(), "NEW"),
-                        ("update", update, "NEW"),
-                        ("delete", "DELETE".to_owned(), "OLD"),
-                    ] {
-                        db.execute_unprepared(&format!(
-                            "CREATE TRIGGER {table}_change_log_{suffix} AFTER {event} ON {table} \
-                             BEGIN INSERT INTO change_log (entity, entity_id) \
-                             VALUES ('{table}', {row}.id); END"
-                        ))
-                        .await?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        TRIGGERS
+            .create(manager.get_connection(), manager.get_database_backend())
+            .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let db = manager.get_connection();
-        match manager.get_database_backend() {
-            DbBackend::Postgres => {
-                for (table, _) in LOGGED {
-                    db.execute_unprepared(&format!("DROP TRIGGER {table}_change_log ON {table}"))
-                        .await?;
-                }
-                db.execute_unprepared(&format!("DROP FUNCTION {PG_FUNCTION}()"))
-                    .await?;
-            }
-            _ => {
-                for (table, _) in LOGGED {
-                    for suffix in ["insert", "update", "delete"] {
-                        db.execute_unprepared(&format!("DROP TRIGGER {table}_change_log_{suffix}"))
-                            .await?;
-                    }
-                }
-            }
-        }
+        TRIGGERS
+            .drop(manager.get_connection(), manager.get_database_backend())
+            .await?;
         manager
             .drop_table(Table::drop().table(ChangeLog::Table).to_owned())
             .await
-    }
-}
-
-/// The trigger event for an update of `columns` (any column when empty).
-fn update_event(columns: &[&str]) -> String {
-    if columns.is_empty() {
-        "UPDATE".to_owned()
-    } else {
-        format!("UPDATE OF {}", columns.join(", "))
     }
 }
 

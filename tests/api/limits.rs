@@ -131,6 +131,43 @@ async fn waiting_work_is_limited_per_organization_and_project(engine: Engine) {
         [StatusCode::CREATED, StatusCode::TOO_MANY_REQUESTS]
     );
 
+    // Forty single orders at once, written in shared transactions: exactly
+    // the twenty-five the limit allows are taken.
+    let crowd = server.signup("crowd").await;
+    let sent: Vec<_> = (0..40)
+        .map(|_| {
+            let request = server
+                .http
+                .post(server.url(&format!("/api/v1/orgs/{}/orders", crowd.org_id)))
+                .bearer_auth(&crowd.token)
+                .json(&json!({ "instance_type": "h100x1" }))
+                .send();
+            tokio::spawn(async move { request.await.map(|r| r.status()) })
+        })
+        .collect();
+    let mut created = 0;
+    for request in sent {
+        match request.await.expect("task").expect("response") {
+            StatusCode::CREATED => created += 1,
+            status => assert_eq!(status, StatusCode::TOO_MANY_REQUESTS),
+        }
+    }
+    assert_eq!(created, 25);
+    let crowd_limits = format!("/api/v1/orgs/{}/queue-limits", crowd.org_id);
+    let seen = server.get(&crowd_limits, &crowd.token).await;
+    assert_eq!(seen.body["waiting_orders"], 25);
+    assert_eq!(
+        server
+            .count(&format!(
+                "SELECT COUNT(*) FROM audit_log WHERE action = 'order.create' \
+                 AND actor_id = (SELECT id FROM users WHERE email = '{}')",
+                crowd.email
+            ))
+            .await,
+        25,
+        "one audit row per order taken"
+    );
+
     // An operator raises the organization's limit and caps one project.
     let project = server
         .post(

@@ -21,6 +21,7 @@ crate::on_both_engines!(
     draining_a_node_moves_its_work,
     what_if_shows_what_more_nodes_would_start,
     one_replica_runs_the_loop_and_hands_it_over,
+    admission_sees_changes_made_through_another_replica_at_once,
     cancelling_while_the_loop_starts_orders_leaks_no_gpus,
     gpus_still_held_by_an_ended_order_are_reclaimed,
 );
@@ -837,6 +838,51 @@ async fn one_replica_runs_the_loop_and_hands_it_over(engine: Engine) {
     follower.wait_status(&tenant, next, "running").await;
     assert!(follower.state.scheduler.is_leader());
     assert!(!leader.state.scheduler.is_leader());
+}
+
+/// Each replica keeps the catalog, quotas and node sizes in memory for
+/// admission; a change made through one replica binds orders made through
+/// the other from the next request on.
+async fn admission_sees_changes_made_through_another_replica_at_once(engine: Engine) {
+    let first = TestServer::start(engine).await;
+    let operator = first.operator().await;
+    first.cluster(&operator, 1).await;
+    let second = first.replica(|_| {}).await;
+    let tenant = first.signup("tenant").await;
+    let orders = format!("/api/v1/orgs/{}/orders", tenant.org_id);
+    let two = json!({ "instance_type": "h100x8", "node_count": 2 });
+    second
+        .post(&orders, &tenant.token, two.clone())
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "never_fits");
+    first.add_nodes(&operator, "r1", 2..=2).await;
+    second
+        .post(&orders, &tenant.token, two)
+        .await
+        .expect(StatusCode::CREATED);
+
+    let quotas = format!("/api/v1/admin/orgs/{}/quotas", tenant.org_id);
+    first
+        .put(
+            &quotas,
+            &operator.token,
+            json!({ "quotas": [{ "gpu_model": "H100", "guaranteed_gpus": 0, "max_gpus": 4 }] }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let eight = json!({ "instance_type": "h100x8" });
+    second
+        .post(&orders, &tenant.token, eight.clone())
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "quota_exceeded");
+    first
+        .put(&quotas, &operator.token, json!({ "quotas": [] }))
+        .await
+        .expect(StatusCode::OK);
+    second
+        .post(&orders, &tenant.token, eight)
+        .await
+        .expect(StatusCode::CREATED);
 }
 
 async fn what_if_shows_what_more_nodes_would_start(engine: Engine) {

@@ -42,6 +42,8 @@ pub struct Shared {
     pub login_throttle: LoginThrottle,
     pub rate_limits: RateLimits,
     pub scheduler: SchedulerHandle,
+    pub intake: crate::orders::intake::Intake,
+    pub catalog: crate::catalog::cache::CatalogCache,
     pub clock: crate::clock::Clock,
     pub config: Config,
 }
@@ -68,6 +70,7 @@ impl AppState {
         if config.demo && crate::demo::seed(&db, &passwords).await? {
             tracing::info!("seeded the demo catalog, simulated cluster and logins");
         }
+        let intake = crate::orders::intake::Intake::start(db.clone(), config.max_waiting_orders);
         Ok(Self(Arc::new(Shared {
             db,
             sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
@@ -80,6 +83,8 @@ impl AppState {
                 config.failed_auth_per_minute,
             ),
             scheduler: SchedulerHandle::default(),
+            intake,
+            catalog: crate::catalog::cache::CatalogCache::default(),
             clock: crate::clock::Clock::default(),
             config,
         })))

@@ -32,6 +32,11 @@ pub struct Change<'a> {
 }
 
 pub async fn record(db: &impl ConnectionTrait, change: Change<'_>) -> Result<(), sea_orm::DbErr> {
+    row(change).insert(db).await.map(drop)
+}
+
+/// The row that records `change`, for a caller that inserts many at once.
+pub fn row(change: Change<'_>) -> audit_log::ActiveModel {
     audit_log::ActiveModel {
         id: Set(Uuid::now_v7()),
         org_id: Set(change.org_id),
@@ -45,9 +50,6 @@ pub async fn record(db: &impl ConnectionTrait, change: Change<'_>) -> Result<(),
         source_address: Set(change.actor.source_address.clone()),
         created_at: Set(Utc::now()),
     }
-    .insert(db)
-    .await
-    .map(drop)
 }
 
 /// Records an operator's change to something no organization owns (the

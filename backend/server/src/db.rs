@@ -7,8 +7,9 @@ use anyhow::Context;
 use gantry_migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
-    DbErr, SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    ActiveModelTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
+    DatabaseTransaction, DbBackend, DbErr, EntityTrait, Iterable, SqliteTransactionMode,
+    TransactionOptions, TransactionTrait,
 };
 
 /// Opens a pool. For SQLite the file and its directory are created when
@@ -28,6 +29,10 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(10))
+        // A ping on every checkout doubles the round trips of every query
+        // outside a transaction; a connection in steady use is known to be
+        // alive, and one idle long enough to have been cut is still tested.
+        .test_before_acquire_if_idle_for(Duration::from_secs(30))
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(|opts| {
             opts.foreign_keys(true)
@@ -58,6 +63,27 @@ pub async fn write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr
         ..TransactionOptions::default()
     })
     .await
+}
+
+/// Bound parameters one statement may carry: under SQLite's limit (32,766)
+/// and PostgreSQL's (65,535).
+const PARAMETERS_MAX: usize = 30_000;
+
+/// Inserts `rows` with as few statements as the engines' parameter limits
+/// allow.
+pub async fn insert_batched<A>(db: &impl ConnectionTrait, rows: Vec<A>) -> Result<(), DbErr>
+where
+    A: ActiveModelTrait + Send,
+{
+    let columns = <<A::Entity as EntityTrait>::Column as Iterable>::iter().count();
+    let per_statement = (PARAMETERS_MAX / columns.max(1)).max(1);
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        A::Entity::insert_many(rows.by_ref().take(per_statement).collect::<Vec<_>>())
+            .exec_without_returning(db)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The PostgreSQL advisory lock migrations are applied under.

@@ -114,31 +114,6 @@ async fn find(db: &impl ConnectionTrait, params: &RawPathParams) -> ApiResult<im
         .ok_or_else(|| ApiError::not_found(Resource::Image, id))
 }
 
-/// The image an order names, or the default when it names none; an unknown
-/// name is an invalid request.
-pub async fn for_order(
-    db: &impl ConnectionTrait,
-    name: Option<&str>,
-) -> ApiResult<Option<image::Model>> {
-    match name {
-        Some(name) => image::Entity::find()
-            .filter(image::Column::Name.eq(name))
-            .one(db)
-            .await?
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    "unknown_image",
-                    format!("the image catalog has no image {name:?}"),
-                )
-            }),
-        None => Ok(image::Entity::find()
-            .filter(image::Column::IsDefault.eq(true))
-            .one(db)
-            .await?),
-    }
-}
-
 /// Makes `id` the only default.
 async fn clear_other_defaults(db: &impl ConnectionTrait, id: Uuid) -> ApiResult<()> {
     image::Entity::update_many()

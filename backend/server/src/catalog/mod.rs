@@ -2,6 +2,7 @@
 //! prices. Operators change it under `/admin/catalog`; every signed-in
 //! caller reads it under `/catalog`.
 
+pub mod cache;
 pub mod gpu_models;
 pub mod images;
 pub mod instance_types;

@@ -5,6 +5,7 @@ pub mod api_key;
 pub mod audit_log;
 pub mod balance_entry;
 pub mod billing_account;
+pub mod catalog_version;
 pub mod change_log;
 pub mod gpu;
 pub mod gpu_claim;

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, Set};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -17,9 +17,6 @@ use crate::entities::{order, order_dependency};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::path_uuid;
 use crate::tenancy::access::{OrgAccess, OrgScope, need};
-
-/// Rows per INSERT: well under SQLite's and PostgreSQL's bind limits.
-const CHUNK: usize = 200;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ArrayCancelled {
@@ -72,44 +69,23 @@ pub async fn check_dependencies(
     Ok(())
 }
 
-/// Inserts the other members of an array; their ids.
-pub async fn insert_members(
-    txn: &impl ConnectionTrait,
-    members: impl Iterator<Item = order::ActiveModel>,
-) -> Result<Vec<Uuid>, DbErr> {
-    let members: Vec<order::ActiveModel> = members.collect();
-    let ids = members.iter().filter_map(|m| m.id.clone().take()).collect();
-    for chunk in members.chunks(CHUNK) {
-        order::Entity::insert_many(chunk.to_vec())
-            .exec_without_returning(txn)
-            .await?;
-    }
-    Ok(ids)
-}
-
-/// Records that each of `orders` waits on each of `dependencies`.
-pub async fn link_dependencies(
-    txn: &impl ConnectionTrait,
+/// The edges by which each of `orders` waits on each of `dependencies`; a
+/// dependency named twice is one edge, the first condition given.
+pub fn dependency_edges(
     orders: &[Uuid],
     dependencies: &[Dependency],
-) -> Result<(), DbErr> {
-    let edges: Vec<order_dependency::ActiveModel> = orders
+) -> Vec<order_dependency::ActiveModel> {
+    let mut seen = std::collections::HashSet::new();
+    orders
         .iter()
-        .flat_map(|order_id| {
-            dependencies.iter().map(|d| order_dependency::ActiveModel {
-                order_id: Set(*order_id),
-                depends_on: Set(d.order_id),
-                condition: Set(d.condition.as_str().to_owned()),
-            })
+        .flat_map(|order_id| dependencies.iter().map(move |d| (*order_id, d)))
+        .filter(|(order_id, d)| seen.insert((*order_id, d.order_id)))
+        .map(|(order_id, d)| order_dependency::ActiveModel {
+            order_id: Set(order_id),
+            depends_on: Set(d.order_id),
+            condition: Set(d.condition.as_str().to_owned()),
         })
-        .collect();
-    for chunk in edges.chunks(CHUNK) {
-        order_dependency::Entity::insert_many(chunk.to_vec())
-            .on_conflict_do_nothing()
-            .exec_without_returning(txn)
-            .await?;
-    }
-    Ok(())
+        .collect()
 }
 
 /// Cancels every member of a job array that has not ended.

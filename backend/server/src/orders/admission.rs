@@ -4,13 +4,14 @@
 //! refused at once, as is a non-production order of an organization whose
 //! hard-capped budget is spent; one that can run later is queued.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ConnectionTrait, EntityTrait};
 use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 
+use crate::catalog::cache::Catalog;
 use crate::classes::{PricingClass, PriorityClass};
-use crate::entities::{billing_account, gpu, gpu_model, instance_type, node, price, quota, region};
+use crate::entities::{billing_account, gpu_model, instance_type, region};
 use crate::error::{ApiError, ApiResult};
 
 /// What admission looks at in an order.
@@ -40,28 +41,32 @@ impl Request<'_> {
 }
 
 /// Refuses an order that can never run; `Ok` means it may be queued.
-pub async fn admit(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+pub async fn admit(
+    db: &impl ConnectionTrait,
+    catalog: &Catalog,
+    request: &Request<'_>,
+) -> ApiResult<()> {
     let account = billing_account::Entity::find_by_id(request.org_id)
         .one(db)
         .await?;
     crate::billing::prepaid::admits(account.as_ref())?;
     crate::billing::budgets::admits(account.as_ref(), request.priority_class, request.now)?;
-    offered(db, request).await?;
-    within_max_quota(db, request).await?;
-    fits_somewhere(db, request).await
+    offered(catalog, request)?;
+    within_max_quota(catalog, request)?;
+    fits_somewhere(catalog, request)
 }
 
-async fn offered(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
-    let prices = price::Entity::find()
-        .filter(price::Column::InstanceTypeId.eq(request.instance.id))
-        .filter(price::Column::PricingClass.eq(request.pricing_class))
-        .all(db)
-        .await?;
-    let priced = prices.iter().any(|p| match (p.region_id, request.region) {
-        (None, _) => true,
-        (Some(price_region), Some(region)) => price_region == region.id,
-        (Some(_), None) => true,
-    });
+fn offered(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
+    let priced = catalog
+        .prices
+        .iter()
+        .filter(|p| p.instance_type_id == request.instance.id)
+        .filter(|p| p.pricing_class == request.pricing_class)
+        .any(|p| match (p.region_id, request.region) {
+            (None, _) => true,
+            (Some(price_region), Some(region)) => price_region == region.id,
+            (Some(_), None) => true,
+        });
     if priced {
         Ok(())
     } else {
@@ -77,12 +82,11 @@ async fn offered(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<
     }
 }
 
-async fn within_max_quota(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
-    let rows = quota::Entity::find()
-        .filter(quota::Column::OrgId.eq(request.org_id))
-        .filter(quota::Column::GpuModelId.eq(request.model.id))
-        .all(db)
-        .await?;
+fn within_max_quota(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
+    let rows = catalog
+        .quotas
+        .iter()
+        .filter(|q| q.org_id == request.org_id && q.gpu_model_id == request.model.id);
     let gpus = request.gpus();
     for row in rows {
         // A regional quota binds an order pinned to that region only; an
@@ -110,36 +114,15 @@ async fn within_max_quota(db: &impl ConnectionTrait, request: &Request<'_>) -> A
     Ok(())
 }
 
-async fn fits_somewhere(db: &impl ConnectionTrait, request: &Request<'_>) -> ApiResult<()> {
+fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
     let instance = request.instance;
-    let mut nodes = node::Entity::find()
-        .select_only()
-        .column(node::Column::Id)
-        .filter(node::Column::CpuMilli.gte(i64::from(instance.vcpus) * 1000))
-        .filter(node::Column::MemoryMib.gte(i64::from(instance.memory_gib) * 1024));
-    if let Some(region) = request.region {
-        nodes = nodes.filter(node::Column::RegionId.eq(region.id));
-    }
-    let big_enough: std::collections::HashSet<Uuid> = nodes
-        .into_tuple::<Uuid>()
-        .all(db)
-        .await?
-        .into_iter()
-        .collect();
-    let gpus: Vec<Uuid> = gpu::Entity::find()
-        .select_only()
-        .column(gpu::Column::NodeId)
-        .filter(gpu::Column::GpuModelId.eq(request.model.id))
-        .into_tuple()
-        .all(db)
-        .await?;
-    let mut per_node: std::collections::HashMap<Uuid, i32> = std::collections::HashMap::new();
-    for node_id in gpus.into_iter().filter(|n| big_enough.contains(n)) {
-        *per_node.entry(node_id).or_default() += 1;
-    }
-    let hosts = per_node
-        .values()
-        .filter(|count| **count >= instance.gpus_per_node)
+    let hosts = catalog
+        .hosts
+        .iter()
+        .filter(|h| h.cpu_milli >= i64::from(instance.vcpus) * 1000)
+        .filter(|h| h.memory_mib >= i64::from(instance.memory_gib) * 1024)
+        .filter(|h| request.region.is_none_or(|r| r.id == h.region_id))
+        .filter(|h| h.gpus.get(&request.model.id).copied().unwrap_or(0) >= instance.gpus_per_node)
         .count();
     let needed = usize::try_from(request.node_count).unwrap_or(usize::MAX);
     if hosts >= needed {

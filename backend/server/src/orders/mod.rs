@@ -3,6 +3,7 @@
 //! it up, and the tenant cancels it when done.
 
 pub mod admission;
+pub mod intake;
 pub mod lifecycle;
 pub mod reconcile;
 pub mod service;
@@ -25,8 +26,9 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::Operator;
+use crate::catalog::cache::Catalog;
 use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
-use crate::entities::{allocation, image, node, order, order_dependency};
+use crate::entities::{allocation, node, order, order_dependency};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -202,55 +204,62 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 async fn page_of(
-    db: &impl ConnectionTrait,
+    state: &AppState,
     select: sea_orm::Select<order::Entity>,
     request: crate::http::pagination::PageRequest,
 ) -> ApiResult<Page<Order>> {
     let rows = request
         .descending(select, order::Column::Id)
-        .all(db)
+        .all(&state.db)
         .await?;
     let page = Page::from_rows(rows, request, |o| o.id, |o| o);
+    let catalog = state.catalog.current(&state.db).await?;
     Ok(Page {
-        items: views(db, page.items).await?,
+        items: views(&state.db, &catalog, page.items).await?,
         next_cursor: page.next_cursor,
     })
 }
 
 /// Orders as tenants see them.
-pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiResult<Vec<Order>> {
-    let types = crate::catalog::instance_type_names(db).await?;
-    let models = crate::catalog::gpu_model_names(db).await?;
-    let regions = crate::catalog::region_names(db).await?;
-    let images: HashMap<Uuid, String> = image::Entity::find()
-        .filter(image::Column::Id.is_in(rows.iter().filter_map(|o| o.image_id)))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|i| (i.id, i.name))
-        .collect();
+async fn views(
+    db: &impl ConnectionTrait,
+    catalog: &Catalog,
+    rows: Vec<order::Model>,
+) -> ApiResult<Vec<Order>> {
     let live = allocation::Entity::find()
         .filter(allocation::Column::OrderId.is_in(rows.iter().map(|o| o.id)))
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .order_by_asc(allocation::Column::Id)
         .all(db)
         .await?;
-    let nodes: HashMap<Uuid, String> = node::Entity::find()
-        .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id)))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|n| (n.id, n.name))
+    // Most orders shown are queued instances or jobs: skip the reads that
+    // would find nothing.
+    let nodes: HashMap<Uuid, String> = if live.is_empty() {
+        HashMap::new()
+    } else {
+        node::Entity::find()
+            .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id)))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|n| (n.id, n.name))
+            .collect()
+    };
+    let jobs: Vec<Uuid> = rows
+        .iter()
+        .filter(|o| o.job.is_some())
+        .map(|o| o.id)
         .collect();
+    let edges = if jobs.is_empty() {
+        Vec::new()
+    } else {
+        order_dependency::Entity::find()
+            .filter(order_dependency::Column::OrderId.is_in(jobs))
+            .all(db)
+            .await?
+    };
     let mut dependencies: HashMap<Uuid, Vec<crate::jobs::Dependency>> = HashMap::new();
-    for d in order_dependency::Entity::find()
-        .filter(
-            order_dependency::Column::OrderId
-                .is_in(rows.iter().filter(|o| o.job.is_some()).map(|o| o.id)),
-        )
-        .all(db)
-        .await?
-    {
+    for d in edges {
         dependencies
             .entry(d.order_id)
             .or_default()
@@ -273,9 +282,18 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
     Ok(rows
         .into_iter()
         .map(|o| Order {
-            instance_type: types.get(&o.instance_type_id).cloned().unwrap_or_default(),
-            gpu_model: models.get(&o.gpu_model_id).cloned().unwrap_or_default(),
-            region: o.region_id.and_then(|r| regions.get(&r).cloned()),
+            instance_type: catalog
+                .instance_type_name(o.instance_type_id)
+                .unwrap_or_default()
+                .to_owned(),
+            gpu_model: catalog
+                .gpu_model_name(o.gpu_model_id)
+                .unwrap_or_default()
+                .to_owned(),
+            region: o
+                .region_id
+                .and_then(|r| catalog.region_name(r))
+                .map(str::to_owned),
             placement: placements.remove(&o.id).unwrap_or_default(),
             job: crate::jobs::view(&o, dependencies.remove(&o.id).unwrap_or_default()),
             access: o
@@ -284,7 +302,10 @@ pub async fn views(db: &impl ConnectionTrait, rows: Vec<order::Model>) -> ApiRes
                 .and_then(|a| serde_json::from_str(a).ok()),
             ssh_key_ids: json_list(o.ssh_key_ids.as_deref()),
             ports: json_list(o.ports.as_deref()),
-            image: o.image_id.and_then(|i| images.get(&i).cloned()),
+            image: o
+                .image_id
+                .and_then(|i| catalog.image_name(i))
+                .map(str::to_owned),
             id: o.id,
             org_id: o.org_id,
             project_id: o.project_id,
@@ -316,11 +337,17 @@ pub fn json_list<T: serde::de::DeserializeOwned>(stored: Option<&str>) -> Vec<T>
         .unwrap_or_default()
 }
 
-async fn view(db: &impl ConnectionTrait, row: order::Model) -> ApiResult<Order> {
-    views(db, vec![row])
+async fn view(db: &impl ConnectionTrait, catalog: &Catalog, row: order::Model) -> ApiResult<Order> {
+    views(db, catalog, vec![row])
         .await?
         .pop()
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("order view lost its row")))
+}
+
+/// An order as its tenant sees it, with the catalog as of now.
+async fn shown(state: &AppState, row: order::Model) -> ApiResult<Order> {
+    let catalog = state.catalog.current(&state.db).await?;
+    view(&state.db, &catalog, row).await
 }
 
 /// The order named by the path's `order_id`, in the caller's organization.
@@ -364,7 +391,7 @@ async fn list_orders(
     if let Some(array) = filter.array_id {
         select = select.filter(order::Column::ArrayId.eq(array));
     }
-    Ok(Json(page_of(&state.db, select, request).await?))
+    Ok(Json(page_of(&state, select, request).await?))
 }
 
 /// Every organization's orders, newest first: the operator's view of the
@@ -391,7 +418,7 @@ async fn list_all_orders(
     if let Some(org) = filter.org_id {
         select = select.filter(order::Column::OrgId.eq(org));
     }
-    Ok(Json(page_of(&state.db, select, request).await?))
+    Ok(Json(page_of(&state, select, request).await?))
 }
 
 /// One order with its status, placement, why it waits and its access.
@@ -412,7 +439,7 @@ async fn get_order(
     params: RawPathParams,
 ) -> ApiResult<Json<Order>> {
     let row = find(&state.db, &access.scope, &params).await?;
-    Ok(Json(view(&state.db, row).await?))
+    Ok(Json(shown(&state, row).await?))
 }
 
 /// Orders GPU capacity. It is refused at once when it could never run, and
@@ -445,8 +472,11 @@ async fn create_order(
         actor: &access.actor,
         idempotency_key,
     };
+    let catalog = state.catalog.current(&state.db).await?;
     let created = service::create(
         &state.db,
+        &catalog,
+        &state.intake,
         &state.config,
         &caller,
         request,
@@ -458,7 +488,7 @@ async fn create_order(
     }
     Ok((
         StatusCode::CREATED,
-        Json(view(&state.db, created.order).await?),
+        Json(view(&state.db, &catalog, created.order).await?),
     ))
 }
 
@@ -530,7 +560,7 @@ async fn cancel_order(
     let (updated, from) = match cancel(&txn, id, state.clock.now()).await? {
         Cancelled::Ended(current) if current.status == OrderStatus::Cancelled => {
             txn.commit().await?;
-            return Ok(Json(view(&state.db, current).await?));
+            return Ok(Json(shown(&state, current).await?));
         }
         Cancelled::Ended(current) => {
             return Err(ApiError::conflict(
@@ -558,5 +588,5 @@ async fn cancel_order(
     .await?;
     txn.commit().await?;
     state.scheduler.wake();
-    Ok(Json(view(&state.db, updated).await?))
+    Ok(Json(shown(&state, updated).await?))
 }

@@ -3,15 +3,17 @@
 //! entry. The API and anything else that orders call this.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, DatabaseConnection, QueryFilter, Set};
 use uuid::Uuid;
 
+use super::intake::{Intake, Prepared};
 use super::{CreateOrder, DURATION_MAX, DURATION_MIN, NODE_COUNT_MAX, admission};
 use crate::audit::{self, Change};
 use crate::auth::principal::Actor;
+use crate::catalog::cache::Catalog;
 use crate::classes::{OrderStatus, PricingClass, PriorityClass, WorkloadClass};
 use crate::config::Config;
-use crate::entities::{gpu_model, order, project};
+use crate::entities::{order, project};
 use crate::error::{ApiError, ApiResult};
 use crate::tenancy::access::OrgScope;
 use crate::validate::Fields;
@@ -53,11 +55,13 @@ fn check_ports(fields: &mut Fields, ports: &[u16], allowed: &[u16]) {
 }
 
 /// Validates, admits and stores an order (or a job array), or answers the
-/// order an earlier call with the same key made. Reads come before the
-/// write transaction, which then holds SQLite's single write lock only for
-/// the inserts.
+/// order an earlier call with the same key made. Every read comes before
+/// the intake's write transaction, which then holds the organization's lock
+/// (and SQLite's single write lock) only for the inserts.
 pub async fn create(
     db: &DatabaseConnection,
+    catalog: &Catalog,
+    intake: &Intake,
     config: &Config,
     caller: &Caller<'_>,
     request: CreateOrder,
@@ -115,15 +119,15 @@ pub async fn create(
             new: false,
         });
     }
-    let instance = crate::catalog::instance_type_in_body(db, &request.instance_type).await?;
-    let model = gpu_model::Entity::find_by_id(instance.gpu_model_id)
-        .one(db)
-        .await?
+    let instance = catalog.instance_type(&request.instance_type)?;
+    let model = catalog
+        .gpu_model(instance.gpu_model_id)
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
-    let region = match &request.region {
-        Some(reference) => Some(crate::catalog::region_in_body(db, reference).await?),
-        None => None,
-    };
+    let region = request
+        .region
+        .as_deref()
+        .map(|reference| catalog.region(reference))
+        .transpose()?;
     if let Some(project_id) = request.project_id
         && scope
             .select::<project::Entity>()
@@ -145,7 +149,7 @@ pub async fn create(
         .image
         .as_deref()
         .or_else(|| job.and_then(|j| j.image.as_deref()));
-    let image = crate::catalog::images::for_order(db, image_name).await?;
+    let image = catalog.image_for_order(image_name)?;
     let ssh_key_ids = if job.is_some() {
         Vec::new()
     } else {
@@ -159,12 +163,13 @@ pub async fn create(
     };
     admission::admit(
         db,
+        catalog,
         &admission::Request {
             org_id: scope.org_id,
             project_id: request.project_id,
-            instance: &instance,
-            model: &model,
-            region: region.as_ref(),
+            instance,
+            model,
+            region,
             node_count,
             pricing_class,
             priority_class,
@@ -173,6 +178,11 @@ pub async fn create(
     )
     .await?;
     let count = job.and_then(|j| j.array_count).unwrap_or(1);
+    let kind = if job.is_some() {
+        crate::jobs::KIND
+    } else {
+        "instance"
+    };
     let array_id = job
         .filter(|j| j.array_count.is_some())
         .map(|_| Uuid::now_v7());
@@ -188,17 +198,12 @@ pub async fn create(
         project_id: Set(request.project_id),
         created_by_kind: Set(caller.actor.kind.to_owned()),
         created_by: Set(caller.actor.id),
-        kind: Set(if job.is_some() {
-            crate::jobs::KIND
-        } else {
-            "instance"
-        }
-        .to_owned()),
+        kind: Set(kind.to_owned()),
         instance_type_id: Set(instance.id),
         gpu_model_id: Set(model.id),
         gpus_per_node: Set(instance.gpus_per_node),
         node_count: Set(node_count),
-        region_id: Set(region.as_ref().map(|r| r.id)),
+        region_id: Set(region.map(|r| r.id)),
         priority_class: Set(priority_class),
         pricing_class: Set(pricing_class),
         workload_class: Set(request.workload_class.unwrap_or(if job.is_some() {
@@ -230,55 +235,44 @@ pub async fn create(
         log_bytes: Set(0),
         ssh_key_ids: Set(stored_keys.clone()),
         ports: Set(stored_ports.clone()),
-        image_id: Set(image.as_ref().map(|i| i.id)),
+        image_id: Set(image.map(|i| i.id)),
         started_at: Set(None),
         ended_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     };
-    let txn = crate::db::write(db).await?;
-    crate::queue_limits::admits(
-        &txn,
-        scope.org_id,
-        request.project_id,
-        u64::try_from(count).unwrap_or(1),
-        config.max_waiting_orders,
-    )
-    .await?;
-    let row = member(0).insert(&txn).await?;
-    let mut members = vec![row.id];
-    if count > 1 {
-        members.extend(crate::jobs::arrays::insert_members(&txn, (1..count).map(member)).await?);
-    }
-    if let Some(job) = job {
-        crate::jobs::arrays::link_dependencies(&txn, &members, &job.depends_on).await?;
-    }
-    audit::record(
-        &txn,
-        Change {
-            org_id: Some(scope.org_id),
-            action: "order.create",
-            target_type: "order",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({
-                "instance_type": instance.name,
-                "node_count": node_count,
-                "pricing_class": pricing_class,
-                "priority_class": priority_class,
-                "kind": row.kind,
-                "array_id": array_id,
-                "array_count": array_id.map(|_| count),
-                "image": image.as_ref().map(|i| &i.name),
-                "ssh_key_ids": ssh_key_ids,
-                "ports": ports,
-            }),
-            actor: caller.actor,
-        },
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(Created {
-        order: row,
-        new: true,
-    })
+    let members: Vec<order::ActiveModel> = (0..count).map(member).collect();
+    let ids: Vec<Uuid> = members.iter().filter_map(|m| m.id.clone().take()).collect();
+    let edges = job.map_or_else(Vec::new, |job| {
+        crate::jobs::arrays::dependency_edges(&ids, &job.depends_on)
+    });
+    let audit = audit::row(Change {
+        org_id: Some(scope.org_id),
+        action: "order.create",
+        target_type: "order",
+        target_id: ids.first().map(Uuid::to_string),
+        details: serde_json::json!({
+            "instance_type": instance.name,
+            "node_count": node_count,
+            "pricing_class": pricing_class,
+            "priority_class": priority_class,
+            "kind": kind,
+            "array_id": array_id,
+            "array_count": array_id.map(|_| count),
+            "image": image.map(|i| &i.name),
+            "ssh_key_ids": ssh_key_ids,
+            "ports": ports,
+        }),
+        actor: caller.actor,
+    });
+    intake
+        .submit(Prepared {
+            org_id: scope.org_id,
+            project_id: request.project_id,
+            idempotency_key: caller.idempotency_key.clone(),
+            members,
+            edges,
+            audit,
+        })
+        .await
 }

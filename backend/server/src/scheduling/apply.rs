@@ -217,23 +217,10 @@ async fn start(
             }
         }
         started += moved.len();
-        insert_batched(txn, allocations).await?;
-        insert_batched(txn, claims).await?;
+        crate::db::insert_batched(txn, allocations).await?;
+        crate::db::insert_batched(txn, claims).await?;
     }
     Ok(started)
-}
-
-async fn insert_batched<A>(txn: &impl ConnectionTrait, rows: Vec<A>) -> Result<(), DbErr>
-where
-    A: sea_orm::ActiveModelTrait + Send,
-{
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        A::Entity::insert_many(rows.by_ref().take(BATCH).collect::<Vec<_>>())
-            .exec_without_returning(txn)
-            .await?;
-    }
-    Ok(())
 }
 
 /// Why an order waits and when it may start, to be written.
