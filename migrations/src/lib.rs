@@ -17,6 +17,7 @@ mod m20261203_000010_isolation;
 mod m20261203_000011_queue_limits;
 mod m20261203_000012_change_log;
 mod m20261203_000013_catalog_version;
+mod m20261203_000014_change_notify;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000011_queue_limits::Migration),
             Box::new(m20261203_000012_change_log::Migration),
             Box::new(m20261203_000013_catalog_version::Migration),
+            Box::new(m20261203_000014_change_notify::Migration),
         ]
     }
 }

@@ -62,7 +62,7 @@ const LOGGED: &[(&str, &[&str])] = &[
 ];
 
 /// The triggers that write the log.
-const TRIGGERS: Triggers<'static> = Triggers {
+pub(crate) const TRIGGERS: Triggers<'static> = Triggers {
     name: "change_log",
     tables: LOGGED,
     function: "gantry_log_change",

@@ -26,12 +26,7 @@ impl Triggers<'_> {
         let name = self.name;
         match backend {
             DbBackend::Postgres => {
-                db.execute_unprepared(&format!(
-                    "CREATE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $$ \
-                     BEGIN {}; RETURN NULL; END $$",
-                    self.function, self.statement
-                ))
-                .await?;
+                define_function(db, self.function, self.statement).await?;
                 let each = if self.row { "ROW" } else { "STATEMENT" };
                 for (table, columns) in self.tables {
                     db.execute_unprepared(&format!(
@@ -85,6 +80,21 @@ impl Triggers<'_> {
         }
         Ok(())
     }
+}
+
+/// Defines (or redefines) a PostgreSQL trigger function that runs
+/// `statement`.
+pub async fn define_function(
+    db: &impl ConnectionTrait,
+    function: &str,
+    statement: &str,
+) -> Result<(), DbErr> {
+    db.execute_unprepared(&format!(
+        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN {statement}; RETURN NULL; END $$"
+    ))
+    .await
+    .map(drop)
 }
 
 /// The trigger event for an update of `columns` (any column when empty).

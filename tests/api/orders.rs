@@ -885,6 +885,38 @@ async fn admission_sees_changes_made_through_another_replica_at_once(engine: Eng
         .expect(StatusCode::CREATED);
 }
 
+/// On PostgreSQL an order made through a replica that does not lead
+/// wakes the leader's loop at once (a notification from the change log),
+/// not at its next interval, which here is a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_through_another_replica_wakes_the_leader_at_once() {
+    if crate::support::postgres_skipped() {
+        return;
+    }
+    let minute = |config: &mut gantry_server::config::Config| config.scheduler_interval_ms = 60_000;
+    let first = TestServer::start_with(Engine::Postgres, minute).await;
+    let operator = first.operator().await;
+    first.cluster(&operator, 1).await;
+    let tenant = first.signup("tenant").await;
+    let warm = first
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    first.wait_status(&tenant, warm, "running").await;
+    assert!(first.state.scheduler.is_leader());
+    let second = first.replica(minute).await;
+    let asked = std::time::Instant::now();
+    let id = second
+        .order(&tenant, json!({ "instance_type": "h100x1" }))
+        .await;
+    second.wait_status(&tenant, id, "running").await;
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(15),
+        "started after {:?}, as if by the interval",
+        asked.elapsed()
+    );
+    assert!(!second.state.scheduler.is_leader());
+}
+
 async fn what_if_shows_what_more_nodes_would_start(engine: Engine) {
     let server = TestServer::start(engine).await;
     let operator = server.operator().await;

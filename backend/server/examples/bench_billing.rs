@@ -35,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
     let url = std::env::args()
         .nth(1)
         .ok_or_else(|| anyhow::anyhow!("usage: bench_billing DATABASE_URL"))?;
-    let db = gantry_server::db::connect(&url, 8).await?;
+    let db = gantry_server::db::connect(&url, 8, "gantry").await?;
     gantry_server::db::migrate(&db).await?;
     anyhow::ensure!(
         gantry_server::demo::seed(&db, &PasswordHasher::new()?).await?,

@@ -61,8 +61,13 @@ impl AppState {
     /// creates) the session signing secret and, with `demo` on, seeds an
     /// empty database with the demo installation.
     pub async fn start(config: Config) -> anyhow::Result<Self> {
-        let db =
-            crate::db::connect(&config.database_url(), config.database_max_connections).await?;
+        let scheduler = SchedulerHandle::default();
+        let db = crate::db::connect(
+            &config.database_url(),
+            config.database_max_connections,
+            &crate::scheduling::notify::application_name(scheduler.holder()),
+        )
+        .await?;
         crate::db::migrate(&db).await?;
         let secret =
             session::load_or_create_secret(config.jwt_secret.as_deref(), &config.data_dir)?;
@@ -82,7 +87,7 @@ impl AppState {
                 config.rate_limit_burst,
                 config.failed_auth_per_minute,
             ),
-            scheduler: SchedulerHandle::default(),
+            scheduler,
             intake,
             catalog: crate::catalog::cache::CatalogCache::default(),
             clock: crate::clock::Clock::default(),
@@ -249,6 +254,10 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     spawn_housekeeping(state.clone());
     let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
+    let notifications = tokio::spawn(crate::scheduling::notify::listen(
+        state.clone(),
+        scheduler_stopped.clone(),
+    ));
     let scheduler = tokio::spawn(crate::scheduling::run(state.clone(), scheduler_stopped));
     let handle = state.scheduler.clone();
     let app = router(state)?;
@@ -269,5 +278,6 @@ pub async fn serve(
     // without waiting for it to expire.
     stop_scheduler.send(true).ok();
     scheduler.await.ok();
+    notifications.await.ok();
     served
 }

@@ -14,8 +14,14 @@ use sea_orm::{
 
 /// Opens a pool. For SQLite the file and its directory are created when
 /// missing, and every pooled connection gets the pragmas it needs (they are
-/// per connection in SQLite, so they cannot be set once).
-pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
+/// per connection in SQLite, so they cannot be set once). On PostgreSQL
+/// every connection carries `name` as its application name, which the
+/// change notifications repeat, so a replica can tell its own from others'.
+pub async fn connect(
+    url: &str,
+    max_connections: u32,
+    name: &str,
+) -> anyhow::Result<DatabaseConnection> {
     if let Some(path) = sqlite_path(url)
         && let Some(dir) = std::path::Path::new(path).parent()
         && !dir.as_os_str().is_empty()
@@ -34,6 +40,10 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         // alive, and one idle long enough to have been cut is still tested.
         .test_before_acquire_if_idle_for(Duration::from_secs(30))
         .sqlx_logging(false)
+        .map_sqlx_postgres_opts({
+            let name = name.to_owned();
+            move |opts| opts.application_name(&name)
+        })
         .map_sqlx_sqlite_opts(|opts| {
             opts.foreign_keys(true)
                 .journal_mode(SqliteJournalMode::Wal)

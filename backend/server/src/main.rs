@@ -82,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => {
             let config = Config::load(cli.config.as_deref())?;
-            let db = gantry_server::db::connect(&config.database_url(), 1).await?;
+            let db = gantry_server::db::connect(&config.database_url(), 1, "gantry").await?;
             gantry_server::db::migrate(&db).await?;
             tracing::info!("migrations applied");
             Ok(())
@@ -97,7 +97,7 @@ async fn main() -> anyhow::Result<()> {
             command: AdminCommand::CreateOperator { email, password },
         } => {
             let config = Config::load(cli.config.as_deref())?;
-            let db = gantry_server::db::connect(&config.database_url(), 1).await?;
+            let db = gantry_server::db::connect(&config.database_url(), 1, "gantry").await?;
             gantry_server::db::migrate(&db).await?;
             match operators::create_or_promote(&db, &email, &password).await? {
                 Outcome::Created(id) => println!("created operator {email} ({id})"),

@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod lease;
 pub mod load;
+pub mod notify;
 pub mod scoped;
 pub mod status;
 pub mod what_if;
