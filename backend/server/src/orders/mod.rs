@@ -226,14 +226,24 @@ async fn views(
     catalog: &Catalog,
     rows: Vec<order::Model>,
 ) -> ApiResult<Vec<Order>> {
-    let live = allocation::Entity::find()
-        .filter(allocation::Column::OrderId.is_in(rows.iter().map(|o| o.id)))
-        .filter(allocation::Column::State.ne(AllocationState::Released))
-        .order_by_asc(allocation::Column::Id)
-        .all(db)
-        .await?;
     // Most orders shown are queued instances or jobs: skip the reads that
-    // would find nothing.
+    // would find nothing. An allocation is only ever inserted with the
+    // attempt it starts, so an order without one holds none.
+    let started: Vec<Uuid> = rows
+        .iter()
+        .filter(|o| o.attempts > 0)
+        .map(|o| o.id)
+        .collect();
+    let live = if started.is_empty() {
+        Vec::new()
+    } else {
+        allocation::Entity::find()
+            .filter(allocation::Column::OrderId.is_in(started))
+            .filter(allocation::Column::State.ne(AllocationState::Released))
+            .order_by_asc(allocation::Column::Id)
+            .all(db)
+            .await?
+    };
     let nodes: HashMap<Uuid, String> = if live.is_empty() {
         HashMap::new()
     } else {
