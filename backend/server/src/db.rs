@@ -75,6 +75,14 @@ pub async fn write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr
     .await
 }
 
+/// Rows keyed by their id.
+pub fn by_id<T>(
+    rows: Vec<T>,
+    id: impl Fn(&T) -> uuid::Uuid,
+) -> std::collections::HashMap<uuid::Uuid, T> {
+    rows.into_iter().map(|row| (id(&row), row)).collect()
+}
+
 /// Bound parameters one statement may carry: under SQLite's limit (32,766)
 /// and PostgreSQL's (65,535).
 const PARAMETERS_MAX: usize = 30_000;

@@ -11,6 +11,7 @@ use std::sync::{Arc, RwLock};
 use sea_orm::{ConnectionTrait, DbErr, EntityTrait, QuerySelect};
 use uuid::Uuid;
 
+use crate::db::by_id;
 use crate::entities::{
     catalog_version, gpu, gpu_model, image, instance_type, node, price, quota, region,
 };
@@ -141,10 +142,6 @@ impl Catalog {
     pub fn image_name(&self, id: Uuid) -> Option<&str> {
         self.images.get(&id).map(|i| i.name.as_str())
     }
-}
-
-fn by_id<T>(rows: Vec<T>, id: impl Fn(&T) -> Uuid) -> HashMap<Uuid, T> {
-    rows.into_iter().map(|row| (id(&row), row)).collect()
 }
 
 /// A row by id, or by its unique name when `reference` is not a UUID.

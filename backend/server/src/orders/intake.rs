@@ -220,15 +220,13 @@ async fn store(
                 order: *order,
                 new: false,
             }),
-            Outcome::Inserted(id) => rows
+            Outcome::Inserted(id) | Outcome::SameAs(id) => rows
                 .get(&id)
                 .cloned()
-                .map(|order| Created { order, new: true })
-                .ok_or_else(lost),
-            Outcome::SameAs(id) => rows
-                .get(&id)
-                .cloned()
-                .map(|order| Created { order, new: false })
+                .map(|order| Created {
+                    order,
+                    new: matches!(outcome, Outcome::Inserted(_)),
+                })
                 .ok_or_else(lost),
         })
         .collect())

@@ -16,6 +16,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::classes::{AllocationState, OrderStatus};
+use crate::db::by_id;
 use crate::entities::{
     allocation, change_log, gpu, gpu_model, instance_type, node, order, price, quota, region,
 };
@@ -259,10 +260,6 @@ impl World {
         );
         found
     }
-}
-
-fn by_id<T>(rows: Vec<T>, id: impl Fn(&T) -> Uuid) -> HashMap<Uuid, T> {
-    rows.into_iter().map(|row| (id(&row), row)).collect()
 }
 
 /// Reads the rows `ids` names again: a row found and wanted replaces the
