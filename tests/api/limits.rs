@@ -168,6 +168,56 @@ async fn waiting_work_is_limited_per_organization_and_project(engine: Engine) {
         "one audit row per order taken"
     );
 
+    // Another tenant's orders share those batches: its own are all taken
+    // in its own organization, its tries on the full organization's path
+    // are refused as unknown, and the full one still refuses its own.
+    let neighbour = server.signup("neighbour").await;
+    let tries = [
+        (&neighbour, neighbour.org_id, 10),
+        (&neighbour, crowd.org_id, 5),
+        (&crowd, crowd.org_id, 5),
+    ];
+    let mut sent = Vec::new();
+    for (caller, org, count) in tries {
+        for _ in 0..count {
+            let request = server
+                .http
+                .post(server.url(&format!("/api/v1/orgs/{org}/orders")))
+                .bearer_auth(&caller.token)
+                .json(&json!({ "instance_type": "h100x1" }))
+                .send();
+            let task = tokio::spawn(async move {
+                let reply =
+                    crate::support::Reply::from_response(request.await.expect("response")).await;
+                (reply.status, reply.body)
+            });
+            sent.push(((caller.user_id, org), task));
+        }
+    }
+    for ((user, org), task) in sent {
+        let (status, body) = task.await.expect("task");
+        match (user == neighbour.user_id, org == neighbour.org_id) {
+            (true, true) => {
+                assert_eq!(status, StatusCode::CREATED, "{body:#}");
+                assert_eq!(body["org_id"], json!(neighbour.org_id));
+            }
+            (true, false) => assert_eq!(body["code"], "organization_not_found", "{body:#}"),
+            _ => assert_eq!(body["code"], "too_many_waiting_orders", "{body:#}"),
+        }
+    }
+    let seen = server.get(&crowd_limits, &crowd.token).await;
+    assert_eq!(seen.body["waiting_orders"], 25);
+    assert_eq!(
+        server
+            .count(&format!(
+                "SELECT COUNT(*) FROM orders WHERE created_by = \
+                 (SELECT id FROM users WHERE email = '{}')",
+                neighbour.email
+            ))
+            .await,
+        10
+    );
+
     // An operator raises the organization's limit and caps one project.
     let project = server
         .post(
