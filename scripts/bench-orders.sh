@@ -82,7 +82,8 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer ${token}"
 wrk.body = '{"instance_type":"h100x1"}'
 LUA
-  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/order.lua" "$base/api/v1/orgs/$org/orders"
+  wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/order.lua" "$base/api/v1/orgs/$org/orders" |
+    tee "$work/wrk-$engine.txt"
   stop_server
 
   if [ "$engine" = postgres ]; then
@@ -92,7 +93,10 @@ LUA
     psql "$PG/gantry_bench" -qc "CREATE TABLE pgbench_rows (id bigserial PRIMARY KEY, org uuid NOT NULL, body text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
     echo "INSERT INTO pgbench_rows (org, body) VALUES ('$org', '{\"instance_type\":\"h100x1\"}');" >"$work/insert.sql"
     pgbench -n -c "$CONNECTIONS" -j "$THREADS" -T "${DURATION%s}" -f "$work/insert.sql" "$PG/gantry_bench" |
-      grep -E "^(tps|latency average|number of transactions actually)"
+      grep -E "^(tps|latency average|number of transactions actually)" | tee "$work/pgbench.txt"
+    orders=$(sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p' "$work/wrk-postgres.txt")
+    tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$work/pgbench.txt")
+    python3 -c "o, t = $orders, $tps; print(f'same run: {o:.0f} orders/s against pgbench {t:.0f} tps: {100 * o / t:.1f} %')"
   fi
 
   echo "### $engine: scheduling loop, 1,000 nodes and 10,000 queued orders"

@@ -27,7 +27,16 @@ if [ -n "${SLURM_PEER_DIR:-}" ]; then
     "$SLURM_PEER_DIR/run_slurm_peer.sh" "$NODES" >/dev/null
   out=$("$SLURM_PEER_DIR/bench_slurm_peer.sh" "$JOBS" 1 | tail -1 | sed 's/^results in //')
   cat "$out/summary.txt"
+  slurm_s=$(sed -n 's/^all jobs completed (jobcomp) by poll at +\([0-9.]*\) s.*/\1/p' "$out/summary.txt")
+  bound_s=$(sed -n 's/.*lower bound on makespan at 100% GPU use \([0-9.]*\) s.*/\1/p' "$out/summary.txt")
   "$SLURM_PEER_DIR/stop_slurm_peer.sh" >/dev/null 2>&1 || true
 fi
 
-NODES=$NODES JOBS=$JOBS AGENTS=1 scripts/bench-jobs.sh
+gantry_log=$(mktemp)
+NODES=$NODES JOBS=$JOBS AGENTS=1 scripts/bench-jobs.sh | tee "$gantry_log"
+gantry_s=$(sed -n 's/^first submission -> all completed: \([0-9.]*\) s$/\1/p' "$gantry_log")
+rm -f "$gantry_log"
+if [ -n "${slurm_s:-}" ] && [ -n "$gantry_s" ]; then
+  echo "== same run: first submission -> all completed"
+  python3 -c "g, s, b = $gantry_s, $slurm_s, $bound_s; print(f'Gantry {g:.1f} s, Slurm {s:.1f} s, bound {b:.1f} s: Gantry / Slurm {g / s:.2f}, Gantry / bound {g / b:.2f}')"
+fi
