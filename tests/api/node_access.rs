@@ -14,6 +14,7 @@ crate::on_both_engines!(
     images_are_kept_by_operators,
     node_credentials_cannot_take_over_nodes_and_are_rotated_and_revoked,
     agents_report_only_what_makes_sense_for_their_own_work,
+    a_round_of_reports_is_taken_in_one_call_each_on_its_own,
     waiting_for_assignments_answers_only_its_own_node_and_refuses_bad_calls,
 );
 
@@ -615,6 +616,128 @@ async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) 
         )
         .await;
     assert_eq!(view.body["status"], "completed");
+}
+
+/// An agent sends a round's reports in one call: each is taken or refused
+/// on its own, in order, and a refused one changes nothing.
+async fn a_round_of_reports_is_taken_in_one_call_each_on_its_own(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 0).await;
+    let nodes = two_edge_nodes(&server, &operator).await;
+    let tenant = server.signup("tenant").await;
+    let mut orders = Vec::new();
+    for _ in 0..2 {
+        let order = server
+            .order(
+                &tenant,
+                json!({ "instance_type": "h100x1", "region": "r2" }),
+            )
+            .await;
+        let placed = server
+            .wait_order(&tenant, order, "scheduled", |o| o["status"] == "scheduled")
+            .await;
+        let node = placed["placement"][0]["node_name"]
+            .as_str()
+            .expect("node")
+            .to_owned();
+        let credential = nodes[usize::from(node == "edge-2")].1.clone();
+        orders.push((order, credential));
+    }
+    let (order, mine) = orders[0].clone();
+    let (waiting, _) = orders[1];
+    server
+        .get("/api/v1/agent/assignments", &mine)
+        .await
+        .expect(StatusCode::OK);
+    let stranger = Uuid::new_v4();
+    let reports = json!({ "reports": [
+        { "order_id": order, "state": "running", "access": { "host": "gpu-a17.example", "ports": [] } },
+        { "order_id": stranger, "state": "exited", "exit_code": 0 },
+        { "order_id": order, "state": "running", "access": { "host": "a host; rm -rf", "ports": [] } },
+        { "order_id": order, "state": "exited", "exit_code": 0 },
+        { "order_id": order, "state": "exited", "exit_code": 1 },
+    ] });
+    let taken = server.post("/api/v1/agent/statuses", &mine, reports).await;
+    taken.expect(StatusCode::OK);
+    let results = taken.body["results"].as_array().expect("results");
+    let seen: Vec<(Value, Value, Value)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["order_id"].clone(),
+                r["status"].clone(),
+                r["problem"]["code"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (json!(order), json!("running"), Value::Null),
+            (json!(stranger), Value::Null, json!("order_not_found")),
+            (json!(order), Value::Null, json!("validation_failed")),
+            (json!(order), json!("completed"), Value::Null),
+            (json!(order), Value::Null, json!("order_not_found")),
+        ]
+    );
+    assert_eq!(
+        results[2]["problem"]["errors"][0]["field"],
+        "reports[2].access.host"
+    );
+    let view = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(view.body["status"], "completed");
+    assert_eq!(view.body["access"], Value::Null);
+
+    // The other order was never fetched: its ending is refused, and it
+    // stays as it was.
+    let (_, its_node) = &orders[1];
+    let refused = server
+        .post(
+            "/api/v1/agent/statuses",
+            its_node,
+            json!({ "reports": [{ "order_id": waiting, "state": "exited", "exit_code": 0 }] }),
+        )
+        .await;
+    refused.expect(StatusCode::OK);
+    assert_eq!(refused.body["results"][0]["problem"]["code"], "not_started");
+    let view = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{waiting}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(view.body["status"], "scheduled");
+
+    for reports in [
+        json!([]),
+        json!(vec![
+            json!({ "order_id": waiting, "state": "stopped" });
+            257
+        ]),
+    ] {
+        server
+            .post(
+                "/api/v1/agent/statuses",
+                &mine,
+                json!({ "reports": reports }),
+            )
+            .await
+            .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    }
+    server
+        .post(
+            "/api/v1/agent/statuses",
+            &tenant.token,
+            json!({ "reports": [] }),
+        )
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
 }
 
 /// The long poll on `/agent/assignments` as strangers would use it: a

@@ -106,6 +106,19 @@ pub struct Report {
     pub access: Option<serde_json::Value>,
 }
 
+/// What became of each report of a call.
+#[derive(Debug, Deserialize)]
+struct ReportResults {
+    results: Vec<ReportResult>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReportResult {
+    order_id: Uuid,
+    /// Why the control plane refused the report, when it did.
+    problem: Option<serde_json::Value>,
+}
+
 /// Why a call failed: the credential was refused (register again), or
 /// anything else (retry later).
 #[derive(Debug)]
@@ -252,31 +265,19 @@ impl Client {
         }
     }
 
-    /// Reports what a workload did. A report the control plane refuses for
-    /// good (the work is no longer this node's, or the report makes no
-    /// sense for it) is dropped rather than retried for ever.
-    pub async fn report(&self, credential: &str, report: &Report) -> Result<(), CallError> {
-        let response = self
+    /// Reports what workloads did, in one call. A report the control plane
+    /// refuses for good (the work is no longer this node's, or the report
+    /// makes no sense for it) is dropped rather than retried for ever.
+    pub async fn report(&self, credential: &str, reports: &[Report]) -> Result<(), CallError> {
+        let request = self
             .http
-            .post(format!("{}/status", self.base))
+            .post(format!("{}/statuses", self.base))
             .bearer_auth(credential)
-            .json(report)
-            .send()
-            .await?;
-        match response.status() {
-            reqwest::StatusCode::UNAUTHORIZED => Err(CallError::Unauthorized),
-            status if status.is_success() => Ok(()),
-            status @ (reqwest::StatusCode::NOT_FOUND
-            | reqwest::StatusCode::CONFLICT
-            | reqwest::StatusCode::UNPROCESSABLE_ENTITY) => {
-                let body = response.text().await.unwrap_or_default();
-                tracing::warn!(order = %report.order_id, %status, %body, "report refused; dropped");
-                Ok(())
-            }
-            status => {
-                let body = response.text().await.unwrap_or_default();
-                Err(CallError::Other(anyhow::anyhow!("{status}: {body}")))
-            }
+            .json(&serde_json::json!({ "reports": reports }));
+        let taken: ReportResults = self.call(request).await?;
+        for refused in taken.results.iter().filter(|r| r.problem.is_some()) {
+            tracing::warn!(order = %refused.order_id, problem = ?refused.problem, "report refused; dropped");
         }
+        Ok(())
     }
 }

@@ -310,22 +310,23 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         changed.clone(),
     ));
     loop {
-        // Only ticks heartbeat; every round reads the assignments afresh,
-        // since a pushed copy may predate this agent's own last report.
-        let tick_round = tokio::select! {
-            _ = tick.tick() => true,
-            () = changed.notified() => false,
+        // Only ticks heartbeat; rounds that look at the assignments read
+        // them afresh, since a pushed copy may predate this agent's own
+        // last report.
+        let why = tokio::select! {
+            _ = tick.tick() => Why::Tick,
+            () = changed.notified() => Why::Changed,
             // A workload that ended is reported at once, not at the next
             // tick; while the control plane is away, ticks retry alone.
             _ = exits.tick() => {
                 if unreachable || !supervisor.any_ended() {
                     continue;
                 }
-                false
+                Why::Ended
             }
             _ = terminate.recv() => break,
         };
-        let stepped = round.step(&credential, &mut supervisor, tick_round).await;
+        let stepped = round.step(&credential, &mut supervisor, why).await;
         unreachable = matches!(stepped, Err(CallError::Other(_)));
         match stepped {
             Ok(None) => {}
@@ -356,6 +357,9 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
 /// How often the agent looks for workloads that ended between rounds: a
 /// `waitpid` per workload, cheap enough to keep exit-to-report short.
 const EXIT_CHECK: Duration = Duration::from_millis(20);
+
+/// The most reports one call carries, as the control plane takes them.
+const REPORTS_PER_CALL: usize = 256;
 
 /// How long one wait for new assignments lasts: under the client's 10 s
 /// timeout.
@@ -423,6 +427,17 @@ fn save(path: &Path, node_id: Uuid, credential: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What started a round of the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// The regular tick: heartbeat, then everything else.
+    Tick,
+    /// The control plane says the assignments changed.
+    Changed,
+    /// A workload ended.
+    Ended,
+}
+
 /// What one round of the agent needs, and what waits for the next.
 struct Round<'a> {
     client: &'a Client,
@@ -433,16 +448,16 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
-    /// Heartbeat (on ticks), fetch assignments, reconcile, ship output,
-    /// report; answers a new credential when the control plane asked for a
-    /// rotation.
+    /// Heartbeat (on ticks), fetch assignments and reconcile (unless only
+    /// a workload ended), ship output, report; answers a new credential
+    /// when the control plane asked for a rotation.
     async fn step(
         &mut self,
         credential: &str,
         supervisor: &mut Supervisor,
-        heartbeat: bool,
+        why: Why,
     ) -> Result<Option<gantry_agent::client::Registered>, CallError> {
-        let rotate = if heartbeat {
+        let rotate = if why == Why::Tick {
             self.client
                 .heartbeat(credential, &self.source.samples(&supervisor.busy_gpus()))
                 .await?
@@ -450,8 +465,13 @@ impl Round<'_> {
         } else {
             false
         };
-        let assignments = self.client.assignments(credential).await?;
-        let mut events = supervisor.reconcile(&assignments);
+        // An end is reported before anything else: its GPUs are released
+        // sooner, and the work it makes room for comes through the watch.
+        let mut events = Vec::new();
+        if why != Why::Ended {
+            let assignments = self.client.assignments(credential).await?;
+            events = supervisor.reconcile(&assignments);
+        }
         events.extend(supervisor.poll());
         // Output goes first: once an exit is reported the work is released and
         // its late lines would no longer be taken.
@@ -475,9 +495,12 @@ impl Round<'_> {
             }
             self.unsent_output.remove(0);
         }
-        while let Some(report) = self.unsent.first() {
-            self.client.report(credential, report).await?;
-            self.unsent.remove(0);
+        while !self.unsent.is_empty() {
+            let batch = self.unsent.len().min(REPORTS_PER_CALL);
+            self.client
+                .report(credential, &self.unsent[..batch])
+                .await?;
+            self.unsent.drain(..batch);
         }
         if rotate {
             return Ok(Some(self.client.rotate_credential(credential).await?));

@@ -98,6 +98,13 @@ fn attempt_of(assignment: &Assignment) -> Option<String> {
     assignment.env.get("GANTRY_ATTEMPT").cloned()
 }
 
+/// A workload spawned in this round, its network still to come up.
+struct Started {
+    id: Uuid,
+    access: Access,
+    network: Option<crate::network::PrivateNetwork>,
+}
+
 /// A ledger entry: enough to find a workload's processes again, and to
 /// tell them from unrelated ones that reuse the number after a reboot.
 #[derive(Serialize, Deserialize)]
@@ -246,6 +253,7 @@ impl Supervisor {
     /// Brings the processes in line with the assignments.
     pub fn reconcile(&mut self, assignments: &[Assignment]) -> Vec<Event> {
         let mut events = Vec::new();
+        let mut starting = Vec::new();
         for assignment in assignments {
             let id = assignment.order_id;
             match (assignment.action, self.workloads.get_mut(&id)) {
@@ -254,11 +262,13 @@ impl Supervisor {
                     if attempt.as_ref().is_some_and(|a| self.ended.contains(a)) {
                         continue;
                     }
-                    let started = self.start(assignment);
-                    if let (Event::Failed(..), Some(attempt)) = (&started, attempt) {
-                        self.ended.insert(attempt);
+                    match self.start(assignment) {
+                        Ok(started) => starting.push(started),
+                        Err(why) => {
+                            self.ended.extend(attempt);
+                            events.push(Event::Failed(id, why));
+                        }
                     }
-                    events.push(started);
                 }
                 (Action::Stop, Some(_)) => self.terminate(id, false),
                 (Action::Stop, None) => events.push(Event::Stopped(id)),
@@ -282,7 +292,43 @@ impl Supervisor {
         for id in vanished {
             self.terminate(id, true);
         }
+        // Networks come up once every sandbox of the round is on its way,
+        // so the sandboxes set themselves up side by side.
+        for started in starting {
+            events.push(self.come_up(started));
+        }
         events
+    }
+
+    /// Connects a started workload's network (when it has one of its own)
+    /// and releases it; on failure nothing of it stays.
+    fn come_up(&mut self, started: Started) -> Event {
+        let Started {
+            id,
+            access,
+            network,
+        } = started;
+        let Some(network) = network else {
+            return Event::Running(id, access);
+        };
+        let Some(workload) = self.workloads.get_mut(&id) else {
+            return Event::Failed(id, "the workload vanished while it started".into());
+        };
+        match network.bring_up(workload.pgid) {
+            Ok(helper) => {
+                workload.helper = Some(helper);
+                Event::Running(id, access)
+            }
+            Err(why) => {
+                signal_group(workload.pgid, libc::SIGKILL);
+                if let Some(attempt) = self.workloads.remove(&id).and_then(|w| w.attempt) {
+                    self.ended.insert((id, attempt));
+                }
+                self.save();
+                self.leftovers.push(id);
+                Event::Failed(id, why)
+            }
+        }
     }
 
     /// A user no live workload has.
@@ -310,16 +356,18 @@ impl Supervisor {
         (free.len() == count).then_some(free)
     }
 
-    fn start(&mut self, assignment: &Assignment) -> Event {
+    /// Spawns the workload, held before its command where its network
+    /// must come up first; answers why it cannot start otherwise.
+    fn start(&mut self, assignment: &Assignment) -> Result<Started, String> {
         let id = assignment.order_id;
         let Some(uid) = self.free_uid() else {
-            return Event::Failed(id, "every workload user of this node is taken".into());
+            return Err("every workload user of this node is taken".into());
         };
         // An instance gets an SSH server where the runtime offers one.
         let ssh = assignment.command.is_none() && self.runtime.offers_ssh();
         let wanted = usize::from(ssh) + assignment.ports.len();
         let Some(mut node_ports) = self.free_ports(wanted) else {
-            return Event::Failed(id, "no free node port is left on this node".into());
+            return Err("no free node port is left on this node".into());
         };
         let ports: Vec<u16> = node_ports.clone();
         let ssh_port = ssh.then(|| node_ports.remove(0));
@@ -359,15 +407,15 @@ impl Supervisor {
             Ok(prepared) => prepared,
             Err(why) => {
                 self.runtime.clean(id);
-                return Event::Failed(id, why);
+                return Err(why);
             }
         };
         let exit_path = self.exit_path(id);
         std::fs::remove_file(&exit_path).ok();
-        let (stdout, stderr) = match self.output.create(id) {
-            Ok(files) => files,
-            Err(error) => return Event::Failed(id, format!("could not capture output: {error}")),
-        };
+        let (stdout, stderr) = self
+            .output
+            .create(id)
+            .map_err(|error| format!("could not capture output: {error}"))?;
         let joins: Vec<CString> = prepared
             .cgroup_procs
             .iter()
@@ -408,44 +456,38 @@ impl Supervisor {
         let spawned = command.spawn();
         // The child has its copies; ours would keep its pipes open.
         drop(prepared.fds);
-        match spawned {
-            Ok(child) => {
-                let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
-                let helper = match prepared.network.map(|n| n.bring_up(pgid)) {
-                    None => None,
-                    Some(Ok(helper)) => Some(helper),
-                    Some(Err(why)) => {
-                        signal_group(pgid, libc::SIGKILL);
-                        self.leftovers.push(id);
-                        return Event::Failed(id, why);
-                    }
-                };
-                let started = leader(pgid).map_or(0, |(_, started)| started);
-                tracing::info!(order = %id, gpus = ?assignment.gpu_ids, pgid, uid, "started workload");
-                self.workloads.insert(
-                    id,
-                    Workload {
-                        child: Some(child),
-                        pgid,
-                        started,
-                        gpus: assignment.gpu_ids.clone(),
-                        uid,
-                        ports,
-                        ssh_keys: assignment.ssh_keys.clone(),
-                        helper,
-                        kill_at: None,
-                        orphaned: false,
-                        attempt: attempt_of(assignment),
-                    },
-                );
-                self.save();
-                Event::Running(id, prepared.access)
-            }
+        let child = match spawned {
+            Ok(child) => child,
             Err(error) => {
                 self.runtime.clean(id);
-                Event::Failed(id, format!("could not start the workload: {error}"))
+                return Err(format!("could not start the workload: {error}"));
             }
-        }
+        };
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let started = leader(pgid).map_or(0, |(_, started)| started);
+        tracing::info!(order = %id, gpus = ?assignment.gpu_ids, pgid, uid, "started workload");
+        self.workloads.insert(
+            id,
+            Workload {
+                child: Some(child),
+                pgid,
+                started,
+                gpus: assignment.gpu_ids.clone(),
+                uid,
+                ports,
+                ssh_keys: assignment.ssh_keys.clone(),
+                helper: None,
+                kill_at: None,
+                orphaned: false,
+                attempt: attempt_of(assignment),
+            },
+        );
+        self.save();
+        Ok(Started {
+            id,
+            access: prepared.access,
+            network: prepared.network,
+        })
     }
 
     fn terminate(&mut self, id: Uuid, orphaned: bool) {
@@ -463,8 +505,7 @@ impl Supervisor {
     }
 
     /// Whether a workload has ended since the last `poll`, without taking
-    /// its end: the next round reconciles first and then polls, so an ended
-    /// workload is never mistaken for one still to start.
+    /// its end: the round that reports it polls.
     pub fn any_ended(&mut self) -> bool {
         self.workloads
             .values_mut()

@@ -245,6 +245,24 @@ pub enum Reason {
     },
 }
 
+impl Reason {
+    /// How its text begins, the same whatever its figures: what tells one
+    /// kind of reason from another in a stored text.
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            Self::Quota { .. } => "quota:",
+            Self::Capacity { .. } => "capacity:",
+            Self::Fragmentation { .. } => "fragmentation:",
+            Self::CpuOrMemory { .. } => "CPU or memory:",
+            Self::HeldForReservation { .. } => "held for reservation ",
+            Self::WaitingForPreemption { .. } => "preemption:",
+            Self::BehindHigherRanked { .. } => "behind ",
+            Self::NotBefore { .. } => "not before ",
+            Self::OffPeak { .. } => "waiting for the off-peak window in ",
+        }
+    }
+}
+
 impl fmt::Display for NextRelease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -390,5 +408,69 @@ impl Decisions {
     /// The waiting entry of `workload`, if it waits.
     pub fn waiting(&self, workload: &str) -> Option<&Waiting> {
         self.waiting.iter().find(|w| w.workload == workload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_text_begins_with_its_prefix() {
+        let release = Some(NextRelease {
+            node: "n1".into(),
+            at: 1_800_000_000,
+            workload: "w9".into(),
+        });
+        let reasons = [
+            Reason::Quota {
+                queue: "team".into(),
+                model: "H100".into(),
+                used_milli: 8000,
+                limit_milli: 8000,
+                needed_milli: 1000,
+                limit: QuotaLimit::Max,
+            },
+            Reason::Capacity {
+                model: "H100".into(),
+                free_milli: 0,
+                needed_milli: 8000,
+                next_release: release.clone(),
+            },
+            Reason::Fragmentation {
+                model: "H100".into(),
+                free_gpus: 9,
+                gpus_per_node: 8,
+                nodes_needed: 1,
+                nodes_with_room: 0,
+                largest_free_on_one_node: 5,
+                next_release: release,
+            },
+            Reason::CpuOrMemory {
+                nodes_with_free_gpus: 3,
+            },
+            Reason::HeldForReservation {
+                holder: "r1".into(),
+                from: 1_800_000_000,
+                fits_with_shorter_estimate: true,
+            },
+            Reason::WaitingForPreemption {
+                victims: 2,
+                until: Some(1_800_000_000),
+            },
+            Reason::BehindHigherRanked { ahead: 4 },
+            Reason::NotBefore { at: 1_800_000_000 },
+            Reason::OffPeak {
+                region: "eu".into(),
+                at: 1_800_000_000,
+            },
+        ];
+        for reason in reasons {
+            assert!(
+                reason.to_string().starts_with(reason.prefix()),
+                "{reason} does not begin with {:?}",
+                reason.prefix()
+            );
+        }
     }
 }

@@ -145,7 +145,8 @@ impl ApiError {
         self.code
     }
 
-    fn into_problem(self) -> Problem {
+    /// The problem document this error is answered with.
+    pub fn into_problem(self) -> Problem {
         Problem {
             problem_type: format!("urn:gantry:problem:{}", self.code),
             title: self.status.canonical_reason().unwrap_or("Error").to_owned(),

@@ -828,6 +828,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agent/statuses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reports what several workloads on this node did, in one transaction.
+         *     Each report is taken or refused on its own: one the control plane
+         *     refuses (work no longer on this node, an ending of work never started,
+         *     a bad field) does not hold the others back.
+         */
+        post: operations["report_statuses"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/login": {
         parameters: {
             query?: never;
@@ -3230,6 +3252,16 @@ export interface components {
              */
             heartbeat_deadline_seconds: number;
         };
+        /**
+         * @description What became of one report of a batch: taken (with the order's status
+         *     after it) or refused (with why; sending it again changes nothing).
+         */
+        ReportResult: {
+            /** Format: uuid */
+            order_id: string;
+            status?: components["schemas"]["OrderStatus"] | null;
+            problem?: components["schemas"]["Problem"] | null;
+        };
         /** @description What an agent says of how its workload is reached. */
         ReportedAccess: {
             runtime?: components["schemas"]["NodeRuntime"] | null;
@@ -3371,6 +3403,14 @@ export interface components {
             exit_code?: number | null;
             message?: string | null;
             access?: components["schemas"]["ReportedAccess"] | null;
+        };
+        /** @description Several reports, taken in their order. */
+        StatusReports: {
+            reports: components["schemas"]["StatusReport"][];
+        };
+        StatusResults: {
+            /** @description One per report, in the reports' order. */
+            results: components["schemas"]["ReportResult"][];
         };
         /** @enum {string} */
         Stream: "stdout" | "stderr";
@@ -5933,6 +5973,48 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StatusAck"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    report_statuses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StatusReports"];
+            };
+        };
+        responses: {
+            /** @description What became of each report */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StatusResults"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -1,4 +1,4 @@
-//! The agent API: register, heartbeat, assignments, status.
+//! The agent API: register, heartbeat, assignments.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -23,14 +23,12 @@ use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
 use crate::entities::{
     allocation, gpu, gpu_model, gpu_telemetry, image, instance_type, join_token, node, order,
 };
-use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use crate::error::{ApiError, ApiResult, ProblemResponses};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::inventory::nodes::{self, GpuSpec, NodeSpec};
-use crate::orders::{HostAccess, OrderAccess, SshAccess, lifecycle};
 use crate::validate::Fields;
 
 const GPUS_MAX: usize = 64;
-const MESSAGE_MAX: usize = 1000;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -226,68 +224,11 @@ const WAIT_MAX: Duration = Duration::from_secs(20);
 /// another replica's scheduling loop cannot tell this one.
 const RECHECK: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkloadState {
-    /// It is up.
-    Running,
-    /// It ended by itself with `exit_code`.
-    Exited,
-    /// It was stopped as asked.
-    Stopped,
-    /// It could not be started; `message` says why.
-    Failed,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StatusReport {
-    pub order_id: Uuid,
-    pub state: WorkloadState,
-    pub exit_code: Option<i32>,
-    #[schema(max_length = 1000)]
-    pub message: Option<String>,
-    /// How the tenant reaches it on this node, with `running`.
-    pub access: Option<ReportedAccess>,
-}
-
-/// What an agent says of how its workload is reached.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReportedAccess {
-    #[serde(default)]
-    pub runtime: Option<NodeRuntime>,
-    /// The node's public address.
-    #[schema(min_length = 1, max_length = 253)]
-    pub host: String,
-    pub ssh: Option<ReportedSsh>,
-    #[serde(default)]
-    #[schema(max_items = 8)]
-    pub ports: Vec<crate::orders::PortAccess>,
-}
-
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReportedSsh {
-    #[schema(min_length = 1, max_length = 32)]
-    pub user: String,
-    pub port: u16,
-    #[schema(min_length = 1, max_length = 128)]
-    pub host_key_fingerprint: String,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct StatusAck {
-    pub order_id: Uuid,
-    pub status: OrderStatus,
-}
-
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(register))
         .routes(routes!(heartbeat))
         .routes(routes!(assignments))
-        .routes(routes!(report_status))
 }
 
 /// Registers (or re-registers) a node with a join token.
@@ -642,7 +583,9 @@ async fn assignments(
     // Subscribed before the first look, so a change made while looking wakes
     // the wait below.
     let mut changes = state.scheduler.assignment_changes();
+    let node = agent.node.id;
     loop {
+        let seen = changes.borrow_and_update().mark(node);
         let assignments = current(&state, &agent.node).await?;
         let version = version(&assignments);
         let now = tokio::time::Instant::now();
@@ -656,8 +599,11 @@ async fn assignments(
             }));
         }
         let pause = deadline.saturating_duration_since(now).min(RECHECK);
-        // A closed channel (the server stopping) ends the wait like a timeout.
-        tokio::time::timeout(pause, changes.changed()).await.ok();
+        // Changes elsewhere do not concern this node. A closed channel (the
+        // server stopping) ends the wait like a timeout.
+        tokio::time::timeout(pause, changes.wait_for(|c| c.mark(node) != seen))
+            .await
+            .ok();
     }
 }
 
@@ -675,17 +621,6 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(&state.db)
         .await?;
-    let now = state.clock.now();
-    order::Entity::update_many()
-        .col_expr(
-            order::Column::Status,
-            Expr::value(OrderStatus::Provisioning),
-        )
-        .col_expr(order::Column::UpdatedAt, Expr::value(now))
-        .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
-        .filter(order::Column::Status.eq(OrderStatus::Scheduled))
-        .exec(&state.db)
-        .await?;
     let orders: HashMap<Uuid, order::Model> = order::Entity::find()
         .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
         .all(&state.db)
@@ -693,6 +628,26 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .into_iter()
         .map(|o| (o.id, o))
         .collect();
+    // Only a fetch that hands over new work writes: waiting agents look
+    // again on every change anywhere, and most looks find nothing new.
+    let handed: Vec<Uuid> = orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Scheduled)
+        .map(|o| o.id)
+        .collect();
+    if !handed.is_empty() {
+        let now = state.clock.now();
+        order::Entity::update_many()
+            .col_expr(
+                order::Column::Status,
+                Expr::value(OrderStatus::Provisioning),
+            )
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.is_in(handed.iter().copied()))
+            .filter(order::Column::Status.eq(OrderStatus::Scheduled))
+            .exec(&state.db)
+            .await?;
+    }
     // Jobs: their commands, and every node of each for the rendezvous.
     let jobs: Vec<Uuid> = orders
         .values()
@@ -808,242 +763,4 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .collect::<Vec<_>>();
     assignments.sort_by_key(|a| a.order_id);
     Ok(assignments)
-}
-
-fn check_access(fields: &mut Fields, access: &ReportedAccess) {
-    let host_ok = !access.host.is_empty()
-        && access.host.len() <= 253
-        && access
-            .host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c));
-    if !host_ok {
-        fields.push("access.host", "must be a host name or IP address");
-    }
-    if let Some(ssh) = &access.ssh {
-        if ssh.user.len() > 32 || !crate::validate::is_slug(&ssh.user) {
-            fields.push(
-                "access.ssh.user",
-                "must be a user name of at most 32 characters",
-            );
-        }
-        let fingerprint = &ssh.host_key_fingerprint;
-        if fingerprint.is_empty()
-            || fingerprint.len() > 128
-            || !fingerprint
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || ":+/=".contains(c))
-        {
-            fields.push("access.ssh.host_key_fingerprint", "must be SHA256:<base64>");
-        }
-    }
-    if access.ports.len() > 8 {
-        fields.push("access.ports", "at most 8 ports");
-    }
-}
-
-/// The order's access with this node's entry replaced by what its agent
-/// reported (or, from an older agent, just the node's name).
-fn merged_access(
-    current: &order::Model,
-    node: &node::Model,
-    reported: Option<&ReportedAccess>,
-) -> OrderAccess {
-    let mut access: OrderAccess = current
-        .access
-        .as_deref()
-        .and_then(|a| serde_json::from_str(a).ok())
-        .unwrap_or_default();
-    access.driver = "agent".into();
-    // What the node registered with is authoritative; a report only fills
-    // in for a node registered before runtimes were reported.
-    access.runtime = node.runtime.clone().or_else(|| {
-        reported
-            .and_then(|r| r.runtime)
-            .map(|r| r.as_str().to_owned())
-    });
-    let entry = match reported {
-        Some(r) => HostAccess {
-            node: node.name.clone(),
-            host: r.host.clone(),
-            ssh: r.ssh.as_ref().map(|s| SshAccess {
-                command: format!("ssh -p {} {}@{}", s.port, s.user, r.host),
-                user: s.user.clone(),
-                port: s.port,
-                host_key_fingerprint: Some(s.host_key_fingerprint.clone()),
-            }),
-            ports: r.ports.clone(),
-        },
-        None => HostAccess {
-            node: node.name.clone(),
-            host: node.name.clone(),
-            ssh: None,
-            ports: Vec::new(),
-        },
-    };
-    access.hosts.retain(|h| h.node != node.name);
-    access.hosts.push(entry);
-    access.hosts.sort_by(|a, b| a.node.cmp(&b.node));
-    access
-}
-
-/// Reports what a workload on this node did.
-#[utoipa::path(
-    post,
-    path = "/agent/status",
-    tag = "agent",
-    request_body = StatusReport,
-    responses((status = 200, description = "The order's status after the report", body = StatusAck), ProblemResponses),
-    security(("bearer" = []))
-)]
-async fn report_status(
-    State(state): State<AppState>,
-    agent: NodeAgent,
-    ApiJson(report): ApiJson<StatusReport>,
-) -> ApiResult<Json<StatusAck>> {
-    let mut fields = Fields::default();
-    let message = report
-        .message
-        .as_deref()
-        .map(|m| fields.text("message", m, MESSAGE_MAX));
-    if let Some(access) = &report.access {
-        check_access(&mut fields, access);
-    }
-    fields.finish()?;
-    let node = agent.node;
-    let now = state.clock.now();
-    let txn = crate::db::write(&state.db).await?;
-    super::holds_on(&txn, report.order_id, node.id).await?;
-    let alive = [
-        OrderStatus::Scheduled,
-        OrderStatus::Provisioning,
-        OrderStatus::Running,
-    ];
-    let set_status = |status: OrderStatus, from: &[OrderStatus]| {
-        order::Entity::update_many()
-            .col_expr(order::Column::Status, Expr::value(status))
-            .col_expr(order::Column::UpdatedAt, Expr::value(now))
-            .filter(order::Column::Id.eq(report.order_id))
-            .filter(order::Column::Status.is_in(from.to_vec()))
-    };
-    match report.state {
-        WorkloadState::Running => {
-            let current = order::Entity::find_by_id(report.order_id)
-                .one(&txn)
-                .await?
-                .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
-            let access = merged_access(&current, &node, report.access.as_ref());
-            let stored = serde_json::to_string(&access).unwrap_or_default();
-            let came_up = lifecycle::came_up(&txn, report.order_id, stored.clone(), now).await?;
-            // Another node of a gang came up: its entry joins the others.
-            if !came_up && current.status == OrderStatus::Running {
-                order::Entity::update_many()
-                    .col_expr(order::Column::Access, Expr::value(Some(stored)))
-                    .filter(order::Column::Id.eq(current.id))
-                    .exec(&txn)
-                    .await?;
-            }
-        }
-        WorkloadState::Exited | WorkloadState::Failed => {
-            let current = order::Entity::find_by_id(report.order_id)
-                .one(&txn)
-                .await?
-                .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
-            // The agent fetched it before it could start it: an ending
-            // reported for work never handed over is not believed.
-            if report.state == WorkloadState::Exited
-                && matches!(current.status, OrderStatus::Queued | OrderStatus::Scheduled)
-            {
-                return Err(ApiError::conflict(
-                    "not_started",
-                    format!(
-                        "order {} is {}: no workload of it was started on this node",
-                        current.id,
-                        current.status.as_str()
-                    ),
-                ));
-            }
-            allocation::Entity::update_many()
-                .col_expr(allocation::Column::ExitCode, Expr::value(report.exit_code))
-                .filter(allocation::Column::OrderId.eq(report.order_id))
-                .filter(allocation::Column::NodeId.eq(node.id))
-                .filter(allocation::Column::State.ne(AllocationState::Released))
-                .exec(&txn)
-                .await?;
-            if current.job.is_some() {
-                order::Entity::update_many()
-                    .col_expr(order::Column::ExitCode, Expr::value(report.exit_code))
-                    .filter(order::Column::Id.eq(current.id))
-                    .exec(&txn)
-                    .await?;
-            }
-            // A job asked to retry failures runs again while retries last.
-            let failed = !matches!(
-                (report.state, report.exit_code),
-                (WorkloadState::Exited, Some(0))
-            );
-            let retry = failed
-                && current.job.is_some()
-                && current.retry_on_failure
-                && current.attempts <= current.max_retries
-                && alive.contains(&current.status);
-            if retry {
-                let why = match report.exit_code {
-                    Some(code) => format!("exited with code {code}"),
-                    None => message.clone().unwrap_or_else(|| "could not start".into()),
-                };
-                // Preempted, so that once stopped it is queued again.
-                set_status(OrderStatus::Preempted, &alive)
-                    .col_expr(
-                        order::Column::PendingReason,
-                        Expr::value(Some(format!(
-                            "attempt {} {why}; retry {} of {}",
-                            current.attempts, current.attempts, current.max_retries
-                        ))),
-                    )
-                    .exec(&txn)
-                    .await?;
-            } else {
-                let (status, reason) = match (report.state, report.exit_code) {
-                    (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
-                    (WorkloadState::Exited, code) => (
-                        OrderStatus::Failed,
-                        Some(message.clone().unwrap_or_else(|| {
-                            format!(
-                                "the workload exited with code {}",
-                                code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
-                            )
-                        })),
-                    ),
-                    _ => (
-                        OrderStatus::Failed,
-                        Some(
-                            message
-                                .clone()
-                                .unwrap_or_else(|| "the agent could not start it".into()),
-                        ),
-                    ),
-                };
-                set_status(status, &alive)
-                    .col_expr(order::Column::FailureReason, Expr::value(reason))
-                    .exec(&txn)
-                    .await?;
-            }
-            lifecycle::stop(&txn, report.order_id, now).await?;
-            lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
-        }
-        WorkloadState::Stopped => {
-            lifecycle::stopped(&txn, report.order_id, Some(node.id), now).await?;
-        }
-    }
-    let current = order::Entity::find_by_id(report.order_id)
-        .one(&txn)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
-    txn.commit().await?;
-    state.scheduler.wake();
-    Ok(Json(StatusAck {
-        order_id: current.id,
-        status: current.status,
-    }))
 }

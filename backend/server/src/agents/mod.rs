@@ -8,6 +8,7 @@ pub mod credentials;
 pub mod health;
 pub mod join_tokens;
 pub mod node_auth;
+pub mod reports;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -17,6 +18,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .merge(join_tokens::routes())
         .merge(api::routes())
+        .merge(reports::routes())
         .merge(credentials::routes())
 }
 

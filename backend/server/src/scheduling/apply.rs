@@ -89,27 +89,37 @@ pub async fn apply(
         .waiting
         .iter()
         .filter_map(|waiting| {
-            let reason = waiting
-                .reasons
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
+            let id = order_id(&waiting.workload)?;
+            let current = orders.get(&id)?;
+            let kind_changed = match (current.pending_reason.as_deref(), waiting.reasons.first()) {
+                (Some(shown), Some(first)) => !shown.starts_with(first.prefix()),
+                (shown, first) => shown.is_some() != first.is_some(),
+            };
+            // Formatting every waiting order's reasons each cycle costs more
+            // than deciding: only reasons that may be written are.
             changed_reason(
-                orders,
-                &waiting.workload,
-                (!reason.is_empty()).then_some(reason),
+                current,
+                kind_changed,
                 waiting.estimated_start.map(at),
+                now,
+                || {
+                    let text = waiting
+                        .reasons
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    (!text.is_empty()).then_some(text)
+                },
             )
         })
         .collect();
     reasons.extend(loaded.held.iter().filter_map(|held| {
-        changed_reason(
-            orders,
-            &held.order_id.to_string(),
-            Some(held.reason.clone()),
-            None,
-        )
+        let current = orders.get(&held.order_id)?;
+        let kind_changed = current.pending_reason.as_ref() != Some(&held.reason);
+        changed_reason(current, kind_changed, None, now, || {
+            Some(held.reason.clone())
+        })
     }));
     applied.waiting = record_reasons(&txn, &reasons, now).await?;
     txn.commit().await?;
@@ -230,29 +240,83 @@ struct Reason {
     estimate: Option<DateTime<Utc>>,
 }
 
-/// The reason and estimate to write for a waiting order, when they changed
-/// from what the order holds.
+/// How often the figures in a waiting order's reason (GPUs free, orders
+/// ahead, when a node frees) are brought up to date while the kind of
+/// reason stays the same.
+const REASON_REFRESH_SECONDS: i64 = 5;
+
+/// The reason and estimate to write for a waiting order, when they are to
+/// be written over what it shows; `reason` makes the text only then.
 fn changed_reason(
-    orders: &HashMap<Uuid, order::Model>,
-    workload: &str,
-    reason: Option<String>,
+    current: &order::Model,
+    kind_changed: bool,
     estimate: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    reason: impl FnOnce() -> Option<String>,
 ) -> Option<Reason> {
-    let id = order_id(workload)?;
-    let current = orders.get(&id)?;
-    // Estimates drift a little every cycle; rewriting every waiting order
-    // for that would cost a write per order per cycle.
-    let estimate_moved = match (current.estimated_start, estimate) {
+    let shown = (current.pending_reason.as_deref(), current.estimated_start);
+    let write = match due(shown.1, current.updated_at, kind_changed, estimate, now) {
+        Due::No => return None,
+        Due::Now => None,
+        Due::IfMoved => Some(shown),
+    };
+    let reason = reason();
+    if let Some((shown_reason, shown_estimate)) = write
+        && !moved(shown_reason, shown_estimate, reason.as_deref(), estimate)
+    {
+        return None;
+    }
+    Some(Reason {
+        order: current.id,
+        reason,
+        estimate,
+    })
+}
+
+/// Whether a waiting order's reason is to be written.
+#[derive(Debug, PartialEq, Eq)]
+enum Due {
+    /// Yes: a new kind of reason, or an estimate that appears or goes.
+    Now,
+    /// If its figures moved: the last write is old enough.
+    IfMoved,
+    /// No: the same kind of reason was written a moment ago. While a
+    /// queue drains, every waiting order's figures move every cycle, and
+    /// writing them all each time costs more than the cycle's decisions.
+    No,
+}
+
+fn due(
+    shown_estimate: Option<DateTime<Utc>>,
+    written_at: DateTime<Utc>,
+    kind_changed: bool,
+    estimate: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Due {
+    if kind_changed || shown_estimate.is_some() != estimate.is_some() {
+        Due::Now
+    } else if (now - written_at).num_seconds() >= REASON_REFRESH_SECONDS {
+        Due::IfMoved
+    } else {
+        Due::No
+    }
+}
+
+/// Whether the text or the estimate moved enough to be worth a write: an
+/// estimate drifts a little every cycle.
+fn moved(
+    shown_reason: Option<&str>,
+    shown_estimate: Option<DateTime<Utc>>,
+    reason: Option<&str>,
+    estimate: Option<DateTime<Utc>>,
+) -> bool {
+    let estimate_moved = match (shown_estimate, estimate) {
         (Some(before), Some(after)) => {
             (after - before).num_seconds().abs() >= ESTIMATE_SLACK_SECONDS
         }
         (before, after) => before != after,
     };
-    (current.pending_reason != reason || estimate_moved).then_some(Reason {
-        order: id,
-        reason,
-        estimate,
-    })
+    shown_reason != reason || estimate_moved
 }
 
 /// Writes reasons and estimates of still-queued orders, one UPDATE per
@@ -281,4 +345,42 @@ async fn record_reasons(
         written += usize::try_from(changed.rows_affected).unwrap_or(0);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    #[test]
+    fn a_new_kind_of_reason_is_written_at_once_and_moving_figures_every_few_seconds() {
+        let written = at(1_800_000_000);
+        let soon = written + TimeDelta::seconds(1);
+        let later = written + TimeDelta::seconds(REASON_REFRESH_SECONDS);
+        let estimate = Some(at(1_800_000_100));
+        // A new kind, an estimate that appears or goes: at once.
+        assert_eq!(due(estimate, written, true, estimate, soon), Due::Now);
+        assert_eq!(due(None, written, false, estimate, soon), Due::Now);
+        assert_eq!(due(estimate, written, false, None, soon), Due::Now);
+        // The same kind: only once the last write is old.
+        assert_eq!(due(estimate, written, false, estimate, soon), Due::No);
+        assert_eq!(due(estimate, written, false, estimate, later), Due::IfMoved);
+    }
+
+    #[test]
+    fn figures_move_when_the_text_changes_or_the_estimate_leaves_its_slack() {
+        let estimate = Some(at(1_800_000_100));
+        let capacity = Some("capacity: 3 H100 free, 8 needed");
+        let fewer = Some("capacity: 2 H100 free, 8 needed");
+        assert!(moved(capacity, estimate, fewer, estimate));
+        assert!(!moved(capacity, estimate, capacity, estimate));
+        assert!(!moved(
+            capacity,
+            estimate,
+            capacity,
+            Some(at(1_800_000_105))
+        ));
+        assert!(moved(capacity, estimate, capacity, Some(at(1_800_000_160))));
+    }
 }

@@ -44,9 +44,9 @@ pub struct SchedulerHandle {
     leader: Arc<AtomicBool>,
     /// This process's name on the lease.
     holder: Arc<str>,
-    /// Counts the cycles that may have changed what agents run; waiting
-    /// agent fetches watch it.
-    assignments: Arc<watch::Sender<u64>>,
+    /// Counts the changes of what agents run, for all nodes and per node;
+    /// waiting agent fetches watch it.
+    assignments: Arc<watch::Sender<AssignmentChanges>>,
     /// Set when the server shuts down: no fetch waits any more.
     stopping: Arc<AtomicBool>,
     /// Asks the leader to compare its copy of the rows with a full read at
@@ -55,6 +55,22 @@ pub struct SchedulerHandle {
     /// Consistency checks run by this process, and how many found a
     /// difference.
     checks: Arc<watch::Sender<Checks>>,
+}
+
+/// How many times agents' assignments may have changed: on every node at
+/// once (`all`) and on single nodes. A waiting fetch looks again when
+/// either count it watches moves.
+#[derive(Debug, Default)]
+pub struct AssignmentChanges {
+    all: u64,
+    nodes: HashMap<Uuid, u64>,
+}
+
+impl AssignmentChanges {
+    /// What a fetch for `node` compares to tell a change that concerns it.
+    pub fn mark(&self, node: Uuid) -> (u64, u64) {
+        (self.all, self.nodes.get(&node).copied().unwrap_or(0))
+    }
 }
 
 /// The consistency checks this process has run as leader.
@@ -70,7 +86,7 @@ impl Default for SchedulerHandle {
             wake: Arc::default(),
             leader: Arc::default(),
             holder: Uuid::new_v4().to_string().into(),
-            assignments: Arc::new(watch::Sender::new(0)),
+            assignments: Arc::new(watch::Sender::new(AssignmentChanges::default())),
             stopping: Arc::default(),
             check_soon: Arc::default(),
             checks: Arc::new(watch::Sender::new(Checks::default())),
@@ -95,13 +111,27 @@ impl SchedulerHandle {
     }
 
     /// Tells when agents' assignments may have changed in this process.
-    pub fn assignment_changes(&self) -> watch::Receiver<u64> {
+    pub fn assignment_changes(&self) -> watch::Receiver<AssignmentChanges> {
         self.assignments.subscribe()
     }
 
     /// Wakes every agent fetch waiting on this process to look again.
     pub fn assignments_may_have_changed(&self) {
-        self.assignments.send_modify(|n| *n = n.wrapping_add(1));
+        self.assignments
+            .send_modify(|c| c.all = c.all.wrapping_add(1));
+    }
+
+    /// Wakes the fetches waiting for these nodes' assignments.
+    pub fn assignments_changed_on(&self, nodes: &HashSet<Uuid>) {
+        if nodes.is_empty() {
+            return;
+        }
+        self.assignments.send_modify(|c| {
+            for node in nodes {
+                let count = c.nodes.entry(*node).or_default();
+                *count = count.wrapping_add(1);
+            }
+        });
     }
 
     /// Ends every wait for changed assignments, now and from now on.
@@ -190,7 +220,12 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                 tracing::warn!(%error, "scheduling cycle failed; reading everything again");
                 world = None;
             }
-            state.scheduler.assignments_may_have_changed();
+            // Only the agents whose work the cycle's changes touched look
+            // again; after a full read, or a failed cycle, all of them do.
+            match world.as_mut().and_then(World::take_touched) {
+                Some(nodes) => state.scheduler.assignments_changed_on(&nodes),
+                None => state.scheduler.assignments_may_have_changed(),
+            }
         } else {
             // A replica that leads again starts from a full read.
             handed = Handed::default();

@@ -52,6 +52,9 @@ pub struct World {
     pub orders: HashMap<Uuid, order::Model>,
     /// Allocations not released.
     pub allocations: HashMap<Uuid, allocation::Model>,
+    /// Nodes whose allocations, or their orders, changed since the last
+    /// `take_touched`; `None` after a full read, which tells nothing.
+    touched: Option<HashSet<Uuid>>,
 }
 
 /// What following the log found.
@@ -176,6 +179,7 @@ impl World {
                 .await?;
         }
         if let Some(ids) = changed.get("allocations") {
+            self.touch(|a| ids.contains(&a.id));
             reread::<allocation::Entity, _>(
                 db,
                 ids,
@@ -186,7 +190,11 @@ impl World {
             )
             .await?;
         }
+        if let Some(ids) = changed.get("allocations") {
+            self.touch(|a| ids.contains(&a.id));
+        }
         let mut orders: HashSet<Uuid> = changed.remove("orders").unwrap_or_default();
+        self.touch(|a| orders.contains(&a.order_id));
         let held: HashSet<Uuid> = self.allocations.values().map(|a| a.order_id).collect();
         orders.extend(held.iter().filter(|id| !self.orders.contains_key(id)));
         reread::<order::Entity, _>(
@@ -201,6 +209,24 @@ impl World {
         self.orders
             .retain(|id, o| o.status == OrderStatus::Queued || held.contains(id));
         Ok(Followed::Applied(changes.len()))
+    }
+
+    /// Marks the nodes of the allocations `which` picks as touched.
+    fn touch(&mut self, which: impl Fn(&allocation::Model) -> bool) {
+        if let Some(touched) = &mut self.touched {
+            touched.extend(
+                self.allocations
+                    .values()
+                    .filter(|a| which(a))
+                    .map(|a| a.node_id),
+            );
+        }
+    }
+
+    /// The nodes touched since the last call, or `None` when this copy
+    /// cannot tell (it was read whole since).
+    pub fn take_touched(&mut self) -> Option<HashSet<Uuid>> {
+        self.touched.replace(HashSet::new())
     }
 
     /// What differs between this copy and `fresh`, a full read, in what the
