@@ -521,6 +521,21 @@ async fn two_edge_nodes(server: &TestServer, operator: &Tenant) -> Vec<(Uuid, St
     nodes
 }
 
+/// An h100x1 order placed on one of the two edge nodes: its id and the
+/// node's index (0 for edge-1, 1 for edge-2).
+async fn placed_on_edge(server: &TestServer, tenant: &Tenant) -> (Uuid, usize) {
+    let order = server
+        .order(tenant, json!({ "instance_type": "h100x1", "region": "r2" }))
+        .await;
+    let placed = server
+        .wait_order(tenant, order, "scheduled", |o| o["status"] == "scheduled")
+        .await;
+    (
+        order,
+        usize::from(placed["placement"][0]["node_name"] == "edge-2"),
+    )
+}
+
 async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) {
     let server = TestServer::start(engine).await;
     let operator = server.operator().await;
@@ -531,24 +546,8 @@ async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) 
         .map(|(_, credential)| credential)
         .collect();
     let tenant = server.signup("tenant").await;
-    let order = server
-        .order(
-            &tenant,
-            json!({ "instance_type": "h100x1", "region": "r2" }),
-        )
-        .await;
-    let placed = server
-        .wait_order(&tenant, order, "scheduled", |o| o["status"] == "scheduled")
-        .await;
-    let node = placed["placement"][0]["node_name"]
-        .as_str()
-        .expect("node")
-        .to_owned();
-    let (mine, theirs) = if node == "edge-1" {
-        (&credentials[0], &credentials[1])
-    } else {
-        (&credentials[1], &credentials[0])
-    };
+    let (order, ours) = placed_on_edge(&server, &tenant).await;
+    let (mine, theirs) = (&credentials[ours], &credentials[1 - ours]);
     let report = |state: &str, code: Option<i32>| json!({ "order_id": order, "state": state, "exit_code": code });
 
     // Another node's agent knows nothing of the order.
@@ -628,21 +627,8 @@ async fn a_round_of_reports_is_taken_in_one_call_each_on_its_own(engine: Engine)
     let tenant = server.signup("tenant").await;
     let mut orders = Vec::new();
     for _ in 0..2 {
-        let order = server
-            .order(
-                &tenant,
-                json!({ "instance_type": "h100x1", "region": "r2" }),
-            )
-            .await;
-        let placed = server
-            .wait_order(&tenant, order, "scheduled", |o| o["status"] == "scheduled")
-            .await;
-        let node = placed["placement"][0]["node_name"]
-            .as_str()
-            .expect("node")
-            .to_owned();
-        let credential = nodes[usize::from(node == "edge-2")].1.clone();
-        orders.push((order, credential));
+        let (order, node) = placed_on_edge(&server, &tenant).await;
+        orders.push((order, nodes[node].1.clone()));
     }
     let (order, mine) = orders[0].clone();
     let (waiting, _) = orders[1];
@@ -749,20 +735,7 @@ async fn waiting_for_assignments_answers_only_its_own_node_and_refuses_bad_calls
     server.cluster(&operator, 0).await;
     let nodes = two_edge_nodes(&server, &operator).await;
     let tenant = server.signup("tenant").await;
-    let order = server
-        .order(
-            &tenant,
-            json!({ "instance_type": "h100x1", "region": "r2" }),
-        )
-        .await;
-    let placed = server
-        .wait_order(&tenant, order, "scheduled", |o| o["status"] == "scheduled")
-        .await;
-    let ours = if placed["placement"][0]["node_name"] == "edge-1" {
-        0
-    } else {
-        1
-    };
+    let (order, ours) = placed_on_edge(&server, &tenant).await;
     let (mine, theirs) = (&nodes[ours], &nodes[1 - ours]);
     let server = &server;
     let fetch = |credential: String, query: &str| {

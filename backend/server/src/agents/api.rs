@@ -628,8 +628,9 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .into_iter()
         .map(|o| (o.id, o))
         .collect();
-    // Only a fetch that hands over new work writes: waiting agents look
-    // again on every change anywhere, and most looks find nothing new.
+    // Only a fetch that hands over new work writes: a waiting agent looks
+    // again every second and on every change to its node, and most looks
+    // find nothing new.
     let handed: Vec<Uuid> = orders
         .values()
         .filter(|o| o.status == OrderStatus::Scheduled)
