@@ -24,7 +24,7 @@ fn session_token(secret: &str, sub: &str, issued: i64, expires: i64) -> String {
 }
 
 /// Sends a raw body with a content type and returns the reply.
-async fn raw(
+pub(crate) async fn raw(
     server: &TestServer,
     path: &str,
     token: Option<&str>,

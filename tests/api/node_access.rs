@@ -625,17 +625,63 @@ async fn a_round_of_reports_is_taken_in_one_call_each_on_its_own(engine: Engine)
     server.cluster(&operator, 0).await;
     let nodes = two_edge_nodes(&server, &operator).await;
     let tenant = server.signup("tenant").await;
-    let mut orders = Vec::new();
-    for _ in 0..2 {
-        let (order, node) = placed_on_edge(&server, &tenant).await;
-        orders.push((order, nodes[node].1.clone()));
-    }
-    let (order, mine) = orders[0].clone();
-    let (waiting, _) = orders[1];
+    let (order, ours) = placed_on_edge(&server, &tenant).await;
+    let (waiting, waiting_on) = placed_on_edge(&server, &tenant).await;
+    let (mine, theirs) = (&nodes[ours].1, &nodes[1 - ours].1);
     server
-        .get("/api/v1/agent/assignments", &mine)
+        .get("/api/v1/agent/assignments", mine)
         .await
         .expect(StatusCode::OK);
+
+    // The other node's agent cannot speak for the order, an unknown
+    // credential nothing at all, and a malformed body is refused whole:
+    // the order stays as it was.
+    let its_end = json!({ "reports": [{ "order_id": order, "state": "exited", "exit_code": 0 }] });
+    let stolen = server
+        .post("/api/v1/agent/statuses", theirs, its_end.clone())
+        .await;
+    stolen.expect(StatusCode::OK);
+    assert_eq!(
+        stolen.body["results"][0]["problem"]["code"],
+        "order_not_found"
+    );
+    server
+        .post(
+            "/api/v1/agent/statuses",
+            "gn_not-a-node-credential",
+            its_end,
+        )
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+    let json_type = Some("application/json");
+    crate::bad_input::raw(
+        &server,
+        "/api/v1/agent/statuses",
+        Some(mine),
+        json_type,
+        b"{\"reports\": [".to_vec(),
+    )
+    .await
+    .expect_problem(StatusCode::BAD_REQUEST, "malformed_json");
+    for body in [
+        json!({ "reports": "all of them" }),
+        json!({ "reports": [{ "order_id": order, "state": "exploded" }] }),
+        json!({ "reports": [{ "order_id": order, "state": "exited", "exit_code": "zero" }] }),
+        json!({ "reports": [{ "order_id": order, "state": "exited", "node_id": order }] }),
+    ] {
+        server
+            .post("/api/v1/agent/statuses", mine, body)
+            .await
+            .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+    }
+    let view = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(view.body["status"], "provisioning");
+
     let stranger = Uuid::new_v4();
     let reports = json!({ "reports": [
         { "order_id": order, "state": "running", "access": { "host": "gpu-a17.example", "ports": [] } },
@@ -644,7 +690,7 @@ async fn a_round_of_reports_is_taken_in_one_call_each_on_its_own(engine: Engine)
         { "order_id": order, "state": "exited", "exit_code": 0 },
         { "order_id": order, "state": "exited", "exit_code": 1 },
     ] });
-    let taken = server.post("/api/v1/agent/statuses", &mine, reports).await;
+    let taken = server.post("/api/v1/agent/statuses", mine, reports).await;
     taken.expect(StatusCode::OK);
     let results = taken.body["results"].as_array().expect("results");
     let seen: Vec<(Value, Value, Value)> = results
@@ -682,11 +728,10 @@ async fn a_round_of_reports_is_taken_in_one_call_each_on_its_own(engine: Engine)
 
     // The other order was never fetched: its ending is refused, and it
     // stays as it was.
-    let (_, its_node) = &orders[1];
     let refused = server
         .post(
             "/api/v1/agent/statuses",
-            its_node,
+            &nodes[waiting_on].1,
             json!({ "reports": [{ "order_id": waiting, "state": "exited", "exit_code": 0 }] }),
         )
         .await;
@@ -710,7 +755,7 @@ async fn a_round_of_reports_is_taken_in_one_call_each_on_its_own(engine: Engine)
         server
             .post(
                 "/api/v1/agent/statuses",
-                &mine,
+                mine,
                 json!({ "reports": reports }),
             )
             .await

@@ -313,12 +313,16 @@ async fn apply(
             .filter(order::Column::Id.eq(report.order_id))
             .filter(order::Column::Status.is_in(from.to_vec()))
     };
-    let current = order::Entity::find_by_id(report.order_id)
-        .one(txn)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+    // A stop needs nothing of the order; a start and an end read it.
+    let read = || async {
+        order::Entity::find_by_id(report.order_id)
+            .one(txn)
+            .await?
+            .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))
+    };
     match report.state {
         WorkloadState::Running => {
+            let current = read().await?;
             let access = merged_access(&current, node, report.access.as_ref());
             let stored = serde_json::to_string(&access).unwrap_or_default();
             let came_up = lifecycle::came_up(txn, report.order_id, stored.clone(), now).await?;
@@ -332,6 +336,7 @@ async fn apply(
             }
         }
         WorkloadState::Exited | WorkloadState::Failed => {
+            let current = read().await?;
             // The agent fetched it before it could start it: an ending
             // reported for work never handed over is not believed.
             if report.state == WorkloadState::Exited
@@ -419,10 +424,7 @@ async fn apply(
             lifecycle::stopped(txn, report.order_id, Some(node.id), now).await?;
         }
     }
-    let current = order::Entity::find_by_id(report.order_id)
-        .one(txn)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Order, report.order_id))?;
+    let current = read().await?;
     Ok(StatusAck {
         order_id: current.id,
         status: current.status,

@@ -254,16 +254,19 @@ fn changed_reason(
     now: DateTime<Utc>,
     reason: impl FnOnce() -> Option<String>,
 ) -> Option<Reason> {
-    let shown = (current.pending_reason.as_deref(), current.estimated_start);
-    let write = match due(shown.1, current.updated_at, kind_changed, estimate, now) {
-        Due::No => return None,
-        Due::Now => None,
-        Due::IfMoved => Some(shown),
-    };
+    let due = due(
+        current.estimated_start,
+        current.updated_at,
+        kind_changed,
+        estimate,
+        now,
+    );
+    if due == Due::No {
+        return None;
+    }
     let reason = reason();
-    if let Some((shown_reason, shown_estimate)) = write
-        && !moved(shown_reason, shown_estimate, reason.as_deref(), estimate)
-    {
+    let shown = current.pending_reason.as_deref();
+    if due == Due::IfMoved && !moved(shown, current.estimated_start, reason.as_deref(), estimate) {
         return None;
     }
     Some(Reason {

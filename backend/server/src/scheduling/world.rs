@@ -178,6 +178,8 @@ impl World {
             reread::<gpu::Entity, _>(db, ids, &mut self.gpus, gpu::Column::Id, |g| g.id, |_| true)
                 .await?;
         }
+        // An allocation's node is touched as the copy had it (a released one
+        // leaves the copy) and as it is now.
         if let Some(ids) = changed.get("allocations") {
             self.touch(|a| ids.contains(&a.id));
             reread::<allocation::Entity, _>(
