@@ -18,6 +18,7 @@ mod m20261203_000011_queue_limits;
 mod m20261203_000012_change_log;
 mod m20261203_000013_catalog_version;
 mod m20261203_000014_change_notify;
+mod m20261204_000015_reservations;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000012_change_log::Migration),
             Box::new(m20261203_000013_catalog_version::Migration),
             Box::new(m20261203_000014_change_notify::Migration),
+            Box::new(m20261204_000015_reservations::Migration),
         ]
     }
 }

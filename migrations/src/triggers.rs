@@ -23,10 +23,19 @@ pub struct Triggers<'a> {
 
 impl Triggers<'_> {
     pub async fn create(&self, db: &impl ConnectionTrait, backend: DbBackend) -> Result<(), DbErr> {
+        if backend == DbBackend::Postgres {
+            define_function(db, self.function, self.statement).await?;
+        }
+        self.attach(db, backend).await
+    }
+
+    /// Creates the triggers on the tables only: on PostgreSQL they call the
+    /// function as an earlier migration left it, which may do more than
+    /// `statement` (notify, say).
+    pub async fn attach(&self, db: &impl ConnectionTrait, backend: DbBackend) -> Result<(), DbErr> {
         let name = self.name;
         match backend {
             DbBackend::Postgres => {
-                define_function(db, self.function, self.statement).await?;
                 let each = if self.row { "ROW" } else { "STATEMENT" };
                 for (table, columns) in self.tables {
                     db.execute_unprepared(&format!(

@@ -15,4 +15,5 @@ mod migrations;
 mod node_access;
 mod openapi;
 mod orders;
+mod reservations;
 mod usage;

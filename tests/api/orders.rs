@@ -419,7 +419,7 @@ async fn admission_refuses_what_can_never_run(engine: Engine) {
         ),
         (
             json!({ "instance_type": "h100x8", "pricing_class": "reserved" }),
-            "not_offered",
+            "validation_failed",
         ),
         (
             json!({ "instance_type": "h100x8", "node_count": 0 }),

@@ -537,6 +537,8 @@ impl TestServer {
             "quotas",
             "nodes",
             "usage_records",
+            "reservations",
+            "reservation_nodes",
         ] {
             let row = self
                 .db()

@@ -15,6 +15,7 @@
 //! [`Placer`] places workloads one at a time with the same placement code,
 //! for arrival-only studies and what-if questions.
 
+mod calendar;
 mod cluster;
 mod decision;
 mod placement;
@@ -30,6 +31,7 @@ mod state;
 mod usage;
 mod workload;
 
+pub use calendar::{CalendarRequest, CalendarSlot, capacity_calendar};
 pub use cluster::{Cluster, Gpu, MAX_GPUS_PER_NODE, Node, OffPeak, Region};
 pub use decision::{
     Decisions, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason, RejectReason,
@@ -39,7 +41,7 @@ pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};
 pub use report::{CapacityReport, ModelCapacity, SHAPES, ShapeSlots, capacity_report};
-pub use reservation::{ReservationRequest, plan_advance_reservation};
+pub use reservation::{ReservationRequest, can_extend, earliest_windows, plan_advance_reservation};
 pub use schedule::{OwnedSnapshot, Snapshot, schedule};
 pub use usage::UsageLedger;
 pub use workload::{

@@ -5,8 +5,8 @@ mod common;
 
 use common::{Drive, H100, NOON, World, job, node, nodes, running};
 use gantry_scheduler::{
-    AdvanceReservation, Policy, PreemptionCause, Reason, ReservationRequest, Workload,
-    plan_advance_reservation,
+    AdvanceReservation, CalendarRequest, Policy, PreemptionCause, Reason, ReservationRequest,
+    Workload, can_extend, capacity_calendar, earliest_windows, plan_advance_reservation,
 };
 
 fn short(id: &str, at: i64) -> Workload {
@@ -236,4 +236,152 @@ fn an_advance_reservation_is_honoured() {
     thief.reservation = Some("res-1".into());
     world.pending = vec![thief];
     assert_eq!(world.decide(&Policy::default()).rejections.len(), 1);
+}
+
+#[test]
+fn a_refused_window_gets_the_earliest_ones_that_fit_and_extensions_keep_the_same_gpus() {
+    // n0 is busy until 14:00, n1 until 16:00; a third of the day later
+    // another queue holds n0 from 18:00 to 20:00.
+    let mut world = World::new(nodes(2));
+    let busy = |id: &str, node: &'static str, seconds: i64| {
+        let mut w = job(id, "other", 8, 1);
+        w.duration_estimate = Some(seconds);
+        running(w, &[(node, &[0, 1, 2, 3, 4, 5, 6, 7])], NOON)
+    };
+    world.running = vec![busy("r0", "n0", 2 * 3_600), busy("r1", "n1", 4 * 3_600)];
+    world.reservations = vec![AdvanceReservation {
+        id: "theirs".into(),
+        queue: "other".into(),
+        start: NOON + 6 * 3_600,
+        end: NOON + 8 * 3_600,
+        placements: vec![gantry_scheduler::Placement {
+            node: "n0".into(),
+            gpus: (0..8).collect(),
+        }],
+    }];
+    let request = |nodes: u32, start: i64, hours: i64| ReservationRequest {
+        queue: "mine".into(),
+        gpu_models: vec![H100.into()],
+        gpus_per_node: 8,
+        node_count: nodes,
+        start,
+        end: start + hours * 3_600,
+        ..ReservationRequest::default()
+    };
+    let now_for_an_hour = request(1, NOON + 600, 1);
+    assert!(plan_advance_reservation(&world.snapshot(), &now_for_an_hour).is_none());
+    let windows = earliest_windows(&world.snapshot(), &now_for_an_hour, NOON + 86_400, 3_600, 3);
+    let starts: Vec<i64> = windows.iter().map(|(start, _)| *start).collect();
+    // 14:00 on n0 (it ends before the other queue's 18:00), 16:00 when
+    // n1 frees too, 20:00 after the other queue's window.
+    assert_eq!(
+        starts,
+        vec![NOON + 2 * 3_600, NOON + 4 * 3_600, NOON + 8 * 3_600]
+    );
+    assert_eq!(windows[0].1[0].node, "n0");
+    // Both nodes for five hours: only after the other queue's window.
+    let both = earliest_windows(
+        &world.snapshot(),
+        &request(2, NOON, 5),
+        NOON + 86_400,
+        3_600,
+        1,
+    );
+    assert_eq!(
+        both.first().map(|(start, _)| *start),
+        Some(NOON + 8 * 3_600)
+    );
+    // Nothing within the horizon gives an empty answer.
+    assert!(
+        earliest_windows(
+            &world.snapshot(),
+            &request(3, NOON, 1),
+            NOON + 86_400,
+            3_600,
+            3
+        )
+        .is_empty()
+    );
+
+    // Ours on n0 from 14:00 to 16:00 may grow to 18:00, not past it, and
+    // work running inside it does not stand in its way.
+    let ours = AdvanceReservation {
+        id: "ours".into(),
+        queue: "mine".into(),
+        start: NOON + 2 * 3_600,
+        end: NOON + 4 * 3_600,
+        placements: windows[0].1.clone(),
+    };
+    world.reservations.push(ours);
+    let snapshot = world.snapshot();
+    assert!(can_extend(&snapshot, "ours", NOON + 6 * 3_600));
+    assert!(!can_extend(&snapshot, "ours", NOON + 6 * 3_600 + 1));
+    assert!(
+        !can_extend(&snapshot, "ours", NOON + 3 * 3_600),
+        "not a shortening"
+    );
+    assert!(!can_extend(&snapshot, "nobody", NOON + 5 * 3_600));
+    let mut inside = job("inside", "mine", 8, 1);
+    inside.reservation = Some("ours".into());
+    world.running = vec![running(
+        inside,
+        &[("n0", &[0, 1, 2, 3, 4, 5, 6, 7])],
+        NOON + 2 * 3_600,
+    )];
+    world.now = NOON + 2 * 3_600;
+    assert!(can_extend(&world.snapshot(), "ours", NOON + 5 * 3_600));
+}
+
+#[test]
+fn the_calendar_shows_reserved_busy_and_free_gpus_hour_by_hour() {
+    let mut world = World::new(nodes(2));
+    let mut busy = job("busy", "other", 8, 1);
+    busy.duration_estimate = Some(2 * 3_600);
+    world.running = vec![running(busy, &[("n0", &[0, 1, 2, 3, 4, 5, 6, 7])], NOON)];
+    world.reservations = vec![AdvanceReservation {
+        id: "held".into(),
+        queue: "team".into(),
+        start: NOON + 4 * 3_600,
+        end: NOON + 6 * 3_600,
+        placements: vec![gantry_scheduler::Placement {
+            node: "n1".into(),
+            gpus: (0..4).collect(),
+        }],
+    }];
+    let calendar = capacity_calendar(
+        &world.snapshot(),
+        &CalendarRequest {
+            model: H100.into(),
+            regions: vec!["eu-west-1".into()],
+            gpus_per_node: 8,
+            cpu_milli: 8_000,
+            memory_mib: 64 * 1_024,
+            from: NOON,
+            step: 3_600,
+            slots: 8,
+        },
+    );
+    let row = |i: usize| {
+        let s = calendar[i];
+        (s.gpus, s.reserved, s.busy, s.free, s.instances)
+    };
+    assert_eq!(calendar.len(), 8);
+    assert_eq!(row(0), (16, 0, 8, 8, 1));
+    assert_eq!(row(2), (16, 0, 0, 16, 2));
+    // Half of n1 is held: no whole node there, but n0 is free.
+    assert_eq!(row(4), (16, 4, 0, 12, 1));
+    assert_eq!(row(6), (16, 0, 0, 16, 2));
+    assert!(
+        capacity_calendar(
+            &world.snapshot(),
+            &CalendarRequest {
+                model: H100.into(),
+                regions: vec!["mars".into()],
+                step: 3_600,
+                slots: 2,
+                ..CalendarRequest::default()
+            }
+        )
+        .is_empty()
+    );
 }

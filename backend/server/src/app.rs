@@ -112,6 +112,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::quotas::routes())
         .merge(crate::queue_limits::routes())
         .merge(crate::orders::routes())
+        .merge(crate::reservations::api::routes())
+        .merge(crate::reservations::calendar::routes())
         .merge(crate::jobs::arrays::routes())
         .merge(crate::jobs::attempts::routes())
         .merge(crate::jobs::logs::routes())

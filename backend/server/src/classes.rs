@@ -195,6 +195,24 @@ stored_enum! {
         Correction = "correction",
         /// What the prepaid balance already paid for this period's usage.
         Prepaid = "prepaid",
+        /// Reserved GPU time in the period, used or not, at the
+        /// reservation's price.
+        Reservation = "reservation",
+        /// The fee for cancelling a reservation late.
+        CancellationFee = "cancellation_fee",
+    }
+}
+
+stored_enum! {
+    /// Where a reservation is, as stored; whether it is upcoming or active
+    /// follows from the clock.
+    ReservationStatus {
+        /// Its GPUs are held for its window.
+        Confirmed = "confirmed",
+        /// Cancelled: its GPUs are free from the cancellation on.
+        Cancelled = "cancelled",
+        /// Its window is over and its work was stopped.
+        Ended = "ended",
     }
 }
 

@@ -49,6 +49,14 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
     ("GANTRY_JOB_LOG_RETENTION_DAYS", "job_log_retention_days"),
     ("GANTRY_EXPOSABLE_PORTS", "exposable_ports"),
+    (
+        "GANTRY_RESERVATION_FREE_CANCEL_HOURS",
+        "reservation_free_cancel_hours",
+    ),
+    (
+        "GANTRY_RESERVATION_CANCEL_FEE_PERCENT",
+        "reservation_cancel_fee_percent",
+    ),
 ];
 
 /// Keys whose environment value is a comma-separated list.
@@ -136,6 +144,12 @@ pub struct Config {
     /// Ports an order may ask to expose on its nodes (each gets a node
     /// port from the agent's range).
     pub exposable_ports: Vec<u16>,
+    /// A reservation cancelled at least this many hours before its window
+    /// costs nothing.
+    pub reservation_free_cancel_hours: u64,
+    /// The share of the reserved time not yet begun that a later
+    /// cancellation costs, 0 to 100.
+    pub reservation_cancel_fee_percent: u32,
 }
 
 impl Default for Config {
@@ -170,6 +184,8 @@ impl Default for Config {
             job_log_limit_bytes: 1024 * 1024,
             job_log_retention_days: 14,
             exposable_ports: vec![6006, 7860, 8000, 8080, 8265, 8888],
+            reservation_free_cancel_hours: 48,
+            reservation_cancel_fee_percent: 50,
         }
     }
 }
@@ -210,6 +226,14 @@ impl std::fmt::Debug for Config {
             .field("job_log_limit_bytes", &self.job_log_limit_bytes)
             .field("job_log_retention_days", &self.job_log_retention_days)
             .field("exposable_ports", &self.exposable_ports)
+            .field(
+                "reservation_free_cancel_hours",
+                &self.reservation_free_cancel_hours,
+            )
+            .field(
+                "reservation_cancel_fee_percent",
+                &self.reservation_cancel_fee_percent,
+            )
             .finish()
     }
 }
@@ -247,6 +271,10 @@ impl Config {
 
     fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.jwt_ttl_seconds > 0, "jwt_ttl_seconds must be positive");
+        anyhow::ensure!(
+            self.reservation_cancel_fee_percent <= 100,
+            "reservation_cancel_fee_percent must be 0 to 100"
+        );
         anyhow::ensure!(
             self.rate_limit_per_second > 0 && self.rate_limit_burst > 0,
             "rate_limit_per_second and rate_limit_burst must be positive"

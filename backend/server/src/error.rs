@@ -31,6 +31,17 @@ pub struct Problem {
     /// Field-level validation errors, when the request body was invalid.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
+    /// For a window of capacity that is taken: the earliest ones that
+    /// would fit instead, earliest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Window>,
+}
+
+/// A window of time, start inclusive, end exclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Window {
+    pub starts_at: chrono::DateTime<chrono::Utc>,
+    pub ends_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// One invalid field of a request.
@@ -47,6 +58,7 @@ pub struct ApiError {
     code: &'static str,
     detail: String,
     errors: Vec<FieldError>,
+    alternatives: Vec<Window>,
     retry_after_seconds: Option<u64>,
     source: Option<anyhow::Error>,
 }
@@ -60,6 +72,7 @@ impl ApiError {
             code,
             detail: detail.into(),
             errors: Vec::new(),
+            alternatives: Vec::new(),
             retry_after_seconds: None,
             source: None,
         }
@@ -118,6 +131,14 @@ impl ApiError {
         .with_retry_after(retry_after_seconds)
     }
 
+    /// Names the windows that would fit instead of the one refused.
+    pub fn with_alternatives(self, alternatives: Vec<Window>) -> Self {
+        Self {
+            alternatives,
+            ..self
+        }
+    }
+
     /// Adds a `Retry-After` header to the answer.
     pub fn with_retry_after(self, seconds: u64) -> Self {
         Self {
@@ -154,6 +175,7 @@ impl ApiError {
             detail: self.detail,
             code: self.code.to_owned(),
             errors: self.errors,
+            alternatives: self.alternatives,
         }
     }
 }
@@ -175,6 +197,7 @@ pub enum Resource {
     UsageRecord,
     Image,
     SshKey,
+    Reservation,
 }
 
 impl Resource {
@@ -195,6 +218,7 @@ impl Resource {
             Self::UsageRecord => ("usage_record_not_found", "usage record"),
             Self::Image => ("image_not_found", "image"),
             Self::SshKey => ("ssh_key_not_found", "SSH key"),
+            Self::Reservation => ("reservation_not_found", "reservation"),
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod orders;
 pub mod provisioning;
 pub mod queue_limits;
 pub mod quotas;
+pub mod reservations;
 pub mod scheduling;
 pub mod sla;
 pub mod ssh_keys;

@@ -21,6 +21,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/capacity/calendar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Hour by hour, a GPU model's reserved, committed and free GPUs, with the
+         *     reservations behind them.
+         */
+        get: operations["capacity_calendar"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/catalog/gpu-models": {
         parameters: {
             query?: never;
@@ -1470,6 +1490,128 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/reservations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's reservations, newest first. */
+        get: operations["list_reservations"];
+        put?: never;
+        /**
+         * Reserves capacity: confirmed at once with the exact GPUs held, or
+         *     refused with `no_capacity` and the earliest windows that would fit
+         *     (`alternatives`).
+         */
+        post: operations["create_reservation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/reservations/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Hour by hour, how many instances of a type could still be reserved in a
+         *     region.
+         */
+        get: operations["reservation_availability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/reservations/quote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Prices a reservation and tells whether its window is free, with the
+         *     earliest windows that are when it is not. Nothing is held.
+         */
+        post: operations["quote_reservation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/reservations/{reservation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One reservation with its GPUs, state and use. */
+        get: operations["get_reservation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/reservations/{reservation_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancels a reservation: its GPUs are free at once and its orders are
+         *     stopped. Free until the operator's notice period before the window;
+         *     later, the time already begun stays charged and a share of the rest is
+         *     charged as a fee. Cancelling a cancelled reservation changes nothing.
+         */
+        post: operations["cancel_reservation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/reservations/{reservation_id}/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Moves a reservation's end later, on the GPUs it holds, when nothing
+         *     else is planned on them until the new end; refused with `no_capacity`
+         *     otherwise. The added hours are charged at the price it was confirmed at.
+         */
+        post: operations["extend_reservation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/sla": {
         parameters: {
             query?: never;
@@ -1716,6 +1858,29 @@ export interface components {
             /** Format: date-time */
             created_at: string;
         };
+        /** @description What can be reserved when. */
+        Availability: {
+            instance_type: string;
+            gpu_model: string;
+            region: string;
+            /**
+             * Format: int64
+             * @description The reserved price per instance-hour in force now; none when the
+             *     type is not offered reserved there.
+             */
+            hourly_micros?: number | null;
+            currency: string;
+            slots: components["schemas"]["AvailabilitySlot"][];
+        };
+        AvailabilitySlot: {
+            /** Format: date-time */
+            starts_at: string;
+            /**
+             * Format: int32
+             * @description Instances of the type that could be reserved for this hour.
+             */
+            instances: number;
+        };
         Balance: {
             prepaid: boolean;
             /** Format: int64 */
@@ -1792,6 +1957,28 @@ export interface components {
             /** @description Draw usage from a prepaid balance as it is metered. */
             prepaid?: boolean;
         };
+        CalendarSlot: {
+            /** Format: date-time */
+            starts_at: string;
+            /**
+             * Format: int32
+             * @description Healthy GPUs of the model on schedulable nodes.
+             */
+            gpus: number;
+            /**
+             * Format: int32
+             * @description Held by reservations.
+             */
+            reserved: number;
+            /**
+             * Format: int32
+             * @description Not reserved, held by running work expected to last into the hour
+             *     (work without an end lasts for ever).
+             */
+            committed: number;
+            /** Format: int32 */
+            free: number;
+        };
         /** @description The API key a request came with. */
         CallingApiKey: {
             /** Format: uuid */
@@ -1799,6 +1986,14 @@ export interface components {
             /** Format: uuid */
             org_id: string;
             role: components["schemas"]["OrgRole"];
+        };
+        /** @description The operator's calendar of one GPU model. */
+        CapacityCalendar: {
+            gpu_model: string;
+            region?: string | null;
+            slots: components["schemas"]["CalendarSlot"][];
+            /** @description Confirmed reservations of the model overlapping the calendar. */
+            reservations: components["schemas"]["Reservation"][];
         };
         ChangeRole: {
             role: components["schemas"]["OrgRole"];
@@ -1952,6 +2147,13 @@ export interface components {
              *     absent.
              */
             image?: string | null;
+            /**
+             * Format: uuid
+             * @description Runs the order in this reservation of the organization: only on its
+             *     GPUs and inside its window, ahead of any queue, paid by the
+             *     reservation. Its pricing class is then `reserved`, which needs one.
+             */
+            reservation_id?: string | null;
         };
         CreateOrganization: {
             name: string;
@@ -1983,6 +2185,55 @@ export interface components {
             /** @description Slugs such as `eu-gdpr`. */
             compliance_tags?: string[];
             off_peak?: components["schemas"]["OffPeak"] | null;
+        };
+        /**
+         * @description A reservation to confirm (or quote): a fixed window, or a length placed
+         *     at the earliest start that fits.
+         */
+        CreateReservation: {
+            /** @description A name to know it by; the type, count and start when absent. */
+            name?: string | null;
+            /**
+             * @description Instance type name or id: its GPUs per node, CPU and memory are one
+             *     reserved instance.
+             */
+            instance_type: string;
+            /**
+             * Format: int32
+             * @description Instances, each on its own node; 1 when absent.
+             */
+            count?: number | null;
+            /** @description Region name or id. */
+            region: string;
+            /**
+             * Format: uuid
+             * @description Only this project's orders may use it; any of the organization's
+             *     when absent.
+             */
+            project_id?: string | null;
+            /**
+             * Format: date-time
+             * @description Start of a fixed window, on a whole hour (UTC), not in the past.
+             */
+            starts_at?: string | null;
+            /**
+             * Format: date-time
+             * @description End of a fixed window, on a whole hour, at most 2,160 hours after
+             *     the start.
+             */
+            ends_at?: string | null;
+            /**
+             * Format: int64
+             * @description Instead of a fixed window: its length, placed at the earliest start
+             *     that fits.
+             */
+            duration_hours?: number | null;
+            /**
+             * Format: date-time
+             * @description With `duration_hours`: the earliest acceptable start, on a whole
+             *     hour; the next whole hour when absent.
+             */
+            earliest_start?: string | null;
         };
         CreateSimulatedNode: {
             name: string;
@@ -2042,6 +2293,14 @@ export interface components {
             node: string;
             /** Format: date-time */
             at: string;
+        };
+        /** @description A later end for a reservation. */
+        ExtendReservation: {
+            /**
+             * Format: date-time
+             * @description The new end: on a whole hour, after the current one.
+             */
+            ends_at: string;
         };
         ExtraNodes: {
             /** @description Instance type name or id: the nodes get its GPUs, vCPU and memory. */
@@ -2348,7 +2607,7 @@ export interface components {
          * @description What an invoice line is.
          * @enum {string}
          */
-        LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid";
+        LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid" | "reservation" | "cancellation_fee";
         /**
          * @description One server-sent event of `follow=true`: `data` is a [`LogLine`] as
          *     JSON and `id` its id; the last event is `end` with `{}`.
@@ -2454,6 +2713,11 @@ export interface components {
              */
             isolated: boolean;
             gpus: components["schemas"]["NodeGpu"][];
+            /**
+             * @description Confirmed reservations holding its GPUs now or later: cordoning or
+             *     draining it breaks them.
+             */
+            reservations: components["schemas"]["NodeReservation"][];
             /** Format: date-time */
             created_at: string;
         };
@@ -2488,6 +2752,20 @@ export interface components {
             node_id: string;
             node_name: string;
             /** @description GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them. */
+            gpu_ids: number[];
+        };
+        /** @description A reservation holding GPUs on a node, as operators see it there. */
+        NodeReservation: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: date-time */
+            starts_at: string;
+            /** Format: date-time */
+            ends_at: string;
+            /** @description The GPU indices it holds on the node. */
             gpu_ids: number[];
         };
         /**
@@ -2571,6 +2849,11 @@ export interface components {
              */
             attempts: number;
             job?: components["schemas"]["JobView"] | null;
+            /**
+             * Format: uuid
+             * @description The reservation it runs in.
+             */
+            reservation_id?: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -2894,6 +3177,11 @@ export interface components {
                  */
                 isolated: boolean;
                 gpus: components["schemas"]["NodeGpu"][];
+                /**
+                 * @description Confirmed reservations holding its GPUs now or later: cordoning or
+                 *     draining it breaks them.
+                 */
+                reservations: components["schemas"]["NodeReservation"][];
                 /** Format: date-time */
                 created_at: string;
             }[];
@@ -2953,6 +3241,11 @@ export interface components {
                  */
                 attempts: number;
                 job?: components["schemas"]["JobView"] | null;
+                /**
+                 * Format: uuid
+                 * @description The reservation it runs in.
+                 */
+                reservation_id?: string | null;
                 /** Format: date-time */
                 created_at: string;
                 /** Format: date-time */
@@ -3011,6 +3304,73 @@ export interface components {
                 created_at: string;
                 /** Format: date-time */
                 updated_at: string;
+            }[];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description One page of a list. */
+        Page_Reservation: {
+            items: {
+                /** Format: uuid */
+                id: string;
+                /** Format: uuid */
+                org_id: string;
+                /**
+                 * Format: uuid
+                 * @description When set, only this project's orders may run in it.
+                 */
+                project_id?: string | null;
+                name: string;
+                instance_type: string;
+                gpu_model: string;
+                region: string;
+                /**
+                 * Format: int32
+                 * @description Instances of the type held, one node each.
+                 */
+                count: number;
+                /** Format: int32 */
+                gpus_per_node: number;
+                /** Format: date-time */
+                starts_at: string;
+                /** Format: date-time */
+                ends_at: string;
+                state: components["schemas"]["ReservationState"];
+                /**
+                 * Format: int64
+                 * @description The reserved price per instance-hour, fixed when it was confirmed.
+                 */
+                hourly_micros: number;
+                /**
+                 * Format: int64
+                 * @description What it costs in all: its charged window at its price, plus any
+                 *     cancellation fee.
+                 */
+                total_micros: number;
+                currency: string;
+                /** @description The exact GPUs held. */
+                placement: components["schemas"]["NodePlacement"][];
+                /**
+                 * Format: int64
+                 * @description GPUs × seconds of its charged window.
+                 */
+                reserved_gpu_seconds: number;
+                /**
+                 * Format: int64
+                 * @description GPUs × seconds its orders have run so far (metered).
+                 */
+                used_gpu_seconds: number;
+                /**
+                 * Format: date-time
+                 * @description Where the charged window ends: `ends_at`, or earlier once cancelled.
+                 */
+                billed_until: string;
+                /** Format: date-time */
+                cancelled_at?: string | null;
+                /** Format: int64 */
+                cancellation_fee_micros: number;
+                /** Format: date-time */
+                created_at: string;
             }[];
             /** @description Pass as `cursor` to get the next page; absent on the last page. */
             next_cursor?: string | null;
@@ -3116,6 +3476,11 @@ export interface components {
             code: string;
             /** @description Field-level validation errors, when the request body was invalid. */
             errors?: components["schemas"]["FieldError"][];
+            /**
+             * @description For a window of capacity that is taken: the earliest ones that
+             *     would fit instead, earliest first.
+             */
+            alternatives?: components["schemas"]["Window"][];
         };
         Project: {
             /** Format: uuid */
@@ -3215,6 +3580,49 @@ export interface components {
             /** Format: int32 */
             max_gpus?: number | null;
         };
+        /** @description What a reservation would cost, and whether it is available. */
+        Quote: {
+            instance_type: string;
+            gpu_model: string;
+            region: string;
+            /** Format: int32 */
+            count: number;
+            /** Format: int64 */
+            gpus: number;
+            /**
+             * Format: date-time
+             * @description The window priced: the one asked, or for a flexible ask the
+             *     earliest that fits (the asked start when none does).
+             */
+            starts_at: string;
+            /** Format: date-time */
+            ends_at: string;
+            /**
+             * Format: int64
+             * @description The reserved price per instance-hour in force now.
+             */
+            hourly_micros: number;
+            /**
+             * Format: int64
+             * @description The whole window at that price.
+             */
+            total_micros: number;
+            currency: string;
+            /** @description Whether that window can be confirmed now. */
+            available: boolean;
+            /** @description When it is not: the earliest windows of the same length that can. */
+            alternatives: components["schemas"]["Window"][];
+            /**
+             * Format: date-time
+             * @description Cancelling until then costs nothing.
+             */
+            free_cancellation_until: string;
+            /**
+             * Format: int32
+             * @description The share of the time not yet begun that a later cancellation costs.
+             */
+            cancellation_fee_percent: number;
+        };
         Region: {
             /** Format: uuid */
             id: string;
@@ -3276,6 +3684,73 @@ export interface components {
             port: number;
             host_key_fingerprint: string;
         };
+        Reservation: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            org_id: string;
+            /**
+             * Format: uuid
+             * @description When set, only this project's orders may run in it.
+             */
+            project_id?: string | null;
+            name: string;
+            instance_type: string;
+            gpu_model: string;
+            region: string;
+            /**
+             * Format: int32
+             * @description Instances of the type held, one node each.
+             */
+            count: number;
+            /** Format: int32 */
+            gpus_per_node: number;
+            /** Format: date-time */
+            starts_at: string;
+            /** Format: date-time */
+            ends_at: string;
+            state: components["schemas"]["ReservationState"];
+            /**
+             * Format: int64
+             * @description The reserved price per instance-hour, fixed when it was confirmed.
+             */
+            hourly_micros: number;
+            /**
+             * Format: int64
+             * @description What it costs in all: its charged window at its price, plus any
+             *     cancellation fee.
+             */
+            total_micros: number;
+            currency: string;
+            /** @description The exact GPUs held. */
+            placement: components["schemas"]["NodePlacement"][];
+            /**
+             * Format: int64
+             * @description GPUs × seconds of its charged window.
+             */
+            reserved_gpu_seconds: number;
+            /**
+             * Format: int64
+             * @description GPUs × seconds its orders have run so far (metered).
+             */
+            used_gpu_seconds: number;
+            /**
+             * Format: date-time
+             * @description Where the charged window ends: `ends_at`, or earlier once cancelled.
+             */
+            billed_until: string;
+            /** Format: date-time */
+            cancelled_at?: string | null;
+            /** Format: int64 */
+            cancellation_fee_micros: number;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /**
+         * @description Where a reservation is at a moment.
+         * @enum {string}
+         */
+        ReservationState: "upcoming" | "active" | "ended" | "cancelled";
         /**
          * @description Node loss and preemption are always retried, up to `max_retries`; a
          *     non-zero exit only with `on_failure`.
@@ -3585,6 +4060,13 @@ export interface components {
             before: components["schemas"]["Outcome"];
             after: components["schemas"]["Outcome"];
         };
+        /** @description A window of time, start inclusive, end exclusive. */
+        Window: {
+            /** Format: date-time */
+            starts_at: string;
+            /** Format: date-time */
+            ends_at: string;
+        };
         /**
          * @description What the work is, which decides how it may be deferred and placed.
          * @enum {string}
@@ -3628,6 +4110,53 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Page_AuditEntry"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    capacity_calendar: {
+        parameters: {
+            query: {
+                /** @description GPU model name or id. */
+                gpu_model: string;
+                /** @description Region name or id; every region when absent. */
+                region?: string;
+                /** @description The first hour (a whole hour, UTC); the current hour when absent. */
+                from?: string;
+                /** @description Hours covered, 1 to 672; 168 when absent. */
+                hours?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The calendar */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CapacityCalendar"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -4713,7 +5242,13 @@ export interface operations {
     };
     cordon_node: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Go ahead although confirmed reservations hold GPUs on the node; they
+                 *     are refused otherwise, with the reservations named.
+                 */
+                force?: boolean;
+            };
             header?: never;
             path: {
                 /** @description Node id */
@@ -4832,7 +5367,13 @@ export interface operations {
     };
     drain_node: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Go ahead although confirmed reservations hold GPUs on the node; they
+                 *     are refused otherwise, with the reservations named.
+                 */
+                force?: boolean;
+            };
             header?: never;
             path: {
                 /** @description Node id */
@@ -7981,6 +8522,328 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Quota"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_reservations: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of reservations */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_Reservation"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_reservation: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry return the first response */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateReservation"];
+            };
+        };
+        responses: {
+            /** @description The confirmed reservation */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reservation"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    reservation_availability: {
+        parameters: {
+            query: {
+                /** @description Instance type name or id. */
+                instance_type: string;
+                /** @description Region name or id. */
+                region: string;
+                /** @description The first hour (a whole hour, UTC); the next whole hour when absent. */
+                from?: string;
+                /** @description Hours covered, 1 to 672; 168 when absent. */
+                hours?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Instances free to reserve, per hour */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Availability"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    quote_reservation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateReservation"];
+            };
+        };
+        responses: {
+            /** @description The price and availability */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quote"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_reservation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Reservation id */
+                reservation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The reservation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reservation"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    cancel_reservation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Reservation id */
+                reservation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cancelled reservation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reservation"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    extend_reservation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Reservation id */
+                reservation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExtendReservation"];
+            };
+        };
+        responses: {
+            /** @description The extended reservation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Reservation"];
                 };
             };
             /** @description The request was refused; `code` says why. */

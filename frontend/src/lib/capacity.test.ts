@@ -16,6 +16,7 @@ function node(name: string, state: Schemas["NodeState"], held: number[], sick: n
     cpu_milli: 0,
     memory_mib: 0,
     created_at: "2026-01-01T00:00:00Z",
+    reservations: [],
     gpus: Array.from({ length: gpus }, (_, index) => ({
       index,
       model: "H100",

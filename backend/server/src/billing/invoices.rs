@@ -178,7 +178,12 @@ pub async fn rerate(
                 .map(|l| l.amount_micros),
         )
     };
-    let subtotal = sum(&[LineKind::Usage, LineKind::Correction])?;
+    let subtotal = sum(&[
+        LineKind::Usage,
+        LineKind::Correction,
+        LineKind::Reservation,
+        LineKind::CancellationFee,
+    ])?;
     let discount = sum(&[LineKind::Discount])?;
     let credits = checked_sum([
         sum(&[LineKind::SlaCredit, LineKind::Prepaid])?,
@@ -208,7 +213,11 @@ pub async fn spend(
         .filter(|l| {
             matches!(
                 l.kind,
-                LineKind::Usage | LineKind::Correction | LineKind::Discount
+                LineKind::Usage
+                    | LineKind::Correction
+                    | LineKind::Discount
+                    | LineKind::Reservation
+                    | LineKind::CancellationFee
             )
         })
         .map(|l| l.amount_micros)
@@ -226,10 +235,16 @@ async fn rate_period(
         .filter(usage_record::Column::OrgId.eq(org_id))
         .filter(usage_record::Column::PeriodStart.gte(start))
         .filter(usage_record::Column::PeriodStart.lt(end));
-    let spans: Vec<Span> = metered_spans(db, in_period.clone())
+    // Usage inside a reservation is paid by the reservation's own lines.
+    let (reserved, spans): (Vec<_>, Vec<_>) = metered_spans(db, in_period.clone())
         .await?
         .into_iter()
+        .partition(|(_, span)| span.pricing_class == PricingClass::Reserved);
+    let reserved = crate::reservations::billing::charges(db, org_id, start, end, reserved).await?;
+    let spans: Vec<Span> = spans
+        .into_iter()
         .map(|(_, span)| span)
+        .chain(reserved.outside)
         .collect();
     let corrections = in_period
         .filter(usage_record::Column::Kind.eq(UsageKind::Correction))
@@ -310,6 +325,9 @@ async fn rate_period(
             reason: None,
             author: None,
         });
+    }
+    for charge in &reserved.charges {
+        lines.extend(reservation_lines(charge, &type_names, &region_names));
     }
     // Each correction takes its span back at the prices it was charged at.
     for c in &corrections {
@@ -403,6 +421,87 @@ async fn rate_period(
         });
     }
     Ok(lines)
+}
+
+/// The lines of one reservation's charge: used and unused reserved time
+/// at its price, time down through a provider fault (not charged), and a
+/// late cancellation's fee.
+fn reservation_lines(
+    charge: &crate::reservations::billing::Charge,
+    type_names: &HashMap<Uuid, String>,
+    region_names: &HashMap<Uuid, String>,
+) -> Vec<Line> {
+    let r = &charge.reservation;
+    let name = |names: &HashMap<Uuid, String>, id: Uuid| {
+        names.get(&id).cloned().unwrap_or_else(|| id.to_string())
+    };
+    let what = format!(
+        "reservation {} ({} × {} in {})",
+        r.name,
+        r.node_count,
+        name(type_names, r.instance_type_id),
+        name(region_names, r.region_id)
+    );
+    let key = Some(rating::LineKey {
+        instance_type_id: r.instance_type_id,
+        region_id: r.region_id,
+        pricing_class: PricingClass::Reserved,
+        hourly_micros: Some(r.hourly_micros),
+        permille: 1000,
+    });
+    let line = |kind: LineKind, description: String, gpu_seconds: i64, amount_micros: i64| Line {
+        kind,
+        description,
+        key,
+        quantity_seconds: gpu_seconds / i64::from(r.gpus_per_node.max(1)),
+        gpu_seconds,
+        amount_micros,
+        reason: None,
+        author: None,
+    };
+    let priced = |gpu_seconds: i64| {
+        rating::amount_per_gpu(gpu_seconds, r.hourly_micros, r.gpus_per_node, 1000)
+    };
+    let price = micros_text(r.hourly_micros);
+    let mut lines = Vec::new();
+    for (gpu_seconds, how) in [
+        (charge.used_gpu_seconds, "used"),
+        (charge.unused_gpu_seconds, "reserved, not used"),
+    ] {
+        if gpu_seconds > 0 {
+            lines.push(line(
+                LineKind::Reservation,
+                format!("{what}: {how}, at {price}/h per instance"),
+                gpu_seconds,
+                priced(gpu_seconds),
+            ));
+        }
+    }
+    if charge.down_gpu_seconds > 0 {
+        lines.push(line(
+            LineKind::Downtime,
+            format!("{what}: down through a provider fault, not charged"),
+            charge.down_gpu_seconds,
+            0,
+        ));
+    }
+    if charge.fee_micros != 0 {
+        lines.push(Line {
+            key: None,
+            ..line(
+                LineKind::CancellationFee,
+                format!(
+                    "{what}: cancelled {}, fee for the reserved time not yet begun",
+                    r.cancelled_at
+                        .map(|at| at.format("%Y-%m-%d %H:%M UTC").to_string())
+                        .unwrap_or_default()
+                ),
+                0,
+                charge.fee_micros,
+            )
+        });
+    }
+    lines
 }
 
 /// Hundredths of a percent as a percentage, such as `99.9`.

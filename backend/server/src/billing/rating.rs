@@ -241,6 +241,22 @@ pub fn amount(seconds: i64, hourly_micros: i64, permille: u32) -> i64 {
     )
 }
 
+/// The charge for `gpu_seconds` at `hourly_micros` per hour of an instance
+/// of `gpus_per_instance` GPUs, and `permille` of it: a reservation's time
+/// is counted in GPU-seconds, since the orders in it may be smaller than
+/// its instances.
+pub fn amount_per_gpu(
+    gpu_seconds: i64,
+    hourly_micros: i64,
+    gpus_per_instance: i32,
+    permille: u32,
+) -> i64 {
+    round_half_up(
+        i128::from(gpu_seconds) * i128::from(hourly_micros) * i128::from(permille),
+        3_600_000 * i128::from(gpus_per_instance.max(1)),
+    )
+}
+
 /// `permille` thousandths of `micros`, rounded half up.
 pub fn share(micros: i64, permille: i32) -> i64 {
     round_half_up(i128::from(micros) * i128::from(permille), 1000)
@@ -286,6 +302,16 @@ mod tests {
             .collect();
         lines.sort_unstable();
         lines
+    }
+
+    #[test]
+    fn gpu_seconds_are_priced_as_their_share_of_an_instance() {
+        // One hour of one GPU of an 8-GPU instance at 16.00/h is 2.00.
+        assert_eq!(amount_per_gpu(3_600, 16_000_000, 8, 1000), 2_000_000);
+        // 1 s of one GPU at 7.00/h for 8 GPUs is 243.055… micro-units.
+        assert_eq!(amount_per_gpu(1, 7_000_000, 8, 1000), 243);
+        assert_eq!(amount_per_gpu(8 * 3_600, 7_000_000, 8, 500), 3_500_000);
+        assert_eq!(amount_per_gpu(3_600, 1_000_000, 0, 1000), 1_000_000);
     }
 
     #[test]

@@ -104,6 +104,13 @@ impl Catalog {
         })
     }
 
+    /// The GPU model a request names by id or name.
+    pub fn gpu_model_named(&self, reference: &str) -> ApiResult<&gpu_model::Model> {
+        by_reference(&self.gpu_models, reference, |m| &m.name, |m| m.id).ok_or_else(|| {
+            ApiError::unprocessable("unknown_gpu_model", format!("no GPU model {reference:?}"))
+        })
+    }
+
     pub fn gpu_model(&self, id: Uuid) -> Option<&gpu_model::Model> {
         self.gpu_models.get(&id)
     }

@@ -30,6 +30,8 @@ pub mod project;
 pub mod queue_limit;
 pub mod quota;
 pub mod region;
+pub mod reservation;
+pub mod reservation_node;
 pub mod sla_credit;
 pub mod sla_policy;
 pub mod ssh_key;

@@ -51,6 +51,8 @@ pub struct Model {
     /// A JSON array of the ports it exposes.
     pub ports: Option<String>,
     pub image_id: Option<Uuid>,
+    /// The reservation it runs in: only on its GPUs, only in its window.
+    pub reservation_id: Option<Uuid>,
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

@@ -65,6 +65,9 @@ pub struct Node {
     /// and from the agent (`process`): fit for one trusted tenant only.
     pub isolated: bool,
     pub gpus: Vec<NodeGpu>,
+    /// Confirmed reservations holding its GPUs now or later: cordoning or
+    /// draining it breaks them.
+    pub reservations: Vec<crate::reservations::NodeReservation>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -251,6 +254,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
         .await?
         .into_iter()
         .collect();
+    let mut reserved = crate::reservations::held_on(db, &ids).await?;
     let mut by_node: HashMap<Uuid, Vec<NodeGpu>> = HashMap::new();
     for g in gpus {
         by_node.entry(g.node_id).or_default().push(NodeGpu {
@@ -273,6 +277,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             instance_type: n.instance_type_id.and_then(|t| types.get(&t).cloned()),
             labels: serde_json::from_str(&n.labels).unwrap_or_default(),
             gpus: by_node.remove(&n.id).unwrap_or_default(),
+            reservations: reserved.remove(&n.id).unwrap_or_default(),
             name: n.name,
             rack: n.rack,
             driver: n.driver,
@@ -423,14 +428,50 @@ async fn create_simulated_node(
     Ok((StatusCode::CREATED, Json(view(&state.db, row).await?)))
 }
 
+/// Whether to cordon or drain a node even though it breaks reservations.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Breaking {
+    /// Go ahead although confirmed reservations hold GPUs on the node; they
+    /// are refused otherwise, with the reservations named.
+    pub force: Option<bool>,
+}
+
 async fn set_state(
     state: &AppState,
     actor: &Actor,
     params: &RawPathParams,
     to: NodeState,
+    force: bool,
 ) -> ApiResult<Json<Node>> {
     let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, params).await?;
+    let broken = crate::reservations::held_on(&txn, &[current.id])
+        .await?
+        .remove(&current.id)
+        .unwrap_or_default();
+    if to != NodeState::Ready && !broken.is_empty() && !force {
+        let named: Vec<String> = broken
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} ({} to {})",
+                    r.name,
+                    r.starts_at.format("%Y-%m-%d %H:%M"),
+                    r.ends_at.format("%Y-%m-%d %H:%M UTC")
+                )
+            })
+            .collect();
+        return Err(ApiError::conflict(
+            "reservation_on_node",
+            format!(
+                "node {} holds GPUs of reservations {}; taking it out of service breaks them \
+                 (pass force=true to go ahead)",
+                current.name,
+                named.join(", ")
+            ),
+        ));
+    }
     if current.state == NodeState::Unhealthy && to != NodeState::Ready {
         return Err(ApiError::conflict(
             "node_unhealthy",
@@ -449,7 +490,10 @@ async fn set_state(
         NodeState::Draining => "node.drain",
         _ => "node.uncordon",
     };
-    let details = serde_json::json!({ "name": updated.name, "from": current.state, "to": to });
+    let broken: Vec<Uuid> = broken.iter().map(|r| r.id).collect();
+    let details = serde_json::json!({
+        "name": updated.name, "from": current.state, "to": to, "reservations_broken": broken,
+    });
     audit::platform(&txn, actor, action, "node", updated.id, details).await?;
     txn.commit().await?;
     state.scheduler.wake();
@@ -461,7 +505,7 @@ async fn set_state(
     post,
     path = "/admin/nodes/{node_id}/cordon",
     tag = "admin",
-    params(("node_id" = Uuid, Path, description = "Node id")),
+    params(("node_id" = Uuid, Path, description = "Node id"), Breaking),
     responses((status = 200, description = "The node", body = Node), ProblemResponses),
     security(("bearer" = []))
 )]
@@ -470,8 +514,16 @@ async fn cordon_node(
     _operator: Operator,
     actor: Actor,
     params: RawPathParams,
+    ApiQuery(breaking): ApiQuery<Breaking>,
 ) -> ApiResult<Json<Node>> {
-    set_state(&state, &actor, &params, NodeState::Cordoned).await
+    set_state(
+        &state,
+        &actor,
+        &params,
+        NodeState::Cordoned,
+        breaking.force.unwrap_or(false),
+    )
+    .await
 }
 
 /// Stops placing work on a node and moves its work elsewhere: each order
@@ -480,7 +532,7 @@ async fn cordon_node(
     post,
     path = "/admin/nodes/{node_id}/drain",
     tag = "admin",
-    params(("node_id" = Uuid, Path, description = "Node id")),
+    params(("node_id" = Uuid, Path, description = "Node id"), Breaking),
     responses((status = 200, description = "The node", body = Node), ProblemResponses),
     security(("bearer" = []))
 )]
@@ -489,8 +541,16 @@ async fn drain_node(
     _operator: Operator,
     actor: Actor,
     params: RawPathParams,
+    ApiQuery(breaking): ApiQuery<Breaking>,
 ) -> ApiResult<Json<Node>> {
-    set_state(&state, &actor, &params, NodeState::Draining).await
+    set_state(
+        &state,
+        &actor,
+        &params,
+        NodeState::Draining,
+        breaking.force.unwrap_or(false),
+    )
+    .await
 }
 
 /// Returns a cordoned, drained or repaired node to service.
@@ -508,7 +568,7 @@ async fn uncordon_node(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<Json<Node>> {
-    set_state(&state, &actor, &params, NodeState::Ready).await
+    set_state(&state, &actor, &params, NodeState::Ready, false).await
 }
 
 /// Removes a node that holds no work (drain it first).

@@ -24,6 +24,8 @@ pub struct Request<'a> {
     pub node_count: i32,
     pub pricing_class: PricingClass,
     pub priority_class: PriorityClass,
+    /// It runs in a reservation, which was priced when confirmed.
+    pub in_reservation: bool,
     pub now: DateTime<Utc>,
 }
 
@@ -51,7 +53,9 @@ pub async fn admit(
         .await?;
     crate::billing::prepaid::admits(account.as_ref())?;
     crate::billing::budgets::admits(account.as_ref(), request.priority_class, request.now)?;
-    offered(catalog, request)?;
+    if !request.in_reservation {
+        offered(catalog, request)?;
+    }
     within_max_quota(catalog, request)?;
     fits_somewhere(catalog, request)
 }

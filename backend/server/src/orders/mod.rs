@@ -86,6 +86,8 @@ pub struct Order {
     pub attempts: i32,
     /// What a job runs and how it is retried; none for an instance.
     pub job: Option<crate::jobs::JobView>,
+    /// The reservation it runs in.
+    pub reservation_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub started_at: Option<DateTime<Utc>>,
@@ -176,6 +178,10 @@ pub struct CreateOrder {
     /// absent.
     #[schema(min_length = 1, max_length = 64)]
     pub image: Option<String>,
+    /// Runs the order in this reservation of the organization: only on its
+    /// GPUs and inside its window, ahead of any queue, paid by the
+    /// reservation. Its pricing class is then `reserved`, which needs one.
+    pub reservation_id: Option<Uuid>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -316,6 +322,7 @@ async fn views(
                 .image_id
                 .and_then(|i| catalog.image_name(i))
                 .map(str::to_owned),
+            reservation_id: o.reservation_id,
             id: o.id,
             org_id: o.org_id,
             project_id: o.project_id,

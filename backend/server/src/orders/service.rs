@@ -98,6 +98,22 @@ pub async fn create(
             format!("at most {} keys", crate::ssh_keys::KEYS_PER_ORDER_MAX),
         );
     }
+    match (request.reservation_id, request.pricing_class) {
+        (Some(_), Some(class)) if class != PricingClass::Reserved => fields.push(
+            "pricing_class",
+            "an order in a reservation is paid by it: reserved, or leave it out",
+        ),
+        (None, Some(PricingClass::Reserved)) => fields.push(
+            "reservation_id",
+            "reserved capacity is used through a reservation: name one",
+        ),
+        _ => {}
+    }
+    let pricing_class = if request.reservation_id.is_some() {
+        PricingClass::Reserved
+    } else {
+        pricing_class
+    };
     let priority_class = match (pricing_class, request.priority_class) {
         (PricingClass::Spot, None | Some(PriorityClass::Preemptible)) => PriorityClass::Preemptible,
         (PricingClass::Spot, Some(_)) => {
@@ -141,6 +157,29 @@ pub async fn create(
             format!("no project {project_id} in this organization"),
         ));
     }
+    let reservation = match request.reservation_id {
+        Some(id) => Some(
+            crate::reservations::for_order(
+                db,
+                scope,
+                id,
+                crate::reservations::OrderShape {
+                    project_id: request.project_id,
+                    gpu_model_id: model.id,
+                    region_id: region.map(|r| r.id),
+                    gpus_per_node: instance.gpus_per_node,
+                    node_count,
+                },
+                now,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let region = match &reservation {
+        Some(r) => Some(catalog.region(&r.region_id.to_string())?),
+        None => region,
+    };
     let job = request.job.as_ref();
     if let Some(job) = job {
         crate::jobs::arrays::check_dependencies(db, scope, &job.depends_on).await?;
@@ -173,6 +212,7 @@ pub async fn create(
             node_count,
             pricing_class,
             priority_class,
+            in_reservation: reservation.is_some(),
             now,
         },
     )
@@ -236,6 +276,7 @@ pub async fn create(
         ssh_key_ids: Set(stored_keys.clone()),
         ports: Set(stored_ports.clone()),
         image_id: Set(image.map(|i| i.id)),
+        reservation_id: Set(reservation.as_ref().map(|r| r.id)),
         started_at: Set(None),
         ended_at: Set(None),
         created_at: Set(now),
@@ -262,6 +303,7 @@ pub async fn create(
             "image": image.map(|i| &i.name),
             "ssh_key_ids": ssh_key_ids,
             "ports": ports,
+            "reservation_id": reservation.as_ref().map(|r| r.id),
         }),
         actor: caller.actor,
     });

@@ -11,7 +11,9 @@ use uuid::Uuid;
 
 use super::world::World;
 use crate::classes::{AllocationState, NodeState, OrderStatus, PricingClass};
-use crate::entities::{allocation, gpu, instance_type, node, order, price, quota, region};
+use crate::entities::{
+    allocation, gpu, instance_type, node, order, price, quota, region, reservation,
+};
 
 /// The snapshot and the lookups its decisions are written back with.
 pub struct Loaded {
@@ -120,13 +122,18 @@ pub async fn snapshot(
     queues.extend(unlimited.iter().map(|org| engine::Queue::new(org)));
     let node_names: HashMap<Uuid, &str> =
         node_rows.iter().map(|n| (n.id, n.name.as_str())).collect();
+    let names = Names {
+        types,
+        model: &model_name,
+        regions: &region_names,
+    };
     let mut running: BTreeMap<Uuid, engine::Running> = BTreeMap::new();
     for a in &live {
         let Some(o) = orders.get(&a.order_id) else {
             continue;
         };
         let entry = running.entry(o.id).or_insert_with(|| engine::Running {
-            workload: workload(o, types, &model_name, &region_names),
+            workload: workload(o, &names, &world.reservations, now),
             placements: Vec::new(),
             started_at: o.started_at.unwrap_or(a.created_at).timestamp(),
             last_checkpoint_at: None,
@@ -150,7 +157,7 @@ pub async fn snapshot(
         .values()
         .filter(|o| o.status == OrderStatus::Queued)
         .filter(|o| !gate.blocked.contains_key(&o.id) && !gate.broken.contains_key(&o.id))
-        .map(|o| workload(o, types, &model_name, &region_names))
+        .map(|o| workload(o, &names, &world.reservations, now))
         .collect();
     pending.sort_by(|a, b| a.id.cmp(&b.id));
     let mut used: super::scoped::Use = HashMap::new();
@@ -179,7 +186,7 @@ pub async fn snapshot(
             queues,
             running: running.into_values().collect(),
             pending,
-            reservations: Vec::new(),
+            reservations: advance_reservations(world, &node_names, now),
             usage: engine::UsageLedger::default(),
             now: now.timestamp(),
         },
@@ -264,22 +271,76 @@ fn queues(rows: &[quota::Model], model_name: &impl Fn(&Uuid) -> String) -> Vec<e
     queues.into_values().collect()
 }
 
-fn workload(
+/// What turns an order's ids into the engine's names.
+struct Names<'a, F: Fn(&Uuid) -> String> {
+    types: &'a HashMap<Uuid, instance_type::Model>,
+    model: &'a F,
+    regions: &'a HashMap<Uuid, String>,
+}
+
+/// The confirmed reservations whose window is not over, with their GPUs.
+fn advance_reservations(
+    world: &World,
+    node_names: &HashMap<Uuid, &str>,
+    now: DateTime<Utc>,
+) -> Vec<engine::AdvanceReservation> {
+    let mut rows: Vec<&reservation::Model> = world
+        .reservations
+        .values()
+        .filter(|r| r.ends_at > now)
+        .collect();
+    rows.sort_by_key(|r| r.id);
+    rows.into_iter()
+        .map(|r| engine::AdvanceReservation {
+            id: r.id.to_string(),
+            queue: r.org_id.to_string(),
+            start: r.starts_at.timestamp(),
+            end: r.ends_at.timestamp(),
+            placements: world
+                .reservation_nodes
+                .get(&r.id)
+                .into_iter()
+                .flatten()
+                .map(|held| engine::Placement {
+                    node: node_names
+                        .get(&held.node_id)
+                        .copied()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    gpus: held.gpu_list(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn workload<F: Fn(&Uuid) -> String>(
     o: &order::Model,
-    types: &HashMap<Uuid, instance_type::Model>,
-    model_name: &impl Fn(&Uuid) -> String,
-    region_names: &HashMap<Uuid, String>,
+    names: &Names<'_, F>,
+    reservations: &HashMap<Uuid, reservation::Model>,
+    now: DateTime<Utc>,
 ) -> engine::Workload {
-    let (cpu, memory) = types.get(&o.instance_type_id).map_or((0, 0), |t| {
+    let (cpu, memory) = names.types.get(&o.instance_type_id).map_or((0, 0), |t| {
         (
             u64::try_from(t.vcpus).unwrap_or(0) * 1000,
             u64::try_from(t.memory_gib).unwrap_or(0) * 1024,
         )
     });
+    // Work in a reservation ends with its window, so it is planned to: its
+    // GPUs are free for whoever holds them next.
+    let reservation = o.reservation_id.and_then(|id| reservations.get(&id));
+    let duration_estimate = match reservation {
+        Some(r) => {
+            let begins = o.started_at.unwrap_or(now).max(r.starts_at);
+            let left = (r.ends_at - begins).num_seconds().max(1);
+            Some(o.duration_seconds.map_or(left, |d| d.min(left)))
+        }
+        None => o.duration_seconds,
+    };
     engine::Workload {
         id: o.id.to_string(),
         queue: o.org_id.to_string(),
-        gpu_models: vec![model_name(&o.gpu_model_id)],
+        gpu_models: vec![(names.model)(&o.gpu_model_id)],
         gpus: engine::GpuRequest::Whole(u32::try_from(o.gpus_per_node).unwrap_or(0)),
         node_count: u32::try_from(o.node_count).unwrap_or(1),
         cpu_milli_per_node: cpu,
@@ -287,16 +348,16 @@ fn workload(
         priority: o.priority_class.into(),
         class: o.workload_class.into(),
         submitted_at: o.created_at.timestamp(),
-        duration_estimate: o.duration_seconds,
+        duration_estimate,
         deadline: o.deadline.map(|d| d.timestamp()),
         earliest_start: None,
         min_runtime: 0,
         regions: o
             .region_id
-            .and_then(|r| region_names.get(&r).cloned())
+            .and_then(|r| names.regions.get(&r).cloned())
             .into_iter()
             .collect(),
         required_labels: BTreeSet::new(),
-        reservation: None,
+        reservation: o.reservation_id.map(|id| id.to_string()),
     }
 }

@@ -15,10 +15,11 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, OrderStatus, ReservationStatus};
 use crate::db::by_id;
 use crate::entities::{
     allocation, change_log, gpu, gpu_model, instance_type, node, order, price, quota, region,
+    reservation, reservation_node,
 };
 
 /// How many ids one `IN (…)` re-read names at most.
@@ -52,6 +53,9 @@ pub struct World {
     pub orders: HashMap<Uuid, order::Model>,
     /// Allocations not released.
     pub allocations: HashMap<Uuid, allocation::Model>,
+    /// Confirmed reservations, and the GPUs each holds by reservation id.
+    pub reservations: HashMap<Uuid, reservation::Model>,
+    pub reservation_nodes: HashMap<Uuid, Vec<reservation_node::Model>>,
     /// Nodes whose allocations, or their orders, changed since the last
     /// `take_touched`; `None` after a full read, which tells nothing.
     touched: Option<HashSet<Uuid>>,
@@ -90,6 +94,15 @@ impl World {
                 .await?,
             |a| a.id,
         );
+        world.reservations = by_id(
+            reservation::Entity::find()
+                .filter(reservation::Column::Status.eq(ReservationStatus::Confirmed))
+                .all(db)
+                .await?,
+            |r| r.id,
+        );
+        let confirmed: HashSet<Uuid> = world.reservations.keys().copied().collect();
+        world.read_reservation_nodes(db, &confirmed).await?;
         world.orders = by_id(
             order::Entity::find()
                 .filter(
@@ -111,6 +124,39 @@ impl World {
         self.instance_types = by_id(instance_type::Entity::find().all(db).await?, |t| t.id);
         self.regions = by_id(region::Entity::find().all(db).await?, |r| r.id);
         self.prices = by_id(price::Entity::find().all(db).await?, |p| p.id);
+        Ok(())
+    }
+
+    /// Reads the GPUs held by the reservations `ids` again.
+    async fn read_reservation_nodes(
+        &mut self,
+        db: &impl ConnectionTrait,
+        ids: &HashSet<Uuid>,
+    ) -> Result<(), DbErr> {
+        let ids: Vec<Uuid> = ids.iter().copied().collect();
+        for chunk in ids.chunks(CHUNK) {
+            for id in chunk {
+                self.reservation_nodes.remove(id);
+            }
+            let wanted: Vec<Uuid> = chunk
+                .iter()
+                .copied()
+                .filter(|id| self.reservations.contains_key(id))
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            for row in reservation_node::Entity::find()
+                .filter(reservation_node::Column::ReservationId.is_in(wanted))
+                .all(db)
+                .await?
+            {
+                self.reservation_nodes
+                    .entry(row.reservation_id)
+                    .or_default()
+                    .push(row);
+            }
+        }
         Ok(())
     }
 
@@ -177,6 +223,18 @@ impl World {
         if let Some(ids) = changed.get("gpus") {
             reread::<gpu::Entity, _>(db, ids, &mut self.gpus, gpu::Column::Id, |g| g.id, |_| true)
                 .await?;
+        }
+        if let Some(ids) = changed.get("reservations") {
+            reread::<reservation::Entity, _>(
+                db,
+                ids,
+                &mut self.reservations,
+                reservation::Column::Id,
+                |r| r.id,
+                |r| r.status == ReservationStatus::Confirmed,
+            )
+            .await?;
+            self.read_reservation_nodes(db, ids).await?;
         }
         // An allocation's node is touched as the copy had it (a released one
         // leaves the copy) and as it is now.
@@ -285,6 +343,13 @@ impl World {
             &self.allocations,
             &fresh.allocations,
             allocation_view,
+        );
+        compare(
+            &mut found,
+            "reservations",
+            &self.reservations,
+            &fresh.reservations,
+            |r| (r.org_id, r.starts_at, r.ends_at, r.status),
         );
         found
     }

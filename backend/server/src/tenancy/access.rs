@@ -16,7 +16,9 @@ use uuid::Uuid;
 use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
-use crate::entities::{api_key, audit_log, invoice, membership, order, project, usage_record};
+use crate::entities::{
+    api_key, audit_log, invoice, membership, order, project, reservation, usage_record,
+};
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
 
@@ -50,6 +52,9 @@ impl TenantOwned for invoice::Entity {
 }
 impl TenantOwned for usage_record::Entity {
     const ORG_ID: Self::Column = usage_record::Column::OrgId;
+}
+impl TenantOwned for reservation::Entity {
+    const ORG_ID: Self::Column = reservation::Column::OrgId;
 }
 
 impl OrgScope {

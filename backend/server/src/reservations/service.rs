@@ -1,0 +1,455 @@
+//! Reservations apart from HTTP: what a request asks for, whether and
+//! where it fits, and the writes that confirm, cancel, extend and end one.
+//! Each write takes the caller's transaction.
+
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
+use gantry_scheduler as engine;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
+    EntityTrait, QueryFilter, Set,
+};
+use uuid::Uuid;
+
+use super::{CreateReservation, Window};
+use crate::catalog::cache::Catalog;
+use crate::classes::{OrderStatus, PricingClass, PriorityClass, ReservationStatus};
+use crate::entities::{
+    gpu_model, instance_type, order, project, region, reservation, reservation_node,
+};
+use crate::error::{ApiError, ApiResult};
+use crate::tenancy::access::OrgScope;
+use crate::validate::Fields;
+
+/// Reservations are sold by the hour: windows start and end on whole hours
+/// (UTC), as usage records do, so every invoice period splits them exactly.
+pub const HOUR: i64 = 3_600;
+/// The longest window.
+pub const LENGTH_MAX_HOURS: i64 = 90 * 24;
+/// How far ahead a window may start.
+pub const AHEAD_MAX_DAYS: i64 = 365;
+/// The most instances one reservation holds.
+pub const COUNT_MAX: i32 = 64;
+/// How far past the asked start alternatives are looked for.
+const ALTERNATIVES_WITHIN_DAYS: i64 = 28;
+/// Alternatives offered with a refusal.
+const ALTERNATIVES: usize = 3;
+
+/// The PostgreSQL advisory lock that makes reservations one at a time:
+/// two requests planned side by side could both take the same GPUs.
+const RESERVATION_LOCK: i64 = 0x7265_7365_7276;
+
+/// A validated request, with the catalog rows it names.
+pub struct Ask<'c> {
+    pub name: Option<String>,
+    pub instance: &'c instance_type::Model,
+    pub model: &'c gpu_model::Model,
+    pub region: &'c region::Model,
+    pub project_id: Option<Uuid>,
+    pub count: i32,
+    /// A fixed window, or a length placed at the earliest start from
+    /// `starts_at`.
+    pub starts_at: DateTime<Utc>,
+    pub hours: i64,
+    pub flexible: bool,
+}
+
+impl Ask<'_> {
+    pub fn gpus(&self) -> i64 {
+        i64::from(self.count) * i64::from(self.instance.gpus_per_node)
+    }
+
+    fn engine_request(&self, org_id: Uuid, start: i64) -> engine::ReservationRequest {
+        engine::ReservationRequest {
+            queue: org_id.to_string(),
+            gpu_models: vec![self.model.name.clone()],
+            gpus_per_node: u32::try_from(self.instance.gpus_per_node).unwrap_or(0),
+            node_count: u32::try_from(self.count).unwrap_or(0),
+            regions: vec![self.region.name.clone()],
+            required_labels: Default::default(),
+            start,
+            end: start + self.hours * HOUR,
+        }
+    }
+}
+
+/// Whether `t` is a whole hour (UTC).
+pub fn on_the_hour(t: DateTime<Utc>) -> bool {
+    t.timestamp().rem_euclid(HOUR) == 0 && t.nanosecond() == 0
+}
+
+/// The first whole hour at or after `t`.
+pub fn next_hour(t: DateTime<Utc>) -> DateTime<Utc> {
+    let seconds = t.timestamp();
+    let up = seconds + (HOUR - seconds.rem_euclid(HOUR)).rem_euclid(HOUR);
+    let up = if up == seconds && t.nanosecond() > 0 {
+        up + HOUR
+    } else {
+        up
+    };
+    DateTime::from_timestamp(up, 0).unwrap_or(t)
+}
+
+/// Checks a request field by field, then against the catalog, the
+/// organization's projects, quotas, budget and what the region has.
+pub async fn validate<'c>(
+    db: &impl ConnectionTrait,
+    catalog: &'c Catalog,
+    scope: &OrgScope,
+    request: &CreateReservation,
+    now: DateTime<Utc>,
+) -> ApiResult<Ask<'c>> {
+    let mut fields = Fields::default();
+    let name = request
+        .name
+        .as_deref()
+        .map(|name| fields.name("name", name, 64));
+    let count = request.count.unwrap_or(1);
+    fields.range("count", count, 1, COUNT_MAX);
+    let whole = |fields: &mut Fields, field: &str, t: DateTime<Utc>| {
+        if !on_the_hour(t) {
+            fields.push(
+                field,
+                "must be on a whole hour (UTC), such as 2027-01-04T09:00:00Z",
+            );
+        }
+    };
+    let latest_start = now + TimeDelta::days(AHEAD_MAX_DAYS);
+    let (starts_at, hours, flexible) =
+        match (request.starts_at, request.ends_at, request.duration_hours) {
+            (Some(start), Some(end), None) => {
+                if request.earliest_start.is_some() {
+                    fields.push(
+                        "earliest_start",
+                        "goes with duration_hours, not with a fixed window",
+                    );
+                }
+                whole(&mut fields, "starts_at", start);
+                whole(&mut fields, "ends_at", end);
+                if start < now {
+                    fields.push("starts_at", "is in the past");
+                }
+                if end <= start {
+                    fields.push("ends_at", "must be after starts_at");
+                }
+                let hours = (end - start).num_seconds().div_euclid(HOUR);
+                if end > start && hours > LENGTH_MAX_HOURS {
+                    fields.push(
+                        "ends_at",
+                        format!("a window lasts at most {LENGTH_MAX_HOURS} hours"),
+                    );
+                }
+                (start, hours, false)
+            }
+            (None, None, Some(hours)) => {
+                fields.range("duration_hours", hours, 1, LENGTH_MAX_HOURS);
+                let from = request.earliest_start.unwrap_or_else(|| next_hour(now));
+                whole(&mut fields, "earliest_start", from);
+                if from < now {
+                    fields.push("earliest_start", "is in the past");
+                }
+                (from, hours, true)
+            }
+            _ => {
+                fields.push(
+                    "starts_at",
+                    "give starts_at and ends_at, or duration_hours (and optionally earliest_start)",
+                );
+                (now, 0, false)
+            }
+        };
+    if starts_at > latest_start {
+        fields.push(
+            if flexible {
+                "earliest_start"
+            } else {
+                "starts_at"
+            },
+            format!("may be at most {AHEAD_MAX_DAYS} days ahead"),
+        );
+    }
+    fields.finish()?;
+    let instance = catalog.instance_type(&request.instance_type)?;
+    let model = catalog
+        .gpu_model(instance.gpu_model_id)
+        .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
+    let region = catalog.region(&request.region)?;
+    if let Some(project_id) = request.project_id
+        && scope
+            .select::<project::Entity>()
+            .filter(project::Column::Id.eq(project_id))
+            .one(db)
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::unprocessable(
+            "unknown_project",
+            format!("no project {project_id} in this organization"),
+        ));
+    }
+    crate::orders::admission::admit(
+        db,
+        catalog,
+        &crate::orders::admission::Request {
+            org_id: scope.org_id,
+            project_id: request.project_id,
+            instance,
+            model,
+            region: Some(region),
+            node_count: count,
+            pricing_class: PricingClass::Reserved,
+            priority_class: PriorityClass::Standard,
+            in_reservation: false,
+            now,
+        },
+    )
+    .await?;
+    Ok(Ask {
+        name,
+        instance,
+        model,
+        region,
+        project_id: request.project_id,
+        count,
+        starts_at,
+        hours,
+        flexible,
+    })
+}
+
+/// The reserved price per instance-hour in force at `at`.
+pub async fn price(db: &impl ConnectionTrait, ask: &Ask<'_>, at: DateTime<Utc>) -> ApiResult<i64> {
+    let (book, _) = crate::billing::invoices::price_context(db, [ask.instance.id]).await?;
+    book.at(
+        ask.instance.id,
+        PricingClass::Reserved,
+        ask.region.id,
+        at.timestamp(),
+    )
+    .ok_or_else(|| {
+        ApiError::unprocessable(
+            "not_offered",
+            format!(
+                "instance type {} has no reserved price in region {}",
+                ask.instance.name, ask.region.name
+            ),
+        )
+    })
+}
+
+/// Where a request fits, or the windows that would.
+pub enum Fit {
+    Fits {
+        window: Window,
+        placements: Vec<engine::Placement>,
+    },
+    Refused {
+        alternatives: Vec<Window>,
+    },
+}
+
+fn window(start: i64, hours: i64) -> Window {
+    let at = |t: i64| DateTime::from_timestamp(t, 0).unwrap_or_default();
+    Window {
+        starts_at: at(start),
+        ends_at: at(start + hours * HOUR),
+    }
+}
+
+/// Plans `ask` against the cluster as `loaded` has it: the exact GPUs of
+/// its window, or (for a flexible ask) of the earliest window, or the
+/// earliest windows that would fit instead.
+pub fn fit(loaded: &crate::scheduling::load::Loaded, org_id: Uuid, ask: &Ask<'_>) -> Fit {
+    let snapshot = loaded.snapshot.snapshot();
+    let start = ask.starts_at.timestamp();
+    let request = ask.engine_request(org_id, start);
+    if !ask.flexible
+        && let Some(placements) = engine::plan_advance_reservation(&snapshot, &request)
+    {
+        return Fit::Fits {
+            window: window(start, ask.hours),
+            placements,
+        };
+    }
+    let latest = start + TimeDelta::days(ALTERNATIVES_WITHIN_DAYS).num_seconds();
+    let mut found = engine::earliest_windows(&snapshot, &request, latest, HOUR, ALTERNATIVES);
+    if ask.flexible && !found.is_empty() {
+        let (start, placements) = found.swap_remove(0);
+        return Fit::Fits {
+            window: window(start, ask.hours),
+            placements,
+        };
+    }
+    Fit::Refused {
+        alternatives: found
+            .into_iter()
+            .map(|(start, _)| window(start, ask.hours))
+            .collect(),
+    }
+}
+
+/// Makes reservations (and extensions) one at a time: on SQLite the write
+/// transaction is already alone; on PostgreSQL an advisory lock is taken.
+pub async fn serialize(txn: &DatabaseTransaction) -> Result<(), DbErr> {
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({RESERVATION_LOCK})"))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The rows of a confirmed reservation.
+pub struct Confirm<'a> {
+    pub org_id: Uuid,
+    pub ask: &'a Ask<'a>,
+    pub window: Window,
+    pub placements: &'a [engine::Placement],
+    pub hourly_micros: i64,
+    pub actor: &'a crate::auth::principal::Actor,
+    pub now: DateTime<Utc>,
+}
+
+/// Writes a confirmed reservation and the GPUs it holds.
+pub async fn confirm(
+    txn: &impl ConnectionTrait,
+    nodes: &std::collections::HashMap<String, (Uuid, std::collections::HashMap<u32, Uuid>)>,
+    confirm: Confirm<'_>,
+) -> ApiResult<reservation::Model> {
+    let ask = confirm.ask;
+    let id = Uuid::now_v7();
+    let name = ask.name.clone().unwrap_or_else(|| {
+        format!(
+            "{}x{} {}",
+            ask.instance.name,
+            ask.count,
+            confirm.window.starts_at.format("%Y-%m-%d %H:%M")
+        )
+    });
+    let row = reservation::ActiveModel {
+        id: Set(id),
+        org_id: Set(confirm.org_id),
+        project_id: Set(ask.project_id),
+        name: Set(name),
+        instance_type_id: Set(ask.instance.id),
+        gpu_model_id: Set(ask.model.id),
+        region_id: Set(ask.region.id),
+        node_count: Set(ask.count),
+        gpus_per_node: Set(ask.instance.gpus_per_node),
+        starts_at: Set(confirm.window.starts_at),
+        ends_at: Set(confirm.window.ends_at),
+        hourly_micros: Set(confirm.hourly_micros),
+        status: Set(ReservationStatus::Confirmed),
+        billed_until: Set(confirm.window.ends_at),
+        cancelled_at: Set(None),
+        cancellation_fee_micros: Set(0),
+        created_by_kind: Set(confirm.actor.kind.to_owned()),
+        created_by: Set(confirm.actor.id),
+        created_at: Set(confirm.now),
+        updated_at: Set(confirm.now),
+    }
+    .insert(txn)
+    .await?;
+    for placement in confirm.placements {
+        let node_id = nodes
+            .get(&placement.node)
+            .map(|(id, _)| *id)
+            .ok_or_else(|| {
+                ApiError::internal(anyhow::anyhow!(
+                    "planned node {} is unknown",
+                    placement.node
+                ))
+            })?;
+        reservation_node::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            reservation_id: Set(id),
+            node_id: Set(node_id),
+            gpu_indices: Set(serde_json::to_string(&placement.gpus).unwrap_or_default()),
+        }
+        .insert(txn)
+        .await?;
+    }
+    Ok(row)
+}
+
+/// What cancelling costs under the operator's policy: nothing at least
+/// `free_hours` before the window; later, `fee_percent` of the reserved
+/// time not yet begun (from the next whole hour), while the time already
+/// begun stays charged as used or unused.
+pub fn cancellation(
+    row: &reservation::Model,
+    free_hours: u64,
+    fee_percent: u32,
+    now: DateTime<Utc>,
+) -> (DateTime<Utc>, i64) {
+    let free_until = row.starts_at - TimeDelta::hours(i64::try_from(free_hours).unwrap_or(0));
+    if now <= free_until {
+        return (row.starts_at, 0);
+    }
+    let billed_until = next_hour(now).clamp(row.starts_at, row.ends_at);
+    let left = (row.ends_at - billed_until).num_seconds() * row.gpus();
+    let fee = crate::billing::rating::amount_per_gpu(
+        left,
+        row.hourly_micros,
+        row.gpus_per_node,
+        fee_percent * 10,
+    );
+    (billed_until, fee)
+}
+
+/// Stops every live order that runs in reservation `id`, saying why.
+pub async fn stop_orders(
+    txn: &impl ConnectionTrait,
+    id: Uuid,
+    why: &str,
+    now: DateTime<Utc>,
+) -> Result<usize, DbErr> {
+    let live = order::Entity::find()
+        .filter(order::Column::ReservationId.eq(id))
+        .filter(order::Column::Status.is_not_in([
+            OrderStatus::Completed,
+            OrderStatus::Failed,
+            OrderStatus::Cancelled,
+            OrderStatus::TimedOut,
+        ]))
+        .all(txn)
+        .await?;
+    let mut stopped = 0;
+    for o in live {
+        if let crate::orders::Cancelled::Now { order, .. } =
+            crate::orders::cancel(txn, o.id, now).await?
+        {
+            let mut row: order::ActiveModel = order.into();
+            row.failure_reason = Set(Some(why.to_owned()));
+            row.update(txn).await?;
+            stopped += 1;
+        }
+    }
+    Ok(stopped)
+}
+
+/// Ends the reservations whose window is over: their work is stopped and
+/// their GPUs go back to everyone. Run by the scheduling loop.
+pub async fn end_windows(
+    db: &sea_orm::DatabaseConnection,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let over = reservation::Entity::find()
+        .filter(reservation::Column::Status.eq(ReservationStatus::Confirmed))
+        .filter(reservation::Column::EndsAt.lte(now))
+        .all(db)
+        .await?;
+    for r in over {
+        let txn = crate::db::write(db).await?;
+        let why = format!(
+            "stopped at the end of reservation {} ({})",
+            r.name,
+            r.ends_at.format("%Y-%m-%d %H:%M UTC")
+        );
+        stop_orders(&txn, r.id, &why, now).await?;
+        let mut row: reservation::ActiveModel = r.into();
+        row.status = Set(ReservationStatus::Ended);
+        row.updated_at = Set(now);
+        row.update(&txn).await?;
+        txn.commit().await?;
+    }
+    Ok(())
+}
