@@ -251,6 +251,90 @@ describe("the console", () => {
     await screenshot(page, "audit-log");
   });
 
+  test("a tenant reserves capacity from the availability calendar, runs an order in it and cancels it", async () => {
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.getByRole("link", { name: "Reservations", exact: true }).click();
+    await page.getByRole("heading", { name: "Reservations", exact: true }).waitFor();
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x8 / }).click();
+    await page.getByRole("combobox", { name: "Region" }).click();
+    await page.getByRole("option", { name: /\(us-east\)$/ }).click();
+    await page.getByRole("textbox", { name: "Hours" }).fill("3");
+    await page.getByRole("textbox", { name: "Name" }).fill("launch week");
+    // The calendar offers the next week hour by hour; pick the third hour.
+    const calendar = page.getByRole("table", { name: "Instances free to reserve, by hour (UTC)" });
+    const hours = calendar.getByRole("button", { name: / UTC: [1-9]\d* free$/ });
+    await expect.poll(() => hours.count()).toBeGreaterThan(24);
+    const picked = hours.nth(2);
+    const pickedLabel = (await picked.getAttribute("aria-label")) ?? "";
+    await picked.click();
+    const hour = pickedLabel.split(" ")[1] ?? "";
+    expect(await page.getByRole("combobox", { name: "Start hour (UTC)" }).inputValue()).toBe(hour);
+    await page.getByTestId("reservation-available").waitFor();
+    // Three hours of one h100x8 at the reserved price.
+    await expect.poll(() => page.getByTestId("reservation-total").textContent()).toMatch(/^\$\d/);
+    await screenshot(page, "reservation-form");
+    await accessible(page);
+    await page.getByRole("button", { name: "Reserve", exact: true }).click();
+    await page.getByText("Reservation launch week confirmed").waitFor();
+    const list = page.getByRole("table", { name: "Reservations" });
+    await list.getByText("launch week").waitFor();
+    await list.getByText("upcoming").waitFor();
+    await screenshot(page, "reservations");
+
+    // An order in the reservation waits for its window.
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x1 / }).click();
+    await page.getByText("reserved", { exact: true }).click();
+    await page.getByRole("combobox", { name: "Reservation" }).click();
+    await page.getByRole("option", { name: /^launch week / }).click();
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByRole("heading", { name: /^Order / }).waitFor();
+    await page.getByText("Why it waits").waitFor({ timeout: 30_000 });
+
+    // Cancelling the reservation stops the order in it.
+    await page.getByRole("link", { name: "Reservations", exact: true }).click();
+    await list.getByRole("button", { name: "Cancel", exact: true }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel reservation" }).click();
+    await list.getByText("cancelled").waitFor({ timeout: 30_000 });
+    await page.getByRole("link", { name: "Orders", exact: true }).click();
+    await page.getByRole("table", { name: "Orders" }).getByText("cancelled").first().waitFor({ timeout: 30_000 });
+  });
+
+  test("an operator sees reservations on the calendar", async () => {
+    const alice = await apiToken(server, ALICE);
+    const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 5 * 3_600_000);
+    const end = new Date(start.getTime() + 4 * 3_600_000);
+    const iso = (d: Date) => d.toISOString().replace(".000Z", "Z");
+    await apiCall(server, alice, "POST", `/orgs/${alphaOrg}/reservations`, {
+      name: "eval sweep",
+      instance_type: "h100x8",
+      count: 2,
+      region: "us-east",
+      starts_at: iso(start),
+      ends_at: iso(end),
+    });
+    const { page } = await session();
+    await signIn(page, OPERATOR);
+    await page.getByRole("link", { name: "Reservation calendar" }).click();
+    await page.getByRole("heading", { name: "Reservation calendar" }).waitFor();
+    await page.getByRole("combobox", { name: "GPU model" }).click();
+    await page.getByRole("option", { name: H100 }).click();
+    const table = page.getByRole("table", { name: "Reservations in the calendar" });
+    await table.getByText("eval sweep").waitFor();
+    await table.getByText(ALICE.organization).waitFor();
+    const hour = `${iso(start).slice(0, 10)} ${iso(start).slice(11, 16)} UTC: 16 reserved`;
+    await page.getByLabel(new RegExp(`^${hour}`)).waitFor();
+    await screenshot(page, "reservation-calendar");
+    await accessible(page);
+    // The capacity map marks the reserved GPUs.
+    await page.getByRole("link", { name: "Capacity map" }).click();
+    await expect.poll(() => page.getByRole("listitem", { name: /reserved for Alpha Lab \(eval sweep\)/ }).count()).toBe(16);
+  });
+
   test("the API reference renders from the bundled Swagger UI", async () => {
     const { page } = await session();
     await signIn(page, ALICE);

@@ -82,6 +82,12 @@ const orderDetail = createRoute({
   component: lazyRouteComponent(() => import("./pages/tenant/OrderDetail"), "OrderDetailPage"),
 });
 
+const reservations = createRoute({
+  getParentRoute: () => org,
+  path: "/reservations",
+  component: lazyRouteComponent(() => import("./pages/tenant/Reservations"), "ReservationsPage"),
+});
+
 const usage = createRoute({
   getParentRoute: () => org,
   path: "/usage",
@@ -118,6 +124,12 @@ const capacity = createRoute({
   getParentRoute: () => admin,
   path: "/capacity",
   component: lazyRouteComponent(() => import("./pages/operator/Capacity"), "CapacityPage"),
+});
+
+const calendar = createRoute({
+  getParentRoute: () => admin,
+  path: "/calendar",
+  component: lazyRouteComponent(() => import("./pages/operator/Calendar"), "CalendarPage"),
 });
 
 const queues = createRoute({
@@ -175,8 +187,8 @@ const routeTree = rootRoute.addChildren([
     home,
     catalog,
     apiReference,
-    org.addChildren([overview, launch, orders, orderDetail, usage, invoices, invoiceDetail, sla, settings]),
-    admin.addChildren([capacity, queues, adminOrgs, adminOrg, adminCatalog, nodes, nodeDetail, adminSla, audit]),
+    org.addChildren([overview, launch, orders, orderDetail, reservations, usage, invoices, invoiceDetail, sla, settings]),
+    admin.addChildren([capacity, calendar, queues, adminOrgs, adminOrg, adminCatalog, nodes, nodeDetail, adminSla, audit]),
   ]),
 ]);
 

@@ -12,6 +12,8 @@ export class ApiError extends Error {
   readonly status: number;
   readonly code: string;
   readonly fieldErrors: { field: string; message: string }[];
+  /** For a window of capacity that is taken: the ones that would fit. */
+  readonly alternatives: Schemas["Window"][];
 
   constructor(status: number, problem: Partial<Problem> | undefined) {
     super(problem?.detail || problem?.title || `the server answered ${status}`);
@@ -19,6 +21,7 @@ export class ApiError extends Error {
     this.status = status;
     this.code = problem?.code ?? "unknown";
     this.fieldErrors = problem?.errors ?? [];
+    this.alternatives = problem?.alternatives ?? [];
   }
 }
 

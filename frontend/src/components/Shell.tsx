@@ -98,6 +98,7 @@ export function Shell() {
               <RouterNavLink label="Overview" to="/orgs/$orgId" params={{ orgId: currentOrg }} activeOptions={{ exact: true }} activeProps={{ active: true }} />
               <RouterNavLink label="Launch" to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label="Orders" to="/orgs/$orgId/orders" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label="Reservations" to="/orgs/$orgId/reservations" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label="Usage" to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label="Invoices" to="/orgs/$orgId/invoices" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label="SLA" to="/orgs/$orgId/sla" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
@@ -111,6 +112,7 @@ export function Shell() {
                 Operator
               </Text>
               <RouterNavLink label="Capacity map" to="/admin/capacity" activeProps={{ active: true }} />
+              <RouterNavLink label="Reservation calendar" to="/admin/calendar" activeProps={{ active: true }} />
               <RouterNavLink label="Queues" to="/admin/queues" activeProps={{ active: true }} />
               <RouterNavLink label="Organizations & quotas" to="/admin/orgs" activeProps={{ active: true }} />
               <RouterNavLink label="Nodes" to="/admin/nodes" activeProps={{ active: true }} />

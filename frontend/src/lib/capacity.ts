@@ -66,7 +66,7 @@ export type NodeGroup = {
   rack: string;
   /** Nodes shown one by one. */
   nodes: Node[];
-  /** Ready nodes with every GPU free, folded by instance type. */
+  /** Ready nodes with every GPU free and none reserved, folded by instance type. */
   idle: { instanceType: string; count: number; gpus: number }[];
 };
 
@@ -79,7 +79,11 @@ export function groupNodes(nodes: Node[]): NodeGroup[] {
   for (const node of sorted) {
     const key = `${node.region}/${node.rack || "—"}`;
     const group = groups.get(key) ?? { key, region: node.region, rack: node.rack || "—", nodes: [], idle: [] };
-    const idle = node.state === "ready" && node.gpus.length > 0 && freeGpus(node) === node.gpus.length;
+    const idle =
+      node.state === "ready" &&
+      node.gpus.length > 0 &&
+      freeGpus(node) === node.gpus.length &&
+      node.reservations.length === 0;
     if (idle) {
       const type = node.instance_type ?? `${node.gpus.length}× ${node.gpus[0]?.model ?? "GPU"}`;
       const fold = group.idle.find((f) => f.instanceType === type);
@@ -91,6 +95,11 @@ export function groupNodes(nodes: Node[]): NodeGroup[] {
     groups.set(key, group);
   }
   return [...groups.values()];
+}
+
+/** The first reservation holding GPU `index` of `node`, now or later. */
+export function reservationOn(node: Node, index: number): Node["reservations"][number] | undefined {
+  return node.reservations.find((r) => r.gpu_ids.includes(index));
 }
 
 /** A stable colour per organization, so a tenant keeps its colour. */

@@ -5,7 +5,8 @@ import type { Schemas } from "../../api/client";
 import { useOrgNames } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { capacityByModel, cellOf, groupNodes, SHAPES, tenantColour, type GpuCell } from "../../lib/capacity";
+import { capacityByModel, cellOf, groupNodes, reservationOn, SHAPES, tenantColour, type GpuCell } from "../../lib/capacity";
+import { dateTime } from "../../lib/format";
 import classes from "./Capacity.module.css";
 
 export function CapacityPage() {
@@ -59,7 +60,12 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
       <div className={classes.gpus} role="list" aria-label={`GPUs of ${node.name}`}>
         {node.gpus.map((gpu) => {
           const cell = cellOf(gpu);
-          const label = describe(cell, names, gpu.index);
+          const reserved = reservationOn(node, gpu.index);
+          const label =
+            describe(cell, names, gpu.index) +
+            (reserved
+              ? `; reserved for ${names.get(reserved.org_id) ?? reserved.org_id} (${reserved.name}) ${dateTime(reserved.starts_at)} – ${dateTime(reserved.ends_at)}`
+              : "");
           return (
             <Tooltip key={gpu.index} label={label} openDelay={150}>
               <div
@@ -68,6 +74,7 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
                 className={classes.gpu}
                 data-kind={cell.kind}
                 data-blocked={blocked || undefined}
+                data-reserved={reserved ? true : undefined}
                 style={cell.kind === "held" && cell.orgId ? { background: tenantColour(cell.orgId) } : undefined}
               />
             </Tooltip>
@@ -108,6 +115,9 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
       </Group>
       <Group gap={4}>
         <div className={classes.gpu} data-kind="free" data-blocked /> <Text size="sm">cordoned / draining node</Text>
+      </Group>
+      <Group gap={4}>
+        <div className={classes.gpu} data-kind="free" data-reserved /> <Text size="sm">reserved (now or later)</Text>
       </Group>
       {[...tenants.entries()].map(([org, count]) => (
         <Group gap={4} key={org}>

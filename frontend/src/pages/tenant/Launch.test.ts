@@ -23,6 +23,7 @@ const values: Values = {
   image: "",
   sshKeyIds: [],
   ports: "",
+  reservationId: "",
 };
 
 describe("jobOf", () => {

@@ -22,7 +22,8 @@ import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import { keys, useImages, useInstanceTypes, useQuotas, useRegions, useSshKeys } from "../../api/queries";
 import { ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { money, words } from "../../lib/format";
+import { dateTime, money, words } from "../../lib/format";
+import { liveReservations, useReservations } from "../../api/reservations";
 import { useOrgId } from "../../lib/orgId";
 import { estimate, priceInForce } from "../../lib/pricing";
 import { checkQuota, type QuotaCheck } from "../../lib/quota";
@@ -54,6 +55,7 @@ export type Values = {
   image: string;
   sshKeyIds: string[];
   ports: string;
+  reservationId: string;
 };
 
 /** `8888, 6006` as port numbers; null when empty. */
@@ -74,6 +76,8 @@ export function LaunchPage() {
   const quotas = useQuotas(orgId);
   const images = useImages();
   const sshKeys = useSshKeys();
+  const reservations = useReservations(orgId);
+  const live = liveReservations(reservations.data);
 
   const form = useForm<Values>({
     initialValues: {
@@ -98,6 +102,7 @@ export function LaunchPage() {
       image: "",
       sshKeyIds: [],
       ports: "",
+      reservationId: "",
     },
     validate: {
       command: (v, all) => (all.kind === "job" && !v.trim() ? "Enter the command the job runs" : null),
@@ -115,6 +120,7 @@ export function LaunchPage() {
         (portsOf(v) ?? []).every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)
           ? null
           : "Port numbers, separated by commas",
+      reservationId: (v, all) => (all.pricingClass === "reserved" && !v ? "Choose the reservation to run in" : null),
     },
   });
   const values = form.getValues();
@@ -154,6 +160,7 @@ export function LaunchPage() {
             image: v.image || null,
             ssh_key_ids: v.kind === "instance" && v.sshKeyIds.length ? v.sshKeyIds : null,
             ports: v.kind === "instance" ? portsOf(v.ports) : null,
+            reservation_id: v.pricingClass === "reserved" ? v.reservationId : null,
           },
         }),
       ),
@@ -171,6 +178,7 @@ export function LaunchPage() {
           image: "image",
           ssh_key_ids: "sshKeyIds",
           ports: "ports",
+          reservation_id: "reservationId",
         };
         for (const f of error.fieldErrors) {
           const field = fields[f.field.replace(/\[\d+\]$/, "")];
@@ -250,9 +258,23 @@ export function LaunchPage() {
                     {...form.getInputProps("pricingClass")}
                   />
                   <Text size="xs" c="dimmed" mt={4}>
-                    Spot is cheaper and may be preempted; reserved needs a reservation.
+                    Spot is cheaper and may be preempted; reserved runs in one of your reservations, which pays for it.
                   </Text>
                 </div>
+                {values.pricingClass === "reserved" && (
+                  <Select
+                    label="Reservation"
+                    description="It starts on the reservation's GPUs when its window opens, ahead of any queue, and stops when it ends."
+                    placeholder={reservations.data && live.length === 0 ? "No upcoming or active reservations" : undefined}
+                    data={live.map((r) => ({
+                      value: r.id,
+                      label: `${r.name} — ${r.count} × ${r.instance_type} in ${r.region}, ${dateTime(r.starts_at)} – ${dateTime(r.ends_at)}`,
+                    }))}
+                    required
+                    key={form.key("reservationId")}
+                    {...form.getInputProps("reservationId")}
+                  />
+                )}
                 <Group grow align="flex-start">
                   <Select
                     label="Priority"
