@@ -330,6 +330,19 @@ describe("the console", () => {
     await page.getByLabel(new RegExp(`^${hour}`)).waitFor();
     await screenshot(page, "reservation-calendar");
     await accessible(page);
+    // A node is taken out for maintenance from the same page, then returned.
+    await page.getByRole("combobox", { name: "Node" }).click();
+    await page.getByRole("option", { name: /l40s/ }).first().click();
+    await page.getByRole("textbox", { name: "Reason" }).fill("swap a power supply");
+    await page.getByRole("button", { name: "Schedule", exact: true }).click();
+    await page.getByText(/^Maintenance of .+ scheduled$/).waitFor();
+    const windows = page.getByRole("table", { name: "Maintenance windows" });
+    await windows.getByText("swap a power supply").waitFor();
+    await screenshot(page, "maintenance");
+    await accessible(page);
+    await windows.getByRole("button", { name: "Cancel", exact: true }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel maintenance" }).click();
+    await page.getByText("No maintenance scheduled.").waitFor();
     // The capacity map marks the reserved GPUs.
     await page.getByRole("link", { name: "Capacity map" }).click();
     await expect.poll(() => page.getByRole("listitem", { name: /reserved for Alpha Lab \(eval sweep\)/ }).count()).toBe(16);

@@ -19,6 +19,7 @@ mod m20261203_000012_change_log;
 mod m20261203_000013_catalog_version;
 mod m20261203_000014_change_notify;
 mod m20261204_000015_reservations;
+mod m20261204_000016_maintenance;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000013_catalog_version::Migration),
             Box::new(m20261203_000014_change_notify::Migration),
             Box::new(m20261204_000015_reservations::Migration),
+            Box::new(m20261204_000016_maintenance::Migration),
         ]
     }
 }

@@ -16,6 +16,7 @@ crate::on_both_engines!(
     reservations_are_extended_on_their_gpus_and_cancelled_under_the_policy,
     bad_reservations_are_refused_and_change_nothing,
     operators_see_reservations_on_nodes_and_the_calendar_and_are_warned_before_breaking_one,
+    maintenance_keeps_work_off_a_node_and_stops_what_runs_there,
 );
 
 /// The reserved price of one `h100x8` instance-hour: 1.40 per GPU-hour.
@@ -772,4 +773,139 @@ async fn operators_see_reservations_on_nodes_and_the_calendar_and_are_warned_bef
         )
         .await
         .expect(StatusCode::OK);
+}
+
+async fn maintenance_keeps_work_off_a_node_and_stops_what_runs_there(engine: Engine) {
+    let (server, operator, reserver, outsider) = setup(engine, 1).await;
+    let now = server.state.clock.now();
+    let endless = server
+        .order(&outsider, json!({ "instance_type": "h100x8" }))
+        .await;
+    server.wait_status(&outsider, endless, "running").await;
+
+    let made = server
+        .post(
+            "/api/v1/admin/maintenance",
+            &operator.token,
+            json!({ "node": "n1", "ends_at": hour_after(now, 2), "reason": "replace a fan" }),
+        )
+        .await;
+    made.expect(StatusCode::CREATED);
+    let held = made.id("/id");
+    assert_eq!(made.body["node_name"], "n1");
+    // Past the grace period the work is off the node and waits for it.
+    advance(&server, now + TimeDelta::seconds(90));
+    let waiting = server
+        .wait_order(&outsider, endless, "requeued behind the maintenance", |o| {
+            o["status"] == "queued"
+                && o["pending_reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(&held.to_string()))
+        })
+        .await;
+    assert_eq!(waiting["attempts"], 1);
+    let calendar = server
+        .get(
+            "/api/v1/admin/capacity/calendar?gpu_model=H100&hours=2",
+            &operator.token,
+        )
+        .await;
+    calendar.expect(StatusCode::OK);
+    assert_eq!(calendar.body["maintenance"][0]["id"], json!(held));
+    assert_eq!(calendar.body["slots"][0]["reserved"], 8);
+    let listed = server
+        .get("/api/v1/admin/maintenance", &operator.token)
+        .await;
+    assert_eq!(listed.body[0]["reason"], "replace a fan");
+
+    let cancelled = server
+        .post(
+            &format!("/api/v1/admin/maintenance/{held}/cancel"),
+            &operator.token,
+            json!({}),
+        )
+        .await;
+    cancelled.expect(StatusCode::OK);
+    assert_eq!(cancelled.body["status"], "cancelled");
+    server.wait_status(&outsider, endless, "running").await;
+    server.cancel(&outsider, endless).await;
+
+    // Maintenance that would break a tenant's reservation needs force.
+    let later = hour_after(now, 3);
+    server
+        .post(
+            &reservations(&reserver),
+            &reserver.token,
+            window(1, later, later + TimeDelta::hours(2)),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    let overlapping = json!({
+        "node": "n1", "starts_at": later + TimeDelta::hours(1),
+        "ends_at": later + TimeDelta::hours(3), "reason": "firmware",
+    });
+    let refused = server
+        .post(
+            "/api/v1/admin/maintenance",
+            &operator.token,
+            overlapping.clone(),
+        )
+        .await;
+    refused.expect_problem(StatusCode::CONFLICT, "reservation_on_node");
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("force=true"))
+    );
+    server
+        .post(
+            "/api/v1/admin/maintenance?force=true",
+            &operator.token,
+            overlapping,
+        )
+        .await
+        .expect(StatusCode::CREATED);
+
+    let before = server.table_counts().await;
+    for (body, code) in [
+        (
+            json!({ "node": "n1", "starts_at": later, "ends_at": later - TimeDelta::hours(1), "reason": "x" }),
+            "validation_failed",
+        ),
+        (
+            json!({ "node": "n1", "ends_at": later, "reason": " " }),
+            "validation_failed",
+        ),
+        (
+            json!({ "node": "n1", "starts_at": now - TimeDelta::days(1), "ends_at": later, "reason": "x" }),
+            "validation_failed",
+        ),
+        (
+            json!({ "node": "nope", "ends_at": later, "reason": "x" }),
+            "unknown_node",
+        ),
+        (json!({ "node": "n1", "reason": "x" }), "invalid_body"),
+    ] {
+        let reply = server
+            .post("/api/v1/admin/maintenance", &operator.token, body.clone())
+            .await;
+        assert_eq!(reply.body["code"], code, "{body}: {:#}", reply.body);
+    }
+    server
+        .post(
+            "/api/v1/admin/maintenance",
+            &outsider.token,
+            json!({ "node": "n1", "ends_at": later, "reason": "x" }),
+        )
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    server
+        .post(
+            &format!("/api/v1/admin/maintenance/{}/cancel", Uuid::now_v7()),
+            &operator.token,
+            json!({}),
+        )
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "maintenance_window_not_found");
+    assert_eq!(server.table_counts().await, before, "nothing was written");
 }

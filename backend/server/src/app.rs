@@ -114,6 +114,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::orders::routes())
         .merge(crate::reservations::api::routes())
         .merge(crate::reservations::calendar::routes())
+        .merge(crate::reservations::maintenance::routes())
         .merge(crate::jobs::arrays::routes())
         .merge(crate::jobs::attempts::routes())
         .merge(crate::jobs::logs::routes())

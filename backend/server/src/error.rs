@@ -198,6 +198,7 @@ pub enum Resource {
     Image,
     SshKey,
     Reservation,
+    MaintenanceWindow,
 }
 
 impl Resource {
@@ -219,6 +220,7 @@ impl Resource {
             Self::Image => ("image_not_found", "image"),
             Self::SshKey => ("ssh_key_not_found", "SSH key"),
             Self::Reservation => ("reservation_not_found", "reservation"),
+            Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
         }
     }
 }

@@ -108,3 +108,31 @@ export function nextHour(now = Date.now()): string {
 export function addHours(iso: string, hours: number): string {
   return new Date(Date.parse(iso) + hours * 3_600_000).toISOString().replace(".000Z", "Z");
 }
+
+export type MaintenanceAsk = Schemas["CreateMaintenance"];
+
+export function useMaintenance() {
+  return useQuery({
+    queryKey: keys.admin("maintenance"),
+    queryFn: () => unwrap(api.GET("/api/v1/admin/maintenance")),
+    refetchInterval: 30_000,
+  });
+}
+
+export function useScheduleMaintenance() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: ({ ask, force }: { ask: MaintenanceAsk; force: boolean }) =>
+      unwrap(api.POST("/api/v1/admin/maintenance", { params: { query: { force } }, body: ask })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: keys.admin() }),
+  });
+}
+
+export function useCancelMaintenance() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: (id: string) =>
+      unwrap(api.POST("/api/v1/admin/maintenance/{window_id}/cancel", { params: { path: { window_id: id } } })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: keys.admin() }),
+  });
+}

@@ -327,6 +327,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/maintenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Maintenance windows scheduled or under way, earliest first. */
+        get: operations["list_maintenance"];
+        put?: never;
+        /**
+         * Holds every GPU of a node for maintenance over a window. Refused with
+         *     `reservation_on_node` when a tenant's reservation holds GPUs of the node
+         *     during it, unless `force=true`.
+         */
+        post: operations["create_maintenance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/maintenance/{window_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancels a maintenance window: the node takes work again at once. */
+        post: operations["cancel_maintenance"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/nodes": {
         parameters: {
             query?: never;
@@ -1994,6 +2033,8 @@ export interface components {
             slots: components["schemas"]["CalendarSlot"][];
             /** @description Confirmed reservations of the model overlapping the calendar. */
             reservations: components["schemas"]["Reservation"][];
+            /** @description Maintenance windows overlapping it, in the region when one is given. */
+            maintenance: components["schemas"]["MaintenanceWindow"][];
         };
         ChangeRole: {
             role: components["schemas"]["OrgRole"];
@@ -2101,6 +2142,22 @@ export interface components {
              *     the node's region.
              */
             node?: string | null;
+        };
+        CreateMaintenance: {
+            /** @description Node name or id. */
+            node: string;
+            /**
+             * Format: date-time
+             * @description When work must be off the node; now when absent.
+             */
+            starts_at?: string | null;
+            /**
+             * Format: date-time
+             * @description When the node takes work again; at most 90 days after the start.
+             */
+            ends_at: string;
+            /** @description What is done, for the audit log and the calendar. */
+            reason: string;
         };
         CreateOrder: {
             /** @description Instance type name or id. */
@@ -2662,6 +2719,22 @@ export interface components {
             truncated: boolean;
             /** @description The job has ended: no more lines will come. */
             ended: boolean;
+        };
+        MaintenanceWindow: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            node_id: string;
+            node_name: string;
+            /** Format: date-time */
+            starts_at: string;
+            /** Format: date-time */
+            ends_at: string;
+            reason: string;
+            /** @description `confirmed` (scheduled or under way), `cancelled` or `ended`. */
+            status: components["schemas"]["ReservationStatus"];
+            /** Format: date-time */
+            created_at: string;
         };
         /**
          * @description The caller: a user with their memberships, or an API key with the one
@@ -3751,6 +3824,12 @@ export interface components {
          * @enum {string}
          */
         ReservationState: "upcoming" | "active" | "ended" | "cancelled";
+        /**
+         * @description Where a reservation is, as stored; whether it is upcoming or active
+         *     follows from the clock.
+         * @enum {string}
+         */
+        ReservationStatus: "confirmed" | "cancelled" | "ended";
         /**
          * @description Node loss and preemption are always retried, up to `max_retries`; a
          *     non-zero exit only with `on_failure`.
@@ -5047,6 +5126,133 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_maintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The windows */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceWindow"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_maintenance: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Go ahead although confirmed reservations hold GPUs on the node; they
+                 *     are refused otherwise, with the reservations named.
+                 */
+                force?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMaintenance"];
+            };
+        };
+        responses: {
+            /** @description The window */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceWindow"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    cancel_maintenance: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Maintenance window id */
+                window_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The cancelled window */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceWindow"];
+                };
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

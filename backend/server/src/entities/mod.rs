@@ -19,6 +19,7 @@ pub mod invoice_line;
 pub mod job_log;
 pub mod join_token;
 pub mod lease;
+pub mod maintenance_window;
 pub mod membership;
 pub mod node;
 pub mod node_event;

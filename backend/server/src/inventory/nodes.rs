@@ -216,6 +216,20 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(uncordon_node))
 }
 
+/// The node a request body names by name or id.
+pub async fn by_reference(db: &impl ConnectionTrait, reference: &str) -> ApiResult<node::Model> {
+    let found = match Uuid::parse_str(reference) {
+        Ok(id) => node::Entity::find_by_id(id).one(db).await?,
+        Err(_) => {
+            node::Entity::find()
+                .filter(node::Column::Name.eq(reference))
+                .one(db)
+                .await?
+        }
+    };
+    found.ok_or_else(|| ApiError::unprocessable("unknown_node", format!("no node {reference:?}")))
+}
+
 pub(super) async fn find(
     db: &impl ConnectionTrait,
     params: &RawPathParams,

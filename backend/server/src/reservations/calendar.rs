@@ -6,18 +6,21 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, TimeDelta, Utc};
 use gantry_scheduler as engine;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use std::collections::HashSet;
+
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
 use super::Reservation;
 use super::service::{HOUR, next_hour, on_the_hour};
 use crate::app::AppState;
 use crate::auth::principal::Operator;
 use crate::classes::{PricingClass, ReservationStatus};
-use crate::entities::reservation;
+use crate::entities::{maintenance_window, node, reservation};
 use crate::error::{ApiError, ApiResult, ProblemResponses};
 use crate::http::extract::ApiQuery;
 use crate::tenancy::access::{OrgAccess, need};
@@ -100,6 +103,8 @@ pub struct CapacityCalendar {
     pub slots: Vec<CalendarSlot>,
     /// Confirmed reservations of the model overlapping the calendar.
     pub reservations: Vec<Reservation>,
+    /// Maintenance windows overlapping it, in the region when one is given.
+    pub maintenance: Vec<super::maintenance::MaintenanceWindow>,
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -237,6 +242,25 @@ async fn capacity_calendar(
         .order_by_asc(reservation::Column::StartsAt)
         .all(&state.db)
         .await?;
+    let mut windows = maintenance_window::Entity::find()
+        .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
+        .filter(maintenance_window::Column::StartsAt.lt(to))
+        .filter(maintenance_window::Column::EndsAt.gt(from))
+        .order_by_asc(maintenance_window::Column::StartsAt)
+        .all(&state.db)
+        .await?;
+    if let Some(region) = region {
+        let here: HashSet<Uuid> = node::Entity::find()
+            .filter(node::Column::RegionId.eq(region.id))
+            .select_only()
+            .column(node::Column::Id)
+            .into_tuple::<Uuid>()
+            .all(&state.db)
+            .await?
+            .into_iter()
+            .collect();
+        windows.retain(|w| here.contains(&w.node_id));
+    }
     Ok(Json(CapacityCalendar {
         gpu_model: model.name.clone(),
         region: region.map(|r| r.name.clone()),
@@ -251,5 +275,6 @@ async fn capacity_calendar(
             })
             .collect(),
         reservations: super::views(&state.db, &catalog, &state.config.currency, rows, now).await?,
+        maintenance: super::maintenance::views(&state.db, windows).await?,
     }))
 }

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod billing;
 pub mod calendar;
+pub mod maintenance;
 pub mod service;
 
 use std::collections::HashMap;

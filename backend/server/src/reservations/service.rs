@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use gantry_scheduler as engine;
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
     EntityTrait, QueryFilter, Set,
@@ -14,7 +15,8 @@ use super::{CreateReservation, Window};
 use crate::catalog::cache::Catalog;
 use crate::classes::{OrderStatus, PricingClass, PriorityClass, ReservationStatus};
 use crate::entities::{
-    gpu_model, instance_type, order, project, region, reservation, reservation_node,
+    gpu_model, instance_type, maintenance_window, order, project, region, reservation,
+    reservation_node,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::tenancy::access::OrgScope;
@@ -427,7 +429,8 @@ pub async fn stop_orders(
 }
 
 /// Ends the reservations whose window is over: their work is stopped and
-/// their GPUs go back to everyone. Run by the scheduling loop.
+/// their GPUs go back to everyone; maintenance windows that are over end
+/// too. Run by the scheduling loop.
 pub async fn end_windows(
     db: &sea_orm::DatabaseConnection,
     now: DateTime<Utc>,
@@ -451,5 +454,15 @@ pub async fn end_windows(
         row.update(&txn).await?;
         txn.commit().await?;
     }
+    maintenance_window::Entity::update_many()
+        .col_expr(
+            maintenance_window::Column::Status,
+            Expr::value(ReservationStatus::Ended),
+        )
+        .col_expr(maintenance_window::Column::UpdatedAt, Expr::value(now))
+        .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
+        .filter(maintenance_window::Column::EndsAt.lte(now))
+        .exec(db)
+        .await?;
     Ok(())
 }

@@ -278,8 +278,47 @@ struct Names<'a, F: Fn(&Uuid) -> String> {
     regions: &'a HashMap<Uuid, String>,
 }
 
-/// The confirmed reservations whose window is not over, with their GPUs.
+/// The confirmed reservations whose window is not over, with their GPUs,
+/// and the maintenance windows, each holding every GPU of its node.
 fn advance_reservations(
+    world: &World,
+    node_names: &HashMap<Uuid, &str>,
+    now: DateTime<Utc>,
+) -> Vec<engine::AdvanceReservation> {
+    let mut held = tenant_reservations(world, node_names, now);
+    let mut windows: Vec<_> = world
+        .maintenance
+        .values()
+        .filter(|m| m.ends_at > now)
+        .collect();
+    windows.sort_by_key(|m| m.id);
+    for m in windows {
+        let mut gpus: Vec<u32> = world
+            .gpus
+            .values()
+            .filter(|g| g.node_id == m.node_id)
+            .map(|g| u32::try_from(g.index).unwrap_or(u32::MAX))
+            .collect();
+        gpus.sort_unstable();
+        held.push(engine::AdvanceReservation {
+            id: format!("{} {}", crate::reservations::maintenance::HOLDER, m.id),
+            queue: crate::reservations::maintenance::HOLDER.to_owned(),
+            start: m.starts_at.timestamp(),
+            end: m.ends_at.timestamp(),
+            placements: vec![engine::Placement {
+                node: node_names
+                    .get(&m.node_id)
+                    .copied()
+                    .unwrap_or_default()
+                    .to_owned(),
+                gpus,
+            }],
+        });
+    }
+    held
+}
+
+fn tenant_reservations(
     world: &World,
     node_names: &HashMap<Uuid, &str>,
     now: DateTime<Utc>,

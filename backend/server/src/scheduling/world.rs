@@ -18,8 +18,8 @@ use uuid::Uuid;
 use crate::classes::{AllocationState, OrderStatus, ReservationStatus};
 use crate::db::by_id;
 use crate::entities::{
-    allocation, change_log, gpu, gpu_model, instance_type, node, order, price, quota, region,
-    reservation, reservation_node,
+    allocation, change_log, gpu, gpu_model, instance_type, maintenance_window, node, order, price,
+    quota, region, reservation, reservation_node,
 };
 
 /// How many ids one `IN (…)` re-read names at most.
@@ -56,6 +56,8 @@ pub struct World {
     /// Confirmed reservations, and the GPUs each holds by reservation id.
     pub reservations: HashMap<Uuid, reservation::Model>,
     pub reservation_nodes: HashMap<Uuid, Vec<reservation_node::Model>>,
+    /// Maintenance windows not cancelled or over.
+    pub maintenance: HashMap<Uuid, maintenance_window::Model>,
     /// Nodes whose allocations, or their orders, changed since the last
     /// `take_touched`; `None` after a full read, which tells nothing.
     touched: Option<HashSet<Uuid>>,
@@ -103,6 +105,13 @@ impl World {
         );
         let confirmed: HashSet<Uuid> = world.reservations.keys().copied().collect();
         world.read_reservation_nodes(db, &confirmed).await?;
+        world.maintenance = by_id(
+            maintenance_window::Entity::find()
+                .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
+                .all(db)
+                .await?,
+            |m| m.id,
+        );
         world.orders = by_id(
             order::Entity::find()
                 .filter(
@@ -236,6 +245,17 @@ impl World {
             .await?;
             self.read_reservation_nodes(db, ids).await?;
         }
+        if let Some(ids) = changed.get("maintenance_windows") {
+            reread::<maintenance_window::Entity, _>(
+                db,
+                ids,
+                &mut self.maintenance,
+                maintenance_window::Column::Id,
+                |m| m.id,
+                |m| m.status == ReservationStatus::Confirmed,
+            )
+            .await?;
+        }
         // An allocation's node is touched as the copy had it (a released one
         // leaves the copy) and as it is now.
         if let Some(ids) = changed.get("allocations") {
@@ -350,6 +370,13 @@ impl World {
             &self.reservations,
             &fresh.reservations,
             |r| (r.org_id, r.starts_at, r.ends_at, r.status),
+        );
+        compare(
+            &mut found,
+            "maintenance_windows",
+            &self.maintenance,
+            &fresh.maintenance,
+            |m| (m.node_id, m.starts_at, m.ends_at, m.status),
         );
         found
     }

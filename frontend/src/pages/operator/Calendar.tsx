@@ -5,6 +5,7 @@ import { nextHour, addHours, useCapacityCalendar } from "../../api/reservations"
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
+import { MaintenancePanel } from "./Maintenance";
 import { dateTime } from "../../lib/format";
 import { HourGrid, hourGridClasses, hourLabel } from "../../components/HourGrid";
 
@@ -25,7 +26,7 @@ export function CalendarPage() {
     <>
       <PageHeader
         title="Reservation calendar"
-        subtitle="Hour by hour (UTC): GPUs held by reservations, committed to running work, and free, with the reservations behind them."
+        subtitle="Hour by hour (UTC): GPUs held by reservations and maintenance, committed to running work, and free, with the reservations behind them; schedule maintenance below."
       />
       <Group mb="md">
         <Select
@@ -116,6 +117,7 @@ export function CalendarPage() {
           </>
         )}
       </Loadable>
+      <MaintenancePanel />
     </>
   );
 }

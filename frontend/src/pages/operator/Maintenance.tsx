@@ -1,0 +1,136 @@
+import { Alert, Button, Group, NumberInput, Paper, Select, Stack, Table, Text, TextInput, Title } from "@mantine/core";
+import { useState } from "react";
+import { useAllNodes } from "../../api/admin";
+import { ApiError, messageOf } from "../../api/client";
+import { addHours, useCancelMaintenance, useMaintenance, useScheduleMaintenance } from "../../api/reservations";
+import { ConfirmButton } from "../../components/ConfirmButton";
+import { Loadable, ProblemAlert } from "../../components/Loadable";
+import { dateTime } from "../../lib/format";
+import { notifySuccess } from "../../lib/notify";
+
+/** Maintenance windows: schedule one on a node, see and cancel them. */
+export function MaintenancePanel() {
+  const nodes = useAllNodes(30_000);
+  const windows = useMaintenance();
+  const schedule = useScheduleMaintenance();
+  const cancel = useCancelMaintenance();
+  const [node, setNode] = useState<string | null>(null);
+  const [start, setStart] = useState("");
+  const [hours, setHours] = useState<number | string>(4);
+  const [reason, setReason] = useState("");
+  const startsAt = start ? `${start}:00Z` : null;
+  const ask =
+    node && reason.trim() && typeof hours === "number" && hours > 0
+      ? {
+          node,
+          reason,
+          starts_at: startsAt,
+          ends_at: addHours(startsAt ?? new Date().toISOString(), hours),
+        }
+      : null;
+  const submit = (force: boolean) =>
+    ask &&
+    schedule.mutate(
+      { ask, force },
+      {
+        onSuccess: (w) => {
+          notifySuccess(`Maintenance of ${w.node_name} scheduled`);
+          setReason("");
+        },
+      },
+    );
+  const breaks = schedule.error instanceof ApiError && schedule.error.code === "reservation_on_node";
+  return (
+    <Stack>
+      <Title order={4} mt="lg">
+        Maintenance
+      </Title>
+      <Paper withBorder p="md">
+        <form
+          aria-label="Schedule maintenance"
+          onSubmit={(event) => {
+            event.preventDefault();
+            submit(false);
+          }}
+        >
+          <Group align="flex-end" grow>
+            <Select
+              label="Node"
+              searchable
+              data={(nodes.data ?? []).map((n) => n.name)}
+              value={node}
+              onChange={setNode}
+              required
+            />
+            <TextInput
+              type="datetime-local"
+              label="Start (UTC)"
+              description="Now when empty."
+              value={start}
+              onChange={(e) => setStart(e.currentTarget.value)}
+            />
+            <NumberInput label="Hours" min={1} max={2160} value={hours} onChange={setHours} required />
+            <TextInput label="Reason" value={reason} onChange={(e) => setReason(e.currentTarget.value)} required />
+            <Button type="submit" disabled={!ask} loading={schedule.isPending}>
+              Schedule
+            </Button>
+          </Group>
+        </form>
+        {schedule.isError && (
+          <Alert color={breaks ? "yellow" : "red"} title="Not scheduled" role="alert" mt="sm">
+            {messageOf(schedule.error)}
+            {breaks && (
+              <Button mt="xs" size="compact-sm" color="red" onClick={() => submit(true)}>
+                Schedule anyway and break them
+              </Button>
+            )}
+          </Alert>
+        )}
+      </Paper>
+      {cancel.isError && <ProblemAlert error={cancel.error} title="The window was not cancelled" />}
+      <Loadable query={windows}>
+        {(list) =>
+          list.length === 0 ? (
+            <Text size="sm" c="dimmed">
+              No maintenance scheduled.
+            </Text>
+          ) : (
+            <Paper withBorder>
+              <Table striped aria-label="Maintenance windows">
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>Node</Table.Th>
+                    <Table.Th>Window</Table.Th>
+                    <Table.Th>Reason</Table.Th>
+                    <Table.Th />
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {list.map((w) => (
+                    <Table.Tr key={w.id}>
+                      <Table.Td>{w.node_name}</Table.Td>
+                      <Table.Td>
+                        {dateTime(w.starts_at)} – {dateTime(w.ends_at)}
+                      </Table.Td>
+                      <Table.Td>{w.reason}</Table.Td>
+                      <Table.Td>
+                        <ConfirmButton
+                          size="compact-sm"
+                          label="Cancel"
+                          title={`Cancel the maintenance of ${w.node_name}?`}
+                          message="The node takes work again at once."
+                          confirmLabel="Cancel maintenance"
+                          onConfirm={() => cancel.mutate(w.id)}
+                        />
+                      </Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </Paper>
+          )
+        }
+      </Loadable>
+    </Stack>
+  );
+}
