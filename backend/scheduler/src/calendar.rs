@@ -26,6 +26,19 @@ pub struct CalendarSlot {
     pub instances: u32,
 }
 
+impl CalendarSlot {
+    fn empty(start: i64) -> Self {
+        Self {
+            start,
+            gpus: 0,
+            reserved: 0,
+            busy: 0,
+            free: 0,
+            instances: 0,
+        }
+    }
+}
+
 /// What a calendar covers.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CalendarRequest {
@@ -60,16 +73,7 @@ pub fn capacity_calendar(snapshot: &Snapshot<'_>, request: &CalendarRequest) -> 
     let starts = (0..request.slots)
         .map(|i| from.saturating_add(step.saturating_mul(i64::try_from(i).unwrap_or(i64::MAX))));
     let Some(model) = state.models.get(&request.model) else {
-        return starts
-            .map(|start| CalendarSlot {
-                start,
-                gpus: 0,
-                reserved: 0,
-                busy: 0,
-                free: 0,
-                instances: 0,
-            })
-            .collect();
+        return starts.map(CalendarSlot::empty).collect();
     };
     let region_ids: Vec<u32> = regions
         .iter()
@@ -86,14 +90,7 @@ pub fn capacity_calendar(snapshot: &Snapshot<'_>, request: &CalendarRequest) -> 
     starts
         .map(|start| {
             let end = start.saturating_add(step);
-            let mut slot = CalendarSlot {
-                start,
-                gpus: 0,
-                reserved: 0,
-                busy: 0,
-                free: 0,
-                instances: 0,
-            };
+            let mut slot = CalendarSlot::empty(start);
             for id in &nodes {
                 let node = state.node(*id);
                 let mask = node.model_mask(model);

@@ -13,7 +13,7 @@ use crate::auth::principal::Actor;
 use crate::catalog::cache::Catalog;
 use crate::classes::{OrderStatus, PricingClass, PriorityClass, WorkloadClass};
 use crate::config::Config;
-use crate::entities::{order, project};
+use crate::entities::order;
 use crate::error::{ApiError, ApiResult};
 use crate::tenancy::access::OrgScope;
 use crate::validate::Fields;
@@ -144,19 +144,7 @@ pub async fn create(
         .as_deref()
         .map(|reference| catalog.region(reference))
         .transpose()?;
-    if let Some(project_id) = request.project_id
-        && scope
-            .select::<project::Entity>()
-            .filter(project::Column::Id.eq(project_id))
-            .one(db)
-            .await?
-            .is_none()
-    {
-        return Err(ApiError::unprocessable(
-            "unknown_project",
-            format!("no project {project_id} in this organization"),
-        ));
-    }
+    crate::tenancy::projects::require_in(db, scope, request.project_id).await?;
     let reservation = match request.reservation_id {
         Some(id) => Some(
             crate::reservations::for_order(

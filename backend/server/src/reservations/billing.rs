@@ -7,9 +7,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
-};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::billing::rating::Span;
@@ -69,16 +67,8 @@ pub async fn charges(
         )
         .all(db)
         .await?;
-    let in_reservation: HashMap<Uuid, Uuid> = order::Entity::find()
-        .filter(order::Column::Id.is_in(spans.iter().map(|(id, _)| *id)))
-        .select_only()
-        .columns([order::Column::Id, order::Column::ReservationId])
-        .into_tuple::<(Uuid, Option<Uuid>)>()
-        .all(db)
-        .await?
-        .into_iter()
-        .filter_map(|(id, r)| r.map(|r| (id, r)))
-        .collect();
+    let in_reservation =
+        super::reservation_of(db, order::Column::Id.is_in(spans.iter().map(|(id, _)| *id))).await?;
     let windows: HashMap<Uuid, (i64, i64)> = rows
         .iter()
         .map(|r| (r.id, (r.starts_at.timestamp(), r.billed_until.timestamp())))

@@ -242,6 +242,23 @@ pub async fn views(
         .collect())
 }
 
+/// The reservation of each order `which` selects that runs in one.
+pub async fn reservation_of(
+    db: &impl ConnectionTrait,
+    which: sea_orm::sea_query::SimpleExpr,
+) -> Result<HashMap<Uuid, Uuid>, sea_orm::DbErr> {
+    Ok(order::Entity::find()
+        .filter(which)
+        .select_only()
+        .columns([order::Column::Id, order::Column::ReservationId])
+        .into_tuple::<(Uuid, Option<Uuid>)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .filter_map(|(id, r)| r.map(|r| (id, r)))
+        .collect())
+}
+
 /// GPU-seconds metered for the orders of each reservation.
 async fn used_gpu_seconds(
     db: &impl ConnectionTrait,
@@ -250,16 +267,11 @@ async fn used_gpu_seconds(
     if reservations.is_empty() {
         return Ok(HashMap::new());
     }
-    let orders: HashMap<Uuid, Uuid> = order::Entity::find()
-        .filter(order::Column::ReservationId.is_in(reservations.iter().copied()))
-        .select_only()
-        .columns([order::Column::Id, order::Column::ReservationId])
-        .into_tuple::<(Uuid, Option<Uuid>)>()
-        .all(db)
-        .await?
-        .into_iter()
-        .filter_map(|(id, r)| r.map(|r| (id, r)))
-        .collect();
+    let orders = reservation_of(
+        db,
+        order::Column::ReservationId.is_in(reservations.iter().copied()),
+    )
+    .await?;
     let records: Vec<(Uuid, i64, i32)> = usage_record::Entity::find()
         .filter(usage_record::Column::OrderId.is_in(orders.keys().copied()))
         .filter(usage_record::Column::Kind.eq(UsageKind::Metered))

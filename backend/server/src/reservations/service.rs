@@ -7,7 +7,7 @@ use gantry_scheduler as engine;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
-    EntityTrait, QueryFilter, Set,
+    EntityTrait, QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -15,8 +15,7 @@ use super::{CreateReservation, Window};
 use crate::catalog::cache::Catalog;
 use crate::classes::{OrderStatus, PricingClass, PriorityClass, ReservationStatus};
 use crate::entities::{
-    gpu_model, instance_type, maintenance_window, order, project, region, reservation,
-    reservation_node,
+    gpu_model, instance_type, maintenance_window, order, region, reservation, reservation_node,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::tenancy::access::OrgScope;
@@ -175,19 +174,7 @@ pub async fn validate<'c>(
         .gpu_model(instance.gpu_model_id)
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
     let region = catalog.region(&request.region)?;
-    if let Some(project_id) = request.project_id
-        && scope
-            .select::<project::Entity>()
-            .filter(project::Column::Id.eq(project_id))
-            .one(db)
-            .await?
-            .is_none()
-    {
-        return Err(ApiError::unprocessable(
-            "unknown_project",
-            format!("no project {project_id} in this organization"),
-        ));
-    }
+    crate::tenancy::projects::require_in(db, scope, request.project_id).await?;
     crate::orders::admission::admit(
         db,
         catalog,
@@ -454,15 +441,27 @@ pub async fn end_windows(
         row.update(&txn).await?;
         txn.commit().await?;
     }
-    maintenance_window::Entity::update_many()
-        .col_expr(
-            maintenance_window::Column::Status,
-            Expr::value(ReservationStatus::Ended),
-        )
-        .col_expr(maintenance_window::Column::UpdatedAt, Expr::value(now))
+    // Read first: an UPDATE that matches nothing would still take SQLite's
+    // write lock on every cycle.
+    let done: Vec<Uuid> = maintenance_window::Entity::find()
         .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
         .filter(maintenance_window::Column::EndsAt.lte(now))
-        .exec(db)
+        .select_only()
+        .column(maintenance_window::Column::Id)
+        .into_tuple()
+        .all(db)
         .await?;
+    if !done.is_empty() {
+        maintenance_window::Entity::update_many()
+            .col_expr(
+                maintenance_window::Column::Status,
+                Expr::value(ReservationStatus::Ended),
+            )
+            .col_expr(maintenance_window::Column::UpdatedAt, Expr::value(now))
+            .filter(maintenance_window::Column::Id.is_in(done))
+            .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
+            .exec(db)
+            .await?;
+    }
     Ok(())
 }

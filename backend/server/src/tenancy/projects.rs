@@ -80,6 +80,30 @@ pub struct UpdateProject {
     pub description: Option<String>,
 }
 
+/// Refuses a project id that is not one of the organization's, as a body
+/// names it (422: the request, not the path, is wrong).
+pub async fn require_in(
+    db: &impl ConnectionTrait,
+    scope: &OrgScope,
+    project_id: Option<Uuid>,
+) -> ApiResult<()> {
+    let Some(project_id) = project_id else {
+        return Ok(());
+    };
+    let found = scope
+        .select::<project::Entity>()
+        .filter(project::Column::Id.eq(project_id))
+        .one(db)
+        .await?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(ApiError::unprocessable(
+            "unknown_project",
+            format!("no project {project_id} in this organization"),
+        )),
+    }
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_projects, create_project))
