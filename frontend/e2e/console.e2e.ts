@@ -295,8 +295,11 @@ describe("the console", () => {
     await page.getByRole("heading", { name: /^Order / }).waitFor();
     await page.getByText("Why it waits").waitFor({ timeout: 30_000 });
 
-    // Cancelling the reservation stops the order in it.
+    // It grows by an hour on the same GPUs; cancelling it stops the order in it.
     await page.getByRole("link", { name: "Reservations", exact: true }).click();
+    await page.getByRole("textbox", { name: "Hours to add to launch week" }).fill("1");
+    await list.getByRole("button", { name: "Extend", exact: true }).click();
+    await page.getByText(/^Reservation launch week now ends /).waitFor();
     await list.getByRole("button", { name: "Cancel", exact: true }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Cancel reservation" }).click();
     await list.getByText("cancelled").waitFor({ timeout: 30_000 });

@@ -17,6 +17,7 @@ crate::on_both_engines!(
     bad_reservations_are_refused_and_change_nothing,
     operators_see_reservations_on_nodes_and_the_calendar_and_are_warned_before_breaking_one,
     maintenance_keeps_work_off_a_node_and_stops_what_runs_there,
+    reservations_made_at_once_never_share_a_gpu,
 );
 
 /// The reserved price of one `h100x8` instance-hour: 1.40 per GPU-hour.
@@ -908,4 +909,48 @@ async fn maintenance_keeps_work_off_a_node_and_stops_what_runs_there(engine: Eng
         .await
         .expect_problem(StatusCode::NOT_FOUND, "maintenance_window_not_found");
     assert_eq!(server.table_counts().await, before, "nothing was written");
+}
+
+async fn reservations_made_at_once_never_share_a_gpu(engine: Engine) {
+    let (server, _operator, reserver, outsider) = setup(engine, 2).await;
+    let start = hour_after(server.state.clock.now(), 4);
+    let end = start + TimeDelta::hours(3);
+    // Eight requests for one node each over the same window, from two
+    // tenants at once, on a cluster of two nodes.
+    let sent: Vec<_> = (0..8)
+        .map(|i| {
+            let tenant = if i % 2 == 0 { &reserver } else { &outsider };
+            let request = server
+                .http
+                .post(server.url(&reservations(tenant)))
+                .bearer_auth(&tenant.token)
+                .json(&window(1, start, end))
+                .send();
+            tokio::spawn(async move {
+                let reply = request.await.expect("response");
+                let status = reply.status();
+                (status, reply.json::<Value>().await.expect("a JSON body"))
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for task in sent {
+        let (status, body) = task.await.expect("task");
+        if status == StatusCode::CREATED {
+            created += 1;
+            continue;
+        }
+        assert_eq!(status, StatusCode::CONFLICT, "{body:#}");
+        let code = body["code"].as_str().unwrap_or_default();
+        assert!(
+            ["no_capacity", "capacity_changed"].contains(&code),
+            "{body:#}"
+        );
+    }
+    assert_eq!(created, 2, "one per node");
+    let held = server.count("SELECT COUNT(*) FROM reservation_nodes").await;
+    let distinct = server
+        .count("SELECT COUNT(DISTINCT node_id) FROM reservation_nodes")
+        .await;
+    assert_eq!((held, distinct), (2, 2), "each node held once");
 }

@@ -84,6 +84,17 @@ export function useCancelReservation(orgId: string) {
   );
 }
 
+export function useExtendReservation(orgId: string) {
+  return useReservationChange(orgId, ({ id, endsAt }: { id: string; endsAt: string }) =>
+    unwrap(
+      api.POST("/api/v1/orgs/{org_id}/reservations/{reservation_id}/extend", {
+        params: { path: { org_id: orgId, reservation_id: id } },
+        body: { ends_at: endsAt },
+      }),
+    ),
+  );
+}
+
 export function useCapacityCalendar(gpuModel: string, region: string | null, from: string, hours: number) {
   return useQuery({
     queryKey: keys.admin("calendar", gpuModel, region, from, hours),

@@ -6,7 +6,7 @@ use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, TimeDelta, Utc};
 use gantry_scheduler as engine;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -15,7 +15,7 @@ use super::{CreateReservation, ExtendReservation, Quote, Reservation, Reservatio
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::classes::ReservationStatus;
-use crate::entities::reservation;
+use crate::entities::{reservation, reservation_node};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource, Window};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -45,6 +45,14 @@ fn no_capacity(ask: &service::Ask<'_>, alternatives: Vec<Window>) -> ApiError {
         }
     );
     ApiError::conflict("no_capacity", detail).with_alternatives(alternatives)
+}
+
+fn taken_meanwhile() -> ApiError {
+    ApiError::conflict(
+        "capacity_changed",
+        "other reservations kept taking the GPUs planned for this one; try again",
+    )
+    .with_retry_after(1)
 }
 
 async fn shown(state: &AppState, rows: Vec<reservation::Model>) -> ApiResult<Vec<Reservation>> {
@@ -214,21 +222,34 @@ async fn create_reservation(
     let catalog = state.catalog.current(&state.db).await?;
     let ask = service::validate(&state.db, &catalog, scope, &request, now).await?;
     let hourly = service::price(&state.db, &ask, now).await?;
-    let txn = crate::db::write(&state.db).await?;
-    service::serialize(&txn).await?;
-    let loaded = crate::scheduling::load::load(&txn, now).await?;
-    let (window, placements) = match service::fit(&loaded, scope.org_id, &ask) {
-        Fit::Fits { window, placements } => (window, placements),
-        Fit::Refused { alternatives } => return Err(no_capacity(&ask, alternatives)),
+    // The plan reads the whole cluster; it is made outside the write lock,
+    // which is then held only to check that nobody took its GPUs meanwhile
+    // and to write it.
+    let mut attempt = 0;
+    let (txn, window, gpus) = loop {
+        attempt += 1;
+        let loaded = crate::scheduling::load::load(&state.db, now).await?;
+        let (window, placements) = match service::fit(&loaded, scope.org_id, &ask) {
+            Fit::Fits { window, placements } => (window, placements),
+            Fit::Refused { alternatives } => return Err(no_capacity(&ask, alternatives)),
+        };
+        let gpus = service::held_gpus(&loaded.nodes, &placements)?;
+        let txn = crate::db::write(&state.db).await?;
+        service::serialize(&txn).await?;
+        if !service::taken(&txn, &gpus, window, None).await? {
+            break (txn, window, gpus);
+        }
+        if attempt == service::PLAN_TRIES {
+            return Err(taken_meanwhile());
+        }
     };
     let row = service::confirm(
         &txn,
-        &loaded.nodes,
         service::Confirm {
             org_id: scope.org_id,
             ask: &ask,
             window,
-            placements: &placements,
+            gpus: &gpus,
             hourly_micros: hourly,
             actor: &access.actor,
             now,
@@ -353,34 +374,57 @@ async fn extend_reservation(
     ApiJson(request): ApiJson<ExtendReservation>,
 ) -> ApiResult<Json<Reservation>> {
     let now = state.clock.now();
-    let txn = crate::db::write(&state.db).await?;
-    service::serialize(&txn).await?;
-    let current = find(&txn, &access.scope, &params).await?;
+    let planned = find(&state.db, &access.scope, &params).await?;
     if matches!(
-        super::state_of(&current, now),
+        super::state_of(&planned, now),
         ReservationState::Ended | ReservationState::Cancelled
     ) {
         return Err(ApiError::conflict(
             "reservation_over",
-            format!("reservation {} is over", current.name),
+            format!("reservation {} is over", planned.name),
         ));
     }
-    check_new_end(&current, request.ends_at)?;
-    let loaded = crate::scheduling::load::load(&txn, now).await?;
-    if !engine::can_extend(
-        &loaded.snapshot.snapshot(),
-        &current.id.to_string(),
-        request.ends_at.timestamp(),
-    ) {
-        return Err(ApiError::conflict(
-            "no_capacity",
-            format!(
-                "the GPUs of reservation {} are not free until {}",
-                current.name,
-                request.ends_at.format("%Y-%m-%d %H:%M UTC")
-            ),
-        ));
-    }
+    check_new_end(&planned, request.ends_at)?;
+    let mut attempt = 0;
+    let (txn, current) = loop {
+        attempt += 1;
+        let loaded = crate::scheduling::load::load(&state.db, now).await?;
+        if !engine::can_extend(
+            &loaded.snapshot.snapshot(),
+            &planned.id.to_string(),
+            request.ends_at.timestamp(),
+        ) {
+            return Err(ApiError::conflict(
+                "no_capacity",
+                format!(
+                    "the GPUs of reservation {} are not free until {}",
+                    planned.name,
+                    request.ends_at.format("%Y-%m-%d %H:%M UTC")
+                ),
+            ));
+        }
+        let txn = crate::db::write(&state.db).await?;
+        service::serialize(&txn).await?;
+        let current = find(&txn, &access.scope, &params).await?;
+        let gpus: Vec<(uuid::Uuid, Vec<u32>)> = reservation_node::Entity::find()
+            .filter(reservation_node::Column::ReservationId.eq(current.id))
+            .all(&txn)
+            .await?
+            .into_iter()
+            .map(|h| (h.node_id, h.gpu_list()))
+            .collect();
+        let added = Window {
+            starts_at: current.ends_at,
+            ends_at: request.ends_at,
+        };
+        let unchanged = current.ends_at == planned.ends_at && current.status == planned.status;
+        if unchanged && !service::taken(&txn, &gpus, added, Some(current.id)).await? {
+            break (txn, current);
+        }
+        if attempt == service::PLAN_TRIES {
+            return Err(taken_meanwhile());
+        }
+    };
     let from = current.ends_at;
     let mut row: reservation::ActiveModel = current.into();
     row.ends_at = Set(request.ends_at);

@@ -2,12 +2,14 @@
 //! where it fits, and the writes that confirm, cancel, extend and end one.
 //! Each write takes the caller's transaction.
 
+use std::collections::{HashMap, HashSet};
+
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use gantry_scheduler as engine;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr,
-    EntityTrait, QueryFilter, QuerySelect, Set,
+    EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Set,
 };
 use uuid::Uuid;
 
@@ -276,6 +278,78 @@ pub fn fit(loaded: &crate::scheduling::load::Loaded, org_id: Uuid, ask: &Ask<'_>
     }
 }
 
+/// How often a plan is made again when another reservation took its GPUs
+/// between planning and writing.
+pub const PLAN_TRIES: usize = 3;
+
+/// The GPUs of `placements` by node id.
+pub fn held_gpus(
+    nodes: &HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
+    placements: &[engine::Placement],
+) -> ApiResult<Vec<(Uuid, Vec<u32>)>> {
+    placements
+        .iter()
+        .map(|p| {
+            nodes
+                .get(&p.node)
+                .map(|(id, _)| (*id, p.gpus.clone()))
+                .ok_or_else(|| {
+                    ApiError::internal(anyhow::anyhow!("planned node {} is unknown", p.node))
+                })
+        })
+        .collect()
+}
+
+/// Whether a confirmed reservation (other than `except`) or maintenance
+/// window holds any of `gpus` during `window`: what was planned outside
+/// the lock is checked under it, so planning never holds the write lock.
+pub async fn taken(
+    txn: &impl ConnectionTrait,
+    gpus: &[(Uuid, Vec<u32>)],
+    window: Window,
+    except: Option<Uuid>,
+) -> Result<bool, DbErr> {
+    let nodes: Vec<Uuid> = gpus.iter().map(|(node, _)| *node).collect();
+    let maintained = maintenance_window::Entity::find()
+        .filter(maintenance_window::Column::NodeId.is_in(nodes.iter().copied()))
+        .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
+        .filter(maintenance_window::Column::StartsAt.lt(window.ends_at))
+        .filter(maintenance_window::Column::EndsAt.gt(window.starts_at))
+        .count(txn)
+        .await?;
+    if maintained > 0 {
+        return Ok(true);
+    }
+    let held = reservation_node::Entity::find()
+        .filter(reservation_node::Column::NodeId.is_in(nodes))
+        .all(txn)
+        .await?;
+    let mut overlapping = reservation::Entity::find()
+        .filter(reservation::Column::Id.is_in(held.iter().map(|h| h.reservation_id)))
+        .filter(reservation::Column::Status.eq(ReservationStatus::Confirmed))
+        .filter(reservation::Column::StartsAt.lt(window.ends_at))
+        .filter(reservation::Column::EndsAt.gt(window.starts_at));
+    if let Some(except) = except {
+        overlapping = overlapping.filter(reservation::Column::Id.ne(except));
+    }
+    let live: HashSet<Uuid> = overlapping
+        .select_only()
+        .column(reservation::Column::Id)
+        .into_tuple::<Uuid>()
+        .all(txn)
+        .await?
+        .into_iter()
+        .collect();
+    Ok(held
+        .iter()
+        .filter(|h| live.contains(&h.reservation_id))
+        .any(|h| {
+            let theirs = h.gpu_list();
+            gpus.iter()
+                .any(|(node, mine)| *node == h.node_id && mine.iter().any(|g| theirs.contains(g)))
+        }))
+}
+
 /// Makes reservations (and extensions) one at a time: on SQLite the write
 /// transaction is already alone; on PostgreSQL an advisory lock is taken.
 pub async fn serialize(txn: &DatabaseTransaction) -> Result<(), DbErr> {
@@ -291,7 +365,8 @@ pub struct Confirm<'a> {
     pub org_id: Uuid,
     pub ask: &'a Ask<'a>,
     pub window: Window,
-    pub placements: &'a [engine::Placement],
+    /// The GPUs held, by node id.
+    pub gpus: &'a [(Uuid, Vec<u32>)],
     pub hourly_micros: i64,
     pub actor: &'a crate::auth::principal::Actor,
     pub now: DateTime<Utc>,
@@ -300,7 +375,6 @@ pub struct Confirm<'a> {
 /// Writes a confirmed reservation and the GPUs it holds.
 pub async fn confirm(
     txn: &impl ConnectionTrait,
-    nodes: &std::collections::HashMap<String, (Uuid, std::collections::HashMap<u32, Uuid>)>,
     confirm: Confirm<'_>,
 ) -> ApiResult<reservation::Model> {
     let ask = confirm.ask;
@@ -337,21 +411,12 @@ pub async fn confirm(
     }
     .insert(txn)
     .await?;
-    for placement in confirm.placements {
-        let node_id = nodes
-            .get(&placement.node)
-            .map(|(id, _)| *id)
-            .ok_or_else(|| {
-                ApiError::internal(anyhow::anyhow!(
-                    "planned node {} is unknown",
-                    placement.node
-                ))
-            })?;
+    for (node_id, gpus) in confirm.gpus {
         reservation_node::ActiveModel {
             id: Set(Uuid::now_v7()),
             reservation_id: Set(id),
-            node_id: Set(node_id),
-            gpu_indices: Set(serde_json::to_string(&placement.gpus).unwrap_or_default()),
+            node_id: Set(*node_id),
+            gpu_indices: Set(serde_json::to_string(gpus).unwrap_or_default()),
         }
         .insert(txn)
         .await?;

@@ -24,6 +24,7 @@ import {
   type ReservationAsk,
   useAvailability,
   useCancelReservation,
+  useExtendReservation,
   useQuote,
   useReservations,
   useReserve,
@@ -357,6 +358,7 @@ function Availability({
 function ReservationList({ orgId }: { orgId: string }) {
   const reservations = useReservations(orgId);
   const cancel = useCancelReservation(orgId);
+  const extend = useExtendReservation(orgId);
   return (
     <Loadable query={reservations}>
       {(rows) =>
@@ -365,6 +367,7 @@ function ReservationList({ orgId }: { orgId: string }) {
         ) : (
           <Paper withBorder>
             {cancel.isError && <ProblemAlert error={cancel.error} title="The reservation was not cancelled" />}
+            {extend.isError && <ProblemAlert error={extend.error} title="The reservation was not extended" />}
             <Table.ScrollContainer minWidth={900}>
               <Table striped aria-label="Reservations">
                 <Table.Thead>
@@ -380,7 +383,17 @@ function ReservationList({ orgId }: { orgId: string }) {
                 </Table.Thead>
                 <Table.Tbody>
                   {rows.map((r) => (
-                    <ReservationRow key={r.id} reservation={r} onCancel={() => cancel.mutate(r.id)} />
+                    <ReservationRow
+                      key={r.id}
+                      reservation={r}
+                      onCancel={() => cancel.mutate(r.id)}
+                      onExtend={(hours) =>
+                        extend.mutate(
+                          { id: r.id, endsAt: addHours(r.ends_at, hours) },
+                          { onSuccess: (x) => notifySuccess(`Reservation ${x.name} now ends ${dateTime(x.ends_at)}`) },
+                        )
+                      }
+                    />
                   ))}
                 </Table.Tbody>
               </Table>
@@ -392,7 +405,16 @@ function ReservationList({ orgId }: { orgId: string }) {
   );
 }
 
-function ReservationRow({ reservation: r, onCancel }: { reservation: Reservation; onCancel: () => void }) {
+function ReservationRow({
+  reservation: r,
+  onCancel,
+  onExtend,
+}: {
+  reservation: Reservation;
+  onCancel: () => void;
+  onExtend: (hours: number) => void;
+}) {
+  const [more, setMore] = useState<number | string>(1);
   return (
     <Table.Tr>
       <Table.Td>
@@ -427,14 +449,34 @@ function ReservationRow({ reservation: r, onCancel }: { reservation: Reservation
       </Table.Td>
       <Table.Td>
         {(r.state === "upcoming" || r.state === "active") && (
-          <ConfirmButton
-            size="compact-sm"
-            label="Cancel"
-            title={`Cancel reservation ${r.name}?`}
-            message="Its GPUs are released at once and orders running in it are stopped. A cancellation inside the notice period is charged as the quote said."
-            confirmLabel="Cancel reservation"
-            onConfirm={onCancel}
-          />
+          <Group gap={4} wrap="nowrap">
+            <NumberInput
+              aria-label={`Hours to add to ${r.name}`}
+              size="xs"
+              w={64}
+              min={1}
+              max={2160}
+              allowDecimal={false}
+              value={more}
+              onChange={setMore}
+            />
+            <Button
+              size="compact-sm"
+              variant="default"
+              disabled={typeof more !== "number" || more < 1}
+              onClick={() => typeof more === "number" && onExtend(more)}
+            >
+              Extend
+            </Button>
+            <ConfirmButton
+              size="compact-sm"
+              label="Cancel"
+              title={`Cancel reservation ${r.name}?`}
+              message="Its GPUs are released at once and orders running in it are stopped. A cancellation inside the notice period is charged as the quote said."
+              confirmLabel="Cancel reservation"
+              onConfirm={onCancel}
+            />
+          </Group>
         )}
       </Table.Td>
     </Table.Tr>
