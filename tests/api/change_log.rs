@@ -50,6 +50,7 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
     let server = TestServer::start(engine).await;
     let operator = server.operator().await;
     server.cluster(&operator, 6).await;
+    crate::reservations::reserved_prices(&server, &operator).await;
     let tenants = [server.signup("a").await, server.signup("b").await];
     let nodes: Vec<Uuid> = server
         .get("/api/v1/admin/nodes", &operator.token)
@@ -60,10 +61,11 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
         .collect();
     let mut steps = Steps(42);
     let mut orders: Vec<(usize, Uuid)> = Vec::new();
+    let mut reservations: Vec<(usize, Uuid)> = Vec::new();
     let types = ["h100x1", "h100x4", "h100x8"];
     let priorities = ["preemptible", "batch", "standard", "production"];
     for step in 0..240 {
-        match steps.below(10) {
+        match steps.below(12) {
             0..=4 => {
                 let who = usize::try_from(steps.below(2)).expect("index");
                 let mut body = json!({
@@ -104,7 +106,7 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
                     [usize::try_from(steps.below(3)).expect("index")];
                 server
                     .post(
-                        &format!("/api/v1/admin/nodes/{node}/{action}"),
+                        &format!("/api/v1/admin/nodes/{node}/{action}?force=true"),
                         &operator.token,
                         json!({}),
                     )
@@ -124,6 +126,89 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
                     )
                     .await
                     .expect(StatusCode::OK);
+            }
+            9 => {
+                // A reservation a few hours out, or a change to one: its
+                // window and status are what the leader follows.
+                let who = usize::try_from(steps.below(2)).expect("index");
+                let tenant = &tenants[who];
+                let path = format!("/api/v1/orgs/{}/reservations", tenant.org_id);
+                match (steps.below(3), reservations.is_empty()) {
+                    (0, _) | (_, true) => {
+                        let start = crate::reservations::hour_after(
+                            server.state.clock.now(),
+                            i64::try_from(steps.below(6)).expect("hours"),
+                        );
+                        let made = server
+                            .post(
+                                &path,
+                                &tenant.token,
+                                json!({
+                                    "instance_type": "h100x8", "region": "r1",
+                                    "starts_at": start,
+                                    "ends_at": start + chrono::TimeDelta::hours(2),
+                                }),
+                            )
+                            .await;
+                        // No room is a fine answer; what matters is what is stored.
+                        if made.status == StatusCode::CREATED {
+                            reservations.push((who, made.id("/id")));
+                        }
+                    }
+                    (1, false) => {
+                        let (owner, id) =
+                            reservations[usize::try_from(steps.below(reservations.len() as u64))
+                                .expect("index")];
+                        let owner = &tenants[owner];
+                        server
+                            .post(
+                                &format!("/api/v1/orgs/{}/reservations/{id}/cancel", owner.org_id),
+                                &owner.token,
+                                json!({}),
+                            )
+                            .await;
+                    }
+                    _ => {
+                        let (owner, id) =
+                            reservations[usize::try_from(steps.below(reservations.len() as u64))
+                                .expect("index")];
+                        let owner = &tenants[owner];
+                        let current = server
+                            .get(
+                                &format!("/api/v1/orgs/{}/reservations/{id}", owner.org_id),
+                                &owner.token,
+                            )
+                            .await;
+                        let ends: chrono::DateTime<chrono::Utc> = current.body["ends_at"]
+                            .as_str()
+                            .and_then(|t| t.parse().ok())
+                            .expect("an end");
+                        server
+                            .post(
+                                &format!("/api/v1/orgs/{}/reservations/{id}/extend", owner.org_id),
+                                &owner.token,
+                                json!({ "ends_at": ends + chrono::TimeDelta::hours(1) }),
+                            )
+                            .await;
+                    }
+                }
+            }
+            10 => {
+                let node = nodes[usize::try_from(steps.below(nodes.len() as u64)).expect("index")];
+                let now = server.state.clock.now();
+                server
+                    .post(
+                        "/api/v1/admin/maintenance?force=true",
+                        &operator.token,
+                        json!({
+                            "node": node.to_string(),
+                            "starts_at": now + chrono::TimeDelta::minutes(i64::try_from(steps.below(120)).expect("minutes")),
+                            "ends_at": now + chrono::TimeDelta::hours(3),
+                            "reason": "random maintenance",
+                        }),
+                    )
+                    .await
+                    .expect(StatusCode::CREATED);
             }
             _ => {
                 // Orders with a duration end when it has passed.
@@ -151,6 +236,13 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
             > 10
     );
     assert!(server.count("SELECT COUNT(*) FROM change_log").await > 100);
+    assert!(server.count("SELECT COUNT(*) FROM reservations").await > 3);
+    assert!(
+        server
+            .count("SELECT COUNT(*) FROM change_log WHERE entity = 'maintenance_windows'")
+            .await
+            > 3
+    );
 }
 
 async fn a_write_the_log_missed_is_found_and_repaired(engine: Engine) {

@@ -24,7 +24,7 @@ crate::on_both_engines!(
 const H100X8_RESERVED: i64 = 11_200_000;
 
 /// The next whole hour after `t`, plus `hours`.
-fn hour_after(t: DateTime<Utc>, hours: i64) -> DateTime<Utc> {
+pub(crate) fn hour_after(t: DateTime<Utc>, hours: i64) -> DateTime<Utc> {
     let floor = t
         .with_minute(0)
         .and_then(|t| t.with_second(0))
@@ -42,7 +42,7 @@ fn advance(server: &TestServer, to: DateTime<Utc>) {
 }
 
 /// Reserved prices for `h100x1` and `h100x8` at 1.40 per GPU-hour.
-async fn reserved_prices(server: &TestServer, operator: &Tenant) {
+pub(crate) async fn reserved_prices(server: &TestServer, operator: &Tenant) {
     let types = server
         .get("/api/v1/catalog/instance-types", &operator.token)
         .await;
