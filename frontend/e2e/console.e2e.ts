@@ -286,6 +286,7 @@ describe("the console", () => {
 
     // An order in the reservation waits for its window.
     await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByRole("heading", { name: "Launch GPU capacity" }).waitFor();
     await page.getByRole("combobox", { name: "Instance type" }).click();
     await page.getByRole("option", { name: /^h100x1 / }).click();
     await page.getByText("reserved", { exact: true }).click();
@@ -327,8 +328,7 @@ describe("the console", () => {
     await page.getByRole("combobox", { name: "GPU model" }).click();
     await page.getByRole("option", { name: H100 }).click();
     const table = page.getByRole("table", { name: "Reservations in the calendar" });
-    await table.getByText("eval sweep").waitFor();
-    await table.getByText(ALICE.organization).waitFor();
+    await table.getByRole("row").filter({ hasText: "eval sweep" }).getByText(ALICE.organization).waitFor();
     const hour = `${iso(start).slice(0, 10)} ${iso(start).slice(11, 16)} UTC: 16 reserved`;
     await page.getByLabel(new RegExp(`^${hour}`)).waitFor();
     await screenshot(page, "reservation-calendar");
