@@ -2,8 +2,8 @@
 """Reservations under load: how long confirming one takes (the engine plans
 its exact GPUs against every running order and every other reservation),
 quoting one and reading a week's availability, on a release server with
-NODES simulated 8-GPU nodes, half of them running two-hour orders and
-PENDING more waiting; and how much a stream of reservations slows order
+the demo cluster and NODES more simulated 8-GPU nodes, half of them running
+two-hour orders and PENDING more waiting; and how much a stream of reservations slows order
 creation beside it. With SLURM_PEER_DIR set, the same number of
 `scontrol create reservation` calls on Slurm 22.05 with SLURM_NODES
 emulated nodes are timed in the same run.
@@ -99,8 +99,8 @@ def gantry():
                                           "duration_seconds": 7200}), range(NODES // 2 + PENDING)))
         time.sleep(10)
         engine = "PostgreSQL" if "DATABASE_URL" in env else "SQLite"
-        print(f"== Gantry on {engine}: {NODES} nodes, {NODES // 2} running and {PENDING} waiting "
-              f"two-hour orders", flush=True)
+        print(f"== Gantry on {engine}: {NODES} nodes beside the demo's, {NODES // 2} running and "
+              f"{PENDING} waiting two-hour orders", flush=True)
         reservations = f"{BASE}/api/v1/orgs/{org}/reservations"
         day = datetime.datetime.now(datetime.timezone.utc).replace(minute=0, second=0, microsecond=0) \
             + datetime.timedelta(days=1)
@@ -143,8 +143,10 @@ def slurm():
     peer = os.environ.get("SLURM_PEER_DIR")
     if not peer:
         return None
-    root = os.environ.get("SP_ROOT", os.path.join(os.environ.get("TMPDIR", "/tmp"), "slurmpeer"))
-    subprocess.run([f"{peer}/run_slurm_peer.sh", str(SLURM_NODES)], check=True, stdout=subprocess.DEVNULL)
+    root = tempfile.mkdtemp(prefix="slurm-")
+    env = dict(os.environ, SP_ROOT=root)
+    subprocess.run([f"{peer}/run_slurm_peer.sh", str(SLURM_NODES)], check=True, stdout=subprocess.DEVNULL,
+                   env=env)
     try:
         print(f"== Slurm 22.05: {SLURM_NODES} nodes x 8 GPUs", flush=True)
         made = []
@@ -152,15 +154,16 @@ def slurm():
             made.append(timed(lambda i=i: subprocess.run(
                 [f"{root}/bin/sp", "scontrol", "create", "reservation", f"ReservationName=bench{i}",
                  f"StartTime=now+{1440 + 60 * (i % 48)}minutes", "Duration=240", "NodeCnt=1",
-                 "Users=root", "PartitionName=gpu"], check=True, stdout=subprocess.DEVNULL)))
+                 "Users=root", "PartitionName=gpu"], check=True, stdout=subprocess.DEVNULL, env=env)))
         summary("reservation confirmed (scontrol create reservation)", made)
         return statistics.median(made)
     finally:
-        subprocess.run([f"{peer}/stop_slurm_peer.sh"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run([f"{peer}/stop_slurm_peer.sh"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env)
 
 
 slurm_ms = slurm()
 gantry_ms = gantry()
 if slurm_ms is not None:
-    print(f"== same run: median reservation round trip Gantry {gantry_ms:.1f} ms ({NODES} nodes), "
+    print(f"== same run: median reservation round trip Gantry {gantry_ms:.1f} ms ({NODES} + demo nodes), "
           f"Slurm {slurm_ms:.1f} ms ({SLURM_NODES} nodes): Gantry / Slurm {gantry_ms / slurm_ms:.2f}")
