@@ -328,7 +328,10 @@ describe("the console", () => {
     await page.getByRole("combobox", { name: "GPU model" }).click();
     await page.getByRole("option", { name: H100 }).click();
     const table = page.getByRole("table", { name: "Reservations in the calendar" });
-    await table.getByRole("row").filter({ hasText: "eval sweep" }).getByText(ALICE.organization).waitFor();
+    const row = table.getByRole("row").filter({ hasText: "eval sweep" });
+    await row.getByText(ALICE.organization).waitFor();
+    const reservedNode = ((await row.getByRole("cell").nth(4).textContent()) ?? "").split(", ")[0] ?? "";
+    expect(reservedNode).toMatch(/^us-east-h100-/);
     const hour = `${iso(start).slice(0, 10)} ${iso(start).slice(11, 16)} UTC: 16 reserved`;
     await page.getByLabel(new RegExp(`^${hour}`)).waitFor();
     await screenshot(page, "reservation-calendar");
@@ -349,6 +352,15 @@ describe("the console", () => {
     // The capacity map marks the reserved GPUs.
     await page.getByRole("link", { name: "Capacity map" }).click();
     await expect.poll(() => page.getByRole("listitem", { name: /reserved for Alpha Lab \(eval sweep\)/ }).count()).toBe(16);
+    // The node lists it, and cordoning it says which reservation breaks.
+    await page.getByRole("link", { name: reservedNode, exact: true }).click();
+    await page.getByRole("table", { name: "Reservations on this node" }).getByText("eval sweep").waitFor();
+    await page.getByRole("button", { name: "Cordon", exact: true }).click();
+    expect(await page.getByRole("dialog").textContent()).toContain("reservations eval sweep");
+    await page.getByRole("dialog").getByRole("button", { name: "Cordon", exact: true }).click();
+    await page.getByText(`${reservedNode} is cordoned.`).waitFor();
+    await page.getByRole("button", { name: "Return to service" }).click();
+    await page.getByText(`${reservedNode} is ready.`).waitFor();
   });
 
   test("the API reference renders from the bundled Swagger UI", async () => {

@@ -28,15 +28,16 @@ type NodeAction = "cordon" | "drain" | "uncordon";
 export function useNodeAction() {
   const queryClient = useQueryClient();
   return useMutation({
-    mutationFn: ({ nodeId, action }: { nodeId: string; action: NodeAction }) => {
-      const params = { params: { path: { node_id: nodeId } } };
+    // `force` takes the node out of service although reservations hold its GPUs.
+    mutationFn: ({ nodeId, action, force = false }: { nodeId: string; action: NodeAction; force?: boolean }) => {
+      const path = { node_id: nodeId };
       switch (action) {
         case "cordon":
-          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/cordon", params));
+          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/cordon", { params: { path, query: { force } } }));
         case "drain":
-          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/drain", params));
+          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/drain", { params: { path, query: { force } } }));
         case "uncordon":
-          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/uncordon", params));
+          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/uncordon", { params: { path } }));
       }
     },
     onSuccess: () => void queryClient.invalidateQueries({ queryKey: keys.admin("nodes") }),

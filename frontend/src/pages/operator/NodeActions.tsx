@@ -8,9 +8,15 @@ import { notifyError, notifySuccess } from "../../lib/notify";
 /** Cordon (no new work), drain (move work off) and return to service. */
 export function NodeActions({ node }: { node: Schemas["Node"] }) {
   const act = useNodeAction();
+  // Reservations on the node are named in the confirmation, and taking
+  // it out of service then breaks them knowingly.
+  const reserved = node.reservations.map((r) => r.name);
+  const breaks = reserved.length
+    ? ` It holds GPUs of reservations ${reserved.join(", ")}; they can no longer be honoured.`
+    : "";
   const run = (action: "cordon" | "drain" | "uncordon") =>
     act.mutate(
-      { nodeId: node.id, action },
+      { nodeId: node.id, action, force: reserved.length > 0 },
       {
         onSuccess: (n) => notifySuccess(`${n.name} is ${n.state}.`),
         onError: (error) => notifyError(error),
@@ -19,20 +25,30 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
   const held = node.gpus.filter((g) => g.order_id).length;
   return (
     <Group gap="xs" wrap="nowrap">
-      {node.state === "ready" && (
-        <Button size="xs" variant="default" onClick={() => run("cordon")} loading={act.isPending}>
-          Cordon
-        </Button>
-      )}
+      {node.state === "ready" &&
+        (reserved.length ? (
+          <ConfirmButton
+            size="xs"
+            label="Cordon"
+            title={`Cordon ${node.name}?`}
+            message={`The node takes no new work until it is returned to service.${breaks}`}
+            confirmLabel="Cordon"
+            onConfirm={() => run("cordon")}
+          />
+        ) : (
+          <Button size="xs" variant="default" onClick={() => run("cordon")} loading={act.isPending}>
+            Cordon
+          </Button>
+        ))}
       {(node.state === "ready" || node.state === "cordoned") && (
         <ConfirmButton
           size="xs"
           label="Drain"
           title={`Drain ${node.name}?`}
           message={
-            held > 0
+            (held > 0
               ? `${held} GPUs are in use. Their work is stopped and requeued (development instances fail) and the node takes no new work.`
-              : "The node takes no new work until it is returned to service."
+              : "The node takes no new work until it is returned to service.") + breaks
           }
           confirmLabel="Drain"
           onConfirm={() => run("drain")}

@@ -100,6 +100,35 @@ export function NodeDetailPage() {
                 </Table>
               </Table.ScrollContainer>
             </Paper>
+            {n.reservations.length > 0 && (
+              <Paper withBorder p="md">
+                <Title order={4} mb="sm">
+                  Reservations
+                </Title>
+                <Table aria-label="Reservations on this node">
+                  <Table.Thead>
+                    <Table.Tr>
+                      <Table.Th>Organization</Table.Th>
+                      <Table.Th>Name</Table.Th>
+                      <Table.Th>Window</Table.Th>
+                      <Table.Th>GPUs</Table.Th>
+                    </Table.Tr>
+                  </Table.Thead>
+                  <Table.Tbody>
+                    {n.reservations.map((r) => (
+                      <Table.Tr key={r.id}>
+                        <Table.Td>{names.get(r.org_id) ?? r.org_id}</Table.Td>
+                        <Table.Td>{r.name}</Table.Td>
+                        <Table.Td>
+                          {dateTime(r.starts_at)} – {dateTime(r.ends_at)}
+                        </Table.Td>
+                        <Table.Td>{r.gpu_ids.join(", ")}</Table.Td>
+                      </Table.Tr>
+                    ))}
+                  </Table.Tbody>
+                </Table>
+              </Paper>
+            )}
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
                 Telemetry, last 15 minutes
