@@ -18,7 +18,6 @@ SLURM_NODES (default 16).
 
 import concurrent.futures
 import datetime
-import json
 import os
 import statistics
 import subprocess
@@ -26,10 +25,9 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_orders import call, percentile  # noqa: E402
+from bench_orders import call, login, percentile, ready  # noqa: E402
 
 BIN = os.environ.get("GANTRY_BIN", "target/release/gantry")
 NODES = int(os.environ.get("NODES", "1000"))
@@ -55,14 +53,6 @@ def iso(t):
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def login(email, password):
-    request = urllib.request.Request(f"{BASE}/api/v1/auth/login",
-                                     data=json.dumps({"email": email, "password": password}).encode(),
-                                     headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return json.load(reply)["access_token"]
-
-
 def gantry():
     env = dict(os.environ, GANTRY_DATA_DIR=tempfile.mkdtemp(), GANTRY_LISTEN=f"127.0.0.1:{PORT}",
                GANTRY_JWT_SECRET="reservations-bench-secret-0123456789abcdef",
@@ -78,15 +68,10 @@ def gantry():
     else:
         env.pop("DATABASE_URL", None)
     server = subprocess.Popen([BIN, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    for _ in range(1200):
-        try:
-            with urllib.request.urlopen(f"{BASE}/readyz", timeout=2):
-                break
-        except OSError:
-            time.sleep(0.05)
     try:
-        operator = login("operator@demo.gantry.dev", "gantry operator demo")
-        tenant = login("tenant@demo.gantry.dev", "gantry tenant demo")
+        ready(BASE)
+        operator = login(BASE, "operator@demo.gantry.dev", "gantry operator demo")
+        tenant = login(BASE, "tenant@demo.gantry.dev", "gantry tenant demo")
         org = call("GET", f"{BASE}/api/v1/me", tenant)["memberships"][0]["organization"]["id"]
         call("PUT", f"{BASE}/api/v1/admin/orgs/{org}/quotas", operator, {"quotas": []})
         orders = f"{BASE}/api/v1/orgs/{org}/orders"

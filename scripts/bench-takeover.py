@@ -16,17 +16,15 @@ h100x8 on one node, so NODES of them run and PENDING wait.
 """
 
 import datetime
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_orders import call, fill, nodes  # noqa: E402
+from bench_orders import call, fill, login, nodes, ready  # noqa: E402
 
 BIN = os.environ.get("GANTRY_BIN", "target/release/gantry")
 ADMIN = os.environ.get("GANTRY_BENCH_ADMIN_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -54,35 +52,17 @@ def base(port):
     return f"http://127.0.0.1:{port}"
 
 
-def ready(port):
-    for _ in range(1200):
-        try:
-            with urllib.request.urlopen(f"{base(port)}/readyz", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"the replica on {port} did not become ready")
-
-
-def login(port, email, password):
-    request = urllib.request.Request(f"{base(port)}/api/v1/auth/login",
-                                     data=f'{{"email":"{email}","password":"{password}"}}'.encode(),
-                                     headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return json.load(reply)["access_token"]
-
-
 def stamp(line):
     text = re.sub(r"\x1b\[[0-9;]*m", "", line).split()[0]
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 leader = start(PORTS[0])
-ready(PORTS[0])
+ready(base(PORTS[0]))
 follower = None
 try:
-    operator = login(PORTS[0], "operator@demo.gantry.dev", "gantry operator demo")
-    tenant = login(PORTS[0], "tenant@demo.gantry.dev", "gantry tenant demo")
+    operator = login(base(PORTS[0]), "operator@demo.gantry.dev", "gantry operator demo")
+    tenant = login(base(PORTS[0]), "tenant@demo.gantry.dev", "gantry tenant demo")
     org = call("GET", f"{base(PORTS[0])}/api/v1/me", tenant)["memberships"][0]["organization"]["id"]
     # No quota: every order is the engine's to place or keep waiting.
     call("PUT", f"{base(PORTS[0])}/api/v1/admin/orgs/{org}/quotas", operator, {"quotas": []})
@@ -91,7 +71,7 @@ try:
     fill(base(PORTS[0]), tenant, org, PENDING + NODES)
     print(f"filled in {time.monotonic() - began:.0f} s", flush=True)
     follower = start(PORTS[1])
-    ready(PORTS[1])
+    ready(base(PORTS[1]))
     # The leader places what fits; the queue settles before the kill.
     time.sleep(20)
     killed = time.time()

@@ -26,6 +26,25 @@ def call(method, url, token, body=None):
         return json.loads(response.read() or b"null")
 
 
+def ready(base):
+    """Waits until the server at `base` answers /readyz."""
+    for _ in range(1200):
+        try:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"the server at {base} did not become ready")
+
+
+def login(base, email, password):
+    request = urllib.request.Request(f"{base}/api/v1/auth/login",
+                                     data=json.dumps({"email": email, "password": password}).encode(),
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.load(reply)["access_token"]
+
+
 def parse_time(text):
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 

@@ -216,6 +216,22 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(uncordon_node))
 }
 
+/// The names of the nodes `ids`.
+pub async fn names(
+    db: &impl ConnectionTrait,
+    ids: impl IntoIterator<Item = Uuid>,
+) -> Result<HashMap<Uuid, String>, sea_orm::DbErr> {
+    Ok(node::Entity::find()
+        .filter(node::Column::Id.is_in(ids))
+        .select_only()
+        .columns([node::Column::Id, node::Column::Name])
+        .into_tuple::<(Uuid, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect())
+}
+
 /// The node a request body names by name or id.
 pub async fn by_reference(db: &impl ConnectionTrait, reference: &str) -> ApiResult<node::Model> {
     let found = match Uuid::parse_str(reference) {

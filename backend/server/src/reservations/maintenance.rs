@@ -19,7 +19,7 @@ use crate::app::AppState;
 use crate::audit;
 use crate::auth::principal::{Actor, Operator};
 use crate::classes::ReservationStatus;
-use crate::entities::{maintenance_window, node};
+use crate::entities::maintenance_window;
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::inventory::nodes::Breaking;
@@ -67,13 +67,7 @@ pub async fn views(
     db: &impl sea_orm::ConnectionTrait,
     rows: Vec<maintenance_window::Model>,
 ) -> ApiResult<Vec<MaintenanceWindow>> {
-    let names: std::collections::HashMap<Uuid, String> = node::Entity::find()
-        .filter(node::Column::Id.is_in(rows.iter().map(|m| m.node_id)))
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|n| (n.id, n.name))
-        .collect();
+    let names = crate::inventory::nodes::names(db, rows.iter().map(|m| m.node_id)).await?;
     Ok(rows
         .into_iter()
         .map(|m| MaintenanceWindow {

@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::catalog::cache::Catalog;
 use crate::classes::{ReservationStatus, UsageKind};
-use crate::entities::{node, order, reservation, reservation_node, usage_record};
+use crate::entities::{order, reservation, reservation_node, usage_record};
 pub use crate::error::Window;
 use crate::error::{ApiError, ApiResult};
 use crate::orders::NodePlacement;
@@ -180,15 +180,7 @@ pub async fn views(
         .filter(reservation_node::Column::ReservationId.is_in(ids.clone()))
         .all(db)
         .await?;
-    let node_names: HashMap<Uuid, String> = node::Entity::find()
-        .filter(node::Column::Id.is_in(held.iter().map(|h| h.node_id)))
-        .select_only()
-        .columns([node::Column::Id, node::Column::Name])
-        .into_tuple::<(Uuid, String)>()
-        .all(db)
-        .await?
-        .into_iter()
-        .collect();
+    let node_names = crate::inventory::nodes::names(db, held.iter().map(|h| h.node_id)).await?;
     let mut placements: HashMap<Uuid, Vec<NodePlacement>> = HashMap::new();
     for h in held {
         placements

@@ -485,37 +485,45 @@ pub async fn stop_orders(
 /// too. Run by the scheduling loop.
 pub async fn end_windows(
     db: &sea_orm::DatabaseConnection,
+    world: &crate::scheduling::world::World,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let over = reservation::Entity::find()
-        .filter(reservation::Column::Status.eq(ReservationStatus::Confirmed))
-        .filter(reservation::Column::EndsAt.lte(now))
-        .all(db)
-        .await?;
+    // The leader's copy holds every confirmed window, so a cycle in which
+    // none is over reads and writes nothing.
+    let over: Vec<&reservation::Model> = world
+        .reservations
+        .values()
+        .filter(|r| r.ends_at <= now)
+        .collect();
     for r in over {
         let txn = crate::db::write(db).await?;
-        let why = format!(
-            "stopped at the end of reservation {} ({})",
-            r.name,
-            r.ends_at.format("%Y-%m-%d %H:%M UTC")
-        );
-        stop_orders(&txn, r.id, &why, now).await?;
-        let mut row: reservation::ActiveModel = r.into();
-        row.status = Set(ReservationStatus::Ended);
-        row.updated_at = Set(now);
-        row.update(&txn).await?;
+        // Conditional on the status, so a cancel that came first wins.
+        let ended = reservation::Entity::update_many()
+            .col_expr(
+                reservation::Column::Status,
+                Expr::value(ReservationStatus::Ended),
+            )
+            .col_expr(reservation::Column::UpdatedAt, Expr::value(now))
+            .filter(reservation::Column::Id.eq(r.id))
+            .filter(reservation::Column::Status.eq(ReservationStatus::Confirmed))
+            .exec(&txn)
+            .await?;
+        if ended.rows_affected == 1 {
+            let why = format!(
+                "stopped at the end of reservation {} ({})",
+                r.name,
+                r.ends_at.format("%Y-%m-%d %H:%M UTC")
+            );
+            stop_orders(&txn, r.id, &why, now).await?;
+        }
         txn.commit().await?;
     }
-    // Read first: an UPDATE that matches nothing would still take SQLite's
-    // write lock on every cycle.
-    let done: Vec<Uuid> = maintenance_window::Entity::find()
-        .filter(maintenance_window::Column::Status.eq(ReservationStatus::Confirmed))
-        .filter(maintenance_window::Column::EndsAt.lte(now))
-        .select_only()
-        .column(maintenance_window::Column::Id)
-        .into_tuple()
-        .all(db)
-        .await?;
+    let done: Vec<Uuid> = world
+        .maintenance
+        .values()
+        .filter(|m| m.ends_at <= now)
+        .map(|m| m.id)
+        .collect();
     if !done.is_empty() {
         maintenance_window::Entity::update_many()
             .col_expr(

@@ -186,7 +186,7 @@ pub async fn snapshot(
             queues,
             running: running.into_values().collect(),
             pending,
-            reservations: advance_reservations(world, &node_names, now),
+            reservations: advance_reservations(world, &node_names, &nodes, now),
             usage: engine::UsageLedger::default(),
             now: now.timestamp(),
         },
@@ -283,6 +283,7 @@ struct Names<'a, F: Fn(&Uuid) -> String> {
 fn advance_reservations(
     world: &World,
     node_names: &HashMap<Uuid, &str>,
+    nodes: &HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
     now: DateTime<Utc>,
 ) -> Vec<engine::AdvanceReservation> {
     let mut held = tenant_reservations(world, node_names, now);
@@ -293,12 +294,11 @@ fn advance_reservations(
         .collect();
     windows.sort_by_key(|m| m.id);
     for m in windows {
-        let mut gpus: Vec<u32> = world
-            .gpus
-            .values()
-            .filter(|g| g.node_id == m.node_id)
-            .map(|g| u32::try_from(g.index).unwrap_or(u32::MAX))
-            .collect();
+        let node = node_names.get(&m.node_id).copied().unwrap_or_default();
+        let mut gpus: Vec<u32> = nodes
+            .get(node)
+            .map(|(_, indices)| indices.keys().copied().collect())
+            .unwrap_or_default();
         gpus.sort_unstable();
         held.push(engine::AdvanceReservation {
             id: format!("{} {}", crate::reservations::maintenance::HOLDER, m.id),
@@ -306,11 +306,7 @@ fn advance_reservations(
             start: m.starts_at.timestamp(),
             end: m.ends_at.timestamp(),
             placements: vec![engine::Placement {
-                node: node_names
-                    .get(&m.node_id)
-                    .copied()
-                    .unwrap_or_default()
-                    .to_owned(),
+                node: node.to_owned(),
                 gpus,
             }],
         });

@@ -325,7 +325,7 @@ async fn cycle(
     let world = follow(state, world, due).await?;
     end_expired(state, world, now).await?;
     crate::jobs::time_out(&state.db, now).await?;
-    crate::reservations::service::end_windows(&state.db, now).await?;
+    crate::reservations::service::end_windows(&state.db, world, now).await?;
     evacuate(state, world, now).await?;
     follow_log(&state.db, world).await?;
     let loaded = load::snapshot(world, &state.db, now).await?;
