@@ -31,7 +31,7 @@ const RAISE: &str = "UPDATE catalog_version SET version = version + 1";
 
 /// The triggers that raise the version; on PostgreSQL once per statement,
 /// so a statement that changes many rows raises it once.
-const TRIGGERS: Triggers<'static> = Triggers {
+pub(crate) const TRIGGERS: Triggers<'static> = Triggers {
     name: "catalog_version",
     tables: WATCHED,
     function: "gantry_raise_catalog_version",

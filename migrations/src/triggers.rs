@@ -68,6 +68,16 @@ impl Triggers<'_> {
     }
 
     pub async fn drop(&self, db: &impl ConnectionTrait, backend: DbBackend) -> Result<(), DbErr> {
+        self.detach(db, backend).await?;
+        if backend == DbBackend::Postgres {
+            db.execute_unprepared(&format!("DROP FUNCTION {}()", self.function))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Drops the triggers on the tables only, leaving the function.
+    pub async fn detach(&self, db: &impl ConnectionTrait, backend: DbBackend) -> Result<(), DbErr> {
         let name = self.name;
         match backend {
             DbBackend::Postgres => {
@@ -75,8 +85,6 @@ impl Triggers<'_> {
                     db.execute_unprepared(&format!("DROP TRIGGER {table}_{name} ON {table}"))
                         .await?;
                 }
-                db.execute_unprepared(&format!("DROP FUNCTION {}()", self.function))
-                    .await?;
             }
             _ => {
                 for (table, _) in self.tables {

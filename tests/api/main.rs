@@ -16,4 +16,5 @@ mod node_access;
 mod openapi;
 mod orders;
 mod reservations;
+mod shared_gpus;
 mod usage;

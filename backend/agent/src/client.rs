@@ -47,6 +47,9 @@ pub struct Assignment {
     pub order_id: Uuid,
     pub action: Action,
     pub gpu_ids: Vec<u32>,
+    /// The MIG instances it holds, by UUID.
+    #[serde(default)]
+    pub mig_devices: Vec<String>,
     pub env: HashMap<String, String>,
     /// A job's command line, run instead of the agent's workload command.
     #[serde(default)]

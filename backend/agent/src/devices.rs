@@ -1,11 +1,17 @@
 //! The device nodes a workload's GPUs need, as NVIDIA's container toolkit
 //! maps them: `/dev/nvidiaN` for each of its GPUs, plus the shared control
-//! and unified-memory nodes. Simulated GPUs get stand-ins in the agent's
-//! state directory (character devices that behave like `/dev/null`), so
-//! that what a workload can open is tested on machines without GPUs.
+//! and unified-memory nodes. A MIG instance's workload also gets the
+//! `/dev/nvidia-caps/nvidia-capN` nodes of its own GPU and compute
+//! instance, which the driver requires to open it, and none of another's.
+//! Simulated GPUs get stand-ins in the agent's state directory (character
+//! devices that behave like `/dev/null`), so that what a workload can open
+//! is tested on machines without GPUs.
 
+use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+use crate::discovery::Gpu;
 
 /// Nodes every GPU workload gets besides its GPUs' own.
 const SHARED: &[&str] = &[
@@ -41,30 +47,45 @@ pub struct GpuDevices {
     /// The `/dev/nvidiaN` number of each GPU index (NVML's minor number,
     /// which need not equal the index).
     minors: Vec<u32>,
+    /// The capability minors of each MIG instance, by its UUID.
+    caps: HashMap<String, Vec<u32>>,
+}
+
+/// The capability minors of every MIG instance of these GPUs.
+fn mig_caps(gpus: &[Gpu]) -> HashMap<String, Vec<u32>> {
+    gpus.iter()
+        .flat_map(|g| &g.mig_devices)
+        .map(|d| (d.uuid.clone(), d.caps.clone()))
+        .collect()
 }
 
 impl GpuDevices {
     /// The real nodes under `/dev`.
-    pub fn real(minors: Vec<u32>) -> Self {
+    pub fn real(minors: Vec<u32>, gpus: &[Gpu]) -> Self {
         Self {
             dir: PathBuf::from("/dev"),
             minors,
+            caps: mig_caps(gpus),
         }
     }
 
-    /// Stand-ins for `count` simulated GPUs under `state_dir/dev`.
-    pub fn simulated(state_dir: &Path, count: usize) -> std::io::Result<Self> {
+    /// Stand-ins for simulated GPUs (and their MIG instances' capability
+    /// nodes) under `state_dir/dev`.
+    pub fn simulated(state_dir: &Path, gpus: &[Gpu]) -> std::io::Result<Self> {
         let dir = state_dir.join("dev");
-        std::fs::create_dir_all(&dir)?;
-        let names = (0..count)
+        std::fs::create_dir_all(dir.join("nvidia-caps"))?;
+        let caps = mig_caps(gpus);
+        let names = (0..gpus.len())
             .map(|i| format!("nvidia{i}"))
-            .chain(SHARED[..2].iter().map(|s| (*s).to_owned()));
+            .chain(SHARED[..2].iter().map(|s| (*s).to_owned()))
+            .chain(caps.values().flatten().map(|minor| cap(*minor)));
         for name in names {
             stand_in(&dir.join(name))?;
         }
         Ok(Self {
             dir,
-            minors: (0..u32::try_from(count).unwrap_or(0)).collect(),
+            minors: (0..u32::try_from(gpus.len()).unwrap_or(0)).collect(),
+            caps,
         })
     }
 
@@ -89,6 +110,24 @@ impl GpuDevices {
         own.chain(self.shared()).collect()
     }
 
+    /// The nodes of a workload: with MIG instances, their GPUs' nodes and
+    /// the instances' own capability nodes; else its whole GPUs'.
+    pub fn for_launch(&self, indices: &[u32], mig_devices: &[String]) -> Vec<DeviceNode> {
+        let mut nodes = self.for_gpus(indices);
+        nodes.extend(mig_devices.iter().flat_map(|uuid| self.caps(uuid)));
+        nodes
+    }
+
+    /// The capability nodes of one MIG instance; none for an unknown one.
+    pub fn caps(&self, mig_device: &str) -> Vec<DeviceNode> {
+        self.caps
+            .get(mig_device)
+            .into_iter()
+            .flatten()
+            .filter_map(|minor| self.node(&cap(*minor)))
+            .collect()
+    }
+
     fn node(&self, name: &str) -> Option<DeviceNode> {
         let host = self.dir.join(name);
         host.exists().then(|| DeviceNode {
@@ -96,6 +135,11 @@ impl GpuDevices {
             inside: Path::new("/dev").join(name),
         })
     }
+}
+
+/// The path of a capability node under the device directory.
+fn cap(minor: u32) -> String {
+    format!("nvidia-caps/nvidia-cap{minor}")
 }
 
 /// A character device with `/dev/null`'s number (anyone may open it), or
@@ -123,7 +167,8 @@ mod tests {
     #[test]
     fn a_workload_gets_its_own_gpus_and_the_shared_nodes_only() {
         let dir = std::env::temp_dir().join(format!("gantry-devices-{}", uuid::Uuid::now_v7()));
-        let devices = GpuDevices::simulated(&dir, 4).expect("stand-ins");
+        let gpus = crate::discovery::simulated("4xH100-SXM-80GB").expect("GPUs");
+        let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
         let inside: Vec<String> = devices
             .for_gpus(&[1, 3])
             .iter()
@@ -144,6 +189,36 @@ mod tests {
                 .for_gpus(&[9])
                 .iter()
                 .all(|d| !d.inside.ends_with("nvidia9"))
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_mig_workload_gets_its_own_instances_capabilities_only() {
+        let dir = std::env::temp_dir().join(format!("gantry-devices-{}", uuid::Uuid::now_v7()));
+        let gpus = crate::discovery::simulated("1xH100-SXM-80GB:mig=3g.40gb*2").expect("GPUs");
+        let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
+        let [first, second] = [&gpus[0].mig_devices[0], &gpus[0].mig_devices[1]];
+        let inside = |uuid: &str| -> Vec<String> {
+            devices
+                .for_launch(&[0], &[uuid.to_owned()])
+                .iter()
+                .map(|d| d.inside.display().to_string())
+                .collect()
+        };
+        let mine = inside(&first.uuid);
+        let theirs = inside(&second.uuid);
+        for minor in &first.caps {
+            let path = format!("/dev/nvidia-caps/nvidia-cap{minor}");
+            assert!(mine.contains(&path));
+            assert!(
+                !theirs.contains(&path),
+                "another tenant's instance is not visible"
+            );
+        }
+        assert!(
+            mine.contains(&"/dev/nvidia0".to_owned()),
+            "the parent GPU is shared"
         );
         std::fs::remove_dir_all(dir).ok();
     }

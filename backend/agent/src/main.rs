@@ -13,7 +13,7 @@ use clap::Parser;
 use gantry_agent::cgroup::{Cgroups, Limits};
 use gantry_agent::client::{CallError, Client, Registration, Report, WorkloadState};
 use gantry_agent::devices::GpuDevices;
-use gantry_agent::discovery::Source;
+use gantry_agent::discovery::{Gpu, Source};
 use gantry_agent::output::Line;
 use gantry_agent::runtime::oci::Oci;
 use gantry_agent::runtime::process::Process;
@@ -167,12 +167,12 @@ fn join_token(cli: &Cli) -> anyhow::Result<Option<String>> {
 }
 
 /// The runtime `--runtime` names, or why this node cannot have it.
-fn open_runtime(cli: &Cli, source: &Source, gpus: usize) -> anyhow::Result<Box<dyn Runtime>> {
+fn open_runtime(cli: &Cli, source: &Source, gpus: &[Gpu]) -> anyhow::Result<Box<dyn Runtime>> {
     let devices = || -> anyhow::Result<GpuDevices> {
         Ok(match source {
             Source::Simulated(_) => GpuDevices::simulated(&cli.state_dir, gpus)
                 .context("making stand-in device nodes for the simulated GPUs")?,
-            Source::Nvml(_) => GpuDevices::real(source.minor_numbers()),
+            Source::Nvml(_) => GpuDevices::real(source.minor_numbers(), gpus),
         })
     };
     Ok(match cli.runtime {
@@ -240,7 +240,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             std::fs::set_permissions(&cli.state_dir, std::fs::Permissions::from_mode(0o700))
         })
         .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
-    let runtime = open_runtime(&cli, &source, gpus.len())?;
+    let runtime = open_runtime(&cli, &source, &gpus)?;
     let client = Client::new(&cli.server)?;
     let (machine_cpu, machine_memory) = machine_size();
     let cpu_milli = cli.simulate_cpu_milli.unwrap_or(machine_cpu);

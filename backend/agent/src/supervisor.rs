@@ -392,6 +392,7 @@ impl Supervisor {
         let launch = Launch {
             id,
             gpus: &assignment.gpu_ids,
+            mig_devices: &assignment.mig_devices,
             env: &env,
             command: assignment.command.as_deref().unwrap_or(&self.command),
             working_dir: assignment.working_dir.as_deref(),
@@ -659,6 +660,7 @@ mod tests {
             order_id: Uuid::from_u128(7),
             action,
             gpu_ids: gpus.to_vec(),
+            mig_devices: Vec::new(),
             env: HashMap::from([("CUDA_VISIBLE_DEVICES".into(), visible)]),
             command: None,
             working_dir: None,

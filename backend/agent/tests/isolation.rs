@@ -24,6 +24,7 @@ on_both_engines!(
     the_same_attack_succeeds_on_an_unisolated_node,
     memory_and_process_limits_hold_and_the_node_stays_healthy,
     an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_restarts,
+    two_tenants_on_one_mig_gpu_each_reach_only_their_own_instance,
 );
 
 /// Something only the agent's own environment holds.
@@ -98,24 +99,41 @@ impl Node {
     }
 
     fn agent_with(&self, runtime: &str) -> Agent {
-        let log = std::fs::File::create(self.dir.join("agent.log")).expect("agent log");
-        let child = lab::agent_command(
+        self.spawn(lab::agent_command(
             &self.server,
             &self.token,
             "gpu-box-1",
             &self.state(),
             runtime,
-        )
-        .env("GANTRY_AGENT_CANARY", AGENT_CANARY)
-        .args(["--grace-seconds", "1", "--pids-max", "64"])
-        .args(["--public-host", "127.0.0.1"])
-        .arg("--uid-range")
-        .arg(format!("{}-{}", self.uids.0, self.uids.1))
-        .arg("--port-range")
-        .arg(format!("{}-{}", self.ports.0, self.ports.1))
-        .stderr(log)
-        .spawn()
-        .expect("start the agent");
+        ))
+    }
+
+    fn agent_simulating(&self, runtime: &str, gpus: &str) -> Agent {
+        self.spawn(lab::agent_command_simulating(
+            &self.server,
+            &self.token,
+            "gpu-box-1",
+            &self.state(),
+            runtime,
+            100,
+            gpus,
+        ))
+    }
+
+    /// Starts the agent with this node's users, ports and canary.
+    fn spawn(&self, mut command: Command) -> Agent {
+        let log = std::fs::File::create(self.dir.join("agent.log")).expect("agent log");
+        let child = command
+            .env("GANTRY_AGENT_CANARY", AGENT_CANARY)
+            .args(["--grace-seconds", "1", "--pids-max", "64"])
+            .args(["--public-host", "127.0.0.1"])
+            .arg("--uid-range")
+            .arg(format!("{}-{}", self.uids.0, self.uids.1))
+            .arg("--port-range")
+            .arg(format!("{}-{}", self.ports.0, self.ports.1))
+            .stderr(log)
+            .spawn()
+            .expect("start the agent");
         Agent(child)
     }
 
@@ -787,4 +805,137 @@ fn without_bubblewrap_the_agent_stops_and_names_the_package() {
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("`bubblewrap`"), "{said}");
+}
+
+/// A MIG instance as a workload sees it: `CUDA_VISIBLE_DEVICES` and the
+/// capability nodes it can open, inside and on the node.
+fn mig_probe(state: &Path) -> String {
+    let state = state.display();
+    format!(
+        r#"echo "visible=$CUDA_VISIBLE_DEVICES"
+echo "caps=$(ls /dev/nvidia-caps 2>/dev/null | sort | tr '\n' ' ')"
+for f in {state}/dev/nvidia-caps/*; do (: < $f) 2>/dev/null && echo "host-cap=open"; done
+echo "probed"; sleep 60"#
+    )
+}
+
+async fn two_tenants_on_one_mig_gpu_each_reach_only_their_own_instance(engine: Engine) {
+    let node = node(engine).await;
+    let (server, op) = (&node.server, node.operator.as_str());
+    let model = server.get("/api/v1/catalog/gpu-models", op).await;
+    let model_id = model.items()[0]["id"]
+        .as_str()
+        .expect("model id")
+        .to_owned();
+    server
+        .patch(
+            &format!("/api/v1/admin/catalog/gpu-models/{model_id}"),
+            op,
+            json!({ "mig_capable": true }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let slice = server
+        .post(
+            "/api/v1/admin/catalog/instance-types",
+            op,
+            json!({ "name": "h100-3g", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 1,
+                    "vcpus": 1, "memory_gib": 1, "mig_profile": "3g.40gb" }),
+        )
+        .await;
+    slice.expect(StatusCode::CREATED);
+    server
+        .post(
+            &format!(
+                "/api/v1/admin/catalog/instance-types/{}/prices",
+                slice.id("/id")
+            ),
+            op,
+            json!({ "pricing_class": "on_demand", "hourly_micros": 1_070_000 }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    // One GPU in MIG mode, split into two 3g.40gb instances.
+    let _agent = node.agent_simulating("sandbox", "1xH100-SXM-80GB:mig=3g.40gb*2");
+    node.ready().await;
+    let (a, b) = (server.signup("mig-a").await, server.signup("mig-b").await);
+    let job = json!({ "instance_type": "h100-3g", "job": { "command": mig_probe(&node.state()) } });
+    let first = server.order(&a, job.clone()).await;
+    let second = server.order(&b, job).await;
+    let mut seen = Vec::new();
+    for (tenant, order) in [(&a, first), (&b, second)] {
+        node.until(tenant, order, "probed", |o| o["status"] == "running")
+            .await;
+        for _ in 0..200 {
+            if node
+                .output(tenant, order)
+                .await
+                .iter()
+                .any(|l| l == "probed")
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let view = node.order(tenant, order).await;
+        let lines = node.output(tenant, order).await;
+        let line = |key: &str| {
+            lines
+                .iter()
+                .find_map(|l| l.strip_prefix(&format!("{key}=")))
+                .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
+                .to_owned()
+        };
+        assert_eq!(gpus_of(&view), vec![0], "both run on the one GPU");
+        let device = view["placement"][0]["mig_device"]
+            .as_str()
+            .expect("a MIG device");
+        assert!(device.starts_with("MIG-"));
+        assert_eq!(line("visible"), device, "CUDA sees its instance by UUID");
+        assert!(
+            !lines.iter().any(|l| l == "host-cap=open"),
+            "the node's capability nodes are out of reach"
+        );
+        seen.push((device.to_owned(), line("caps")));
+    }
+    let [(device_a, caps_a), (device_b, caps_b)] = [seen[0].clone(), seen[1].clone()];
+    assert_ne!(
+        device_a, device_b,
+        "each tenant holds an instance of its own"
+    );
+    let (caps_a, caps_b): (Vec<&str>, Vec<&str>) = (
+        caps_a.split_whitespace().collect(),
+        caps_b.split_whitespace().collect(),
+    );
+    assert_eq!(
+        caps_a.len(),
+        2,
+        "a GPU instance and a compute instance: {caps_a:?}"
+    );
+    assert_eq!(caps_b.len(), 2);
+    assert!(
+        caps_a.iter().all(|c| !caps_b.contains(c)),
+        "neither sees the other's instance: {caps_a:?} {caps_b:?}"
+    );
+    // Both instances are held: a third order waits for one.
+    let third = server
+        .order(
+            &a,
+            json!({ "instance_type": "h100-3g", "job": { "command": "true" } }),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(node.order(&a, third).await["status"], "queued");
+    for (tenant, order) in [(&a, first), (&b, second)] {
+        server
+            .post(
+                &format!("/api/v1/orgs/{}/orders/{order}/cancel", tenant.org_id),
+                &tenant.token,
+                json!({}),
+            )
+            .await
+            .expect(StatusCode::OK);
+    }
+    node.until(&a, third, "completed", |o| o["status"] == "completed")
+        .await;
 }

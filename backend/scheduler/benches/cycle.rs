@@ -70,6 +70,7 @@ fn scenario(nodes: usize, pending: usize) -> OwnedSnapshot {
                     nvlink_domain: index / 4,
                     healthy: true,
                     mig_slices: None,
+                    mig_instance_slices: None,
                 })
                 .collect(),
         })

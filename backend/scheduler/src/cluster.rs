@@ -21,6 +21,11 @@ pub struct Gpu {
     /// `Some(slices)` when the GPU runs in MIG mode, split into that many
     /// compute slices (7 on an H100); such a GPU serves only MIG requests.
     pub mig_slices: Option<u8>,
+    /// The slices of each of its MIG instances when the node was set up
+    /// with instances of one size (as NVIDIA's MIG profiles make them): a
+    /// MIG request then fits only when it asks for exactly that size.
+    /// `None` lets any request into the free slices.
+    pub mig_instance_slices: Option<u8>,
 }
 
 /// One GPU server.

@@ -292,9 +292,7 @@ fn mig_gpu(node: &NodeState<'_>, model: u32, room: &Room, slices: u8) -> Option<
             gpu.model == model
                 && gpu.healthy
                 && room.held & (1 << position) == 0
-                && gpu
-                    .mig_slices
-                    .is_some_and(|total| u16::from(total) >= gpu.used + u16::from(slices))
+                && gpu.fits_mig(slices)
         })
         .min_by_key(|(position, gpu)| (gpu.capacity() - gpu.used, *position))
         .map(|(position, _)| 1 << position)

@@ -72,6 +72,8 @@ pub(crate) struct GpuSlot {
     pub(crate) model: u32,
     pub(crate) healthy: bool,
     pub(crate) mig_slices: Option<u8>,
+    /// The size every MIG instance on it has, when they are alike.
+    pub(crate) mig_instance_slices: Option<u8>,
     /// Thousandths held on a shared GPU (`WHOLE` when held whole), or MIG
     /// slices held on a MIG GPU.
     pub(crate) used: u16,
@@ -80,6 +82,13 @@ pub(crate) struct GpuSlot {
 impl GpuSlot {
     pub(crate) fn capacity(&self) -> u16 {
         self.mig_slices.map_or(WHOLE, u16::from)
+    }
+
+    /// Whether a request for `slices` MIG slices fits in what is free.
+    pub(crate) fn fits_mig(&self, slices: u8) -> bool {
+        self.mig_slices
+            .is_some_and(|total| u16::from(total) >= self.used + u16::from(slices))
+            && self.mig_instance_slices.is_none_or(|size| size == slices)
     }
 }
 
@@ -378,6 +387,7 @@ impl<'a> State<'a> {
                     model: models.intern(&g.model),
                     healthy: g.healthy,
                     mig_slices: g.mig_slices.filter(|s| *s > 0),
+                    mig_instance_slices: g.mig_instance_slices.filter(|s| *s > 0),
                     used: 0,
                 })
                 .collect();

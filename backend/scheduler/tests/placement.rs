@@ -286,6 +286,37 @@ fn mig_slices_go_only_to_mig_gpus() {
 }
 
 #[test]
+fn mig_requests_match_the_size_of_a_gpus_instances() {
+    // GPU 0 holds seven 1-slice instances, GPU 1 two 3-slice ones.
+    let mut mig = node("n1", "r1", H100, 2);
+    mig.gpus[0].mig_slices = Some(7);
+    mig.gpus[0].mig_instance_slices = Some(1);
+    mig.gpus[1].mig_slices = Some(6);
+    mig.gpus[1].mig_instance_slices = Some(3);
+    let mut world = World::new(vec![mig]);
+    let slices = |id: &str, n: u8| {
+        let mut w = job(id, "q", 0, 1);
+        w.gpus = GpuRequest::Mig(n);
+        w
+    };
+    world.pending = vec![
+        slices("small", 1),
+        slices("big1", 3),
+        slices("big2", 3),
+        slices("big3", 3),
+        slices("four", 4),
+    ];
+    let decisions = world.decide(&Policy::default());
+    let gpu = |id: &str| decisions.start(id).map(|s| s.placements[0].gpus.clone());
+    assert_eq!(gpu("small"), Some(vec![0]));
+    assert_eq!(gpu("big1"), Some(vec![1]));
+    assert_eq!(gpu("big2"), Some(vec![1]));
+    assert!(gpu("big3").is_none(), "GPU 1 has two 3-slice instances");
+    assert!(gpu("four").is_none(), "no GPU has 4-slice instances");
+    assert!(decisions.rejections.iter().any(|r| r.workload == "four"));
+}
+
+#[test]
 fn placement_strategies_are_selectable() {
     // n0 has 1 free, n1 3 free, n2 8 free; a 1-GPU job.
     let mut world = World::new(nodes(3));

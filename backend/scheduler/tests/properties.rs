@@ -56,6 +56,7 @@ fn arb_node(index: usize) -> impl Strategy<Value = Node> {
                         nvlink_domain: g / 4,
                         healthy: health[g as usize] || !g.is_multiple_of(3),
                         mig_slices: (mig && g == gpus - 1 && gpus > 1).then_some(7),
+                        mig_instance_slices: None,
                     })
                     .collect(),
             },

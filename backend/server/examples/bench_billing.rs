@@ -122,6 +122,8 @@ async fn metering_tick(
                 attempt: Set(1),
                 exit_code: Set(None),
                 outcome: Set(None),
+                gpu_milli: Set(1000),
+                mig_device: Set(None),
             });
         }
         order::Entity::insert_many(orders)
@@ -163,6 +165,8 @@ fn order_row(
         gpu_model_id: Set(shape.gpu_model_id),
         gpus_per_node: Set(shape.gpus_per_node),
         node_count: Set(1),
+        gpu_milli: Set(None),
+        mig_profile: Set(None),
         region_id: Set(None),
         priority_class: Set(PriorityClass::Standard),
         pricing_class: Set(PricingClass::OnDemand),
@@ -266,6 +270,7 @@ async fn rating_a_month(
             period_end: Set(from + TimeDelta::seconds(span)),
             gpus: Set(8),
             seconds: Set(span),
+            gpu_milli: Set(1000),
             excluded_seconds: Set(if k % 97 == 0 { 60 } else { 0 }),
             kind: Set(UsageKind::Metered),
             seq: Set(0),

@@ -1,7 +1,9 @@
 //! The demo installation: on an empty database, a catalog with prices, a
-//! simulated cluster of two regions and 28 nodes (H100×8, H200×8, L40S×4),
-//! an operator and a tenant with a quota, so that a first start shows
-//! queueing, gangs and fragmentation at once.
+//! simulated cluster of two regions and 28 nodes (H100×8, H200×8, L40S×4,
+//! three of them with their GPUs in MIG mode), GPU fractions and MIG
+//! instances for sale beside whole GPUs, an operator and a tenant with a
+//! quota, so that a first start shows queueing, gangs, shared GPUs and
+//! fragmentation at once.
 
 use chrono::Utc;
 use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Set};
@@ -54,6 +56,27 @@ const MODELS: [Model; 3] = [
         gpu_hour: 990_000,
         node: (4, 64, 512),
     },
+];
+
+/// Shared-GPU types: a model (index into `MODELS`), a name suffix, and a
+/// fraction of a GPU or a MIG profile. Priced at their share of the whole
+/// GPU's hour.
+const SHARED: [(usize, &str, Option<i32>, Option<&str>); 7] = [
+    (0, "quarter", Some(250), None),
+    (0, "half", Some(500), None),
+    (0, "mig-1g10gb", None, Some("1g.10gb")),
+    (0, "mig-3g40gb", None, Some("3g.40gb")),
+    (1, "mig-1g18gb", None, Some("1g.18gb")),
+    (2, "quarter", Some(250), None),
+    (2, "half", Some(500), None),
+];
+
+/// Nodes whose GPUs run in MIG mode: region, model index, node number,
+/// and each GPU's instances (profile, count).
+const MIG_NODES: [(&str, usize, usize, &str, usize); 3] = [
+    ("us-east", 0, 8, "1g.10gb", 7),
+    ("eu-central", 0, 6, "3g.40gb", 2),
+    ("us-east", 1, 4, "1g.18gb", 7),
 ];
 
 struct Region {
@@ -150,6 +173,8 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
                 vcpus: Set(vcpus * count / gpus),
                 memory_gib: Set(memory * count / gpus),
                 disk_gib: Set(1000 * count),
+                gpu_milli: Set(None),
+                mig_profile: Set(None),
                 created_at: Set(now),
                 updated_at: Set(now),
             }
@@ -179,6 +204,47 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
             count *= 2;
         }
     }
+    for (model_index, suffix, gpu_milli, mig_profile) in SHARED {
+        let (_, model) = &whole_nodes[model_index];
+        let spec = &MODELS[model_index];
+        let shape = crate::catalog::shares::GpuShape::new(1, gpu_milli, mig_profile);
+        let milli = shape.milli();
+        let (gpus, vcpus, memory) = spec.node;
+        let short = spec
+            .name
+            .split('-')
+            .next()
+            .unwrap_or(spec.name)
+            .to_lowercase();
+        let instance = instance_type::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            name: Set(format!("{short}-{suffix}")),
+            gpu_model_id: Set(model.id),
+            gpus_per_node: Set(1),
+            vcpus: Set((vcpus * milli / gpus / 1000).max(1)),
+            memory_gib: Set((memory * milli / gpus / 1000).max(1)),
+            disk_gib: Set((1000 * milli / 1000).max(1)),
+            gpu_milli: Set(gpu_milli),
+            mig_profile: Set(mig_profile.map(str::to_owned)),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
+        .insert(&txn)
+        .await?;
+        for (class, permille) in [(PricingClass::OnDemand, 1000), (PricingClass::Spot, 400)] {
+            price::ActiveModel {
+                id: Set(Uuid::now_v7()),
+                instance_type_id: Set(instance.id),
+                region_id: Set(None),
+                pricing_class: Set(class),
+                hourly_micros: Set(spec.gpu_hour * i64::from(milli) / 1000 * permille / 1000),
+                effective_from: Set(now),
+                created_at: Set(now),
+            }
+            .insert(&txn)
+            .await?;
+        }
+    }
     for (spec, region) in REGIONS.iter().zip(&regions) {
         let name = spec.name;
         for ((instance, model), count) in whole_nodes.iter().zip(&spec.nodes) {
@@ -189,7 +255,7 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
                     .next()
                     .unwrap_or_default()
                     .to_lowercase();
-                let spec = nodes::simulated_spec(
+                let mut spec = nodes::simulated_spec(
                     format!("{name}-{short}-{:02}", index + 1),
                     region.id,
                     format!("{name}-rack-{}", index / 4 + 1),
@@ -197,6 +263,15 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
                     instance,
                     model,
                 );
+                let model_index = MODELS.iter().position(|m| m.name == model.name);
+                if let Some((_, _, _, profile, count)) = MIG_NODES
+                    .iter()
+                    .find(|m| m.0 == name && Some(m.1) == model_index && m.2 == index + 1)
+                {
+                    for gpu in &mut spec.gpus {
+                        nodes::simulate_mig(gpu, profile, *count);
+                    }
+                }
                 nodes::insert(&txn, spec).await?;
             }
         }

@@ -96,6 +96,7 @@ pub(crate) fn gpus(count: u32, model: &str, per_domain: u32) -> Vec<Gpu> {
             nvlink_domain: index / per_domain.max(1),
             healthy: true,
             mig_slices: None,
+            mig_instance_slices: None,
         })
         .collect()
 }

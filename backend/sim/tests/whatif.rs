@@ -20,6 +20,7 @@ fn node(name: &str) -> Node {
                 nvlink_domain: index / 4,
                 healthy: true,
                 mig_slices: None,
+                mig_instance_slices: None,
             })
             .collect(),
     }

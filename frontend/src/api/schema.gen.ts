@@ -1796,6 +1796,17 @@ export interface components {
             /** @description GPU indices on this node. */
             gpu_ids: number[];
             /**
+             * Format: int32
+             * @description The share of each GPU, in thousandths: 1000 for whole GPUs, less
+             *     for a fraction or a MIG instance of a GPU others use too.
+             */
+            gpu_milli: number;
+            /**
+             * @description The MIG instances it holds (`MIG-…` UUIDs); its GPU's device is
+             *     shared, these are its own.
+             */
+            mig_devices: string[];
+            /**
              * Format: date-time
              * @description For `stop`: when the grace period ends.
              */
@@ -2115,6 +2126,18 @@ export interface components {
             memory_gib: number;
             /** Format: int32 */
             disk_gib?: number;
+            /**
+             * Format: int32
+             * @description Sell a fraction of one GPU, in thousandths: a multiple of 125 below
+             *     1000. Needs `gpus_per_node` 1.
+             */
+            gpu_milli?: number | null;
+            /**
+             * @description Sell one MIG instance of this profile, as NVIDIA names it for the
+             *     model (`1g.10gb`, `3g.40gb`, `7g.80gb` on 80 GB GPUs). Needs
+             *     `gpus_per_node` 1 and a MIG-capable model.
+             */
+            mig_profile?: string | null;
         };
         CreateInvoice: {
             /**
@@ -2300,6 +2323,7 @@ export interface components {
             instance_type: string;
             rack?: string;
             labels?: string[];
+            mig?: components["schemas"]["SimulatedMig"] | null;
         };
         /** @description A new key with its secret, which is shown this once. */
         CreatedApiKey: components["schemas"]["ApiKey"] & {
@@ -2338,6 +2362,8 @@ export interface components {
              */
             nvlink_domain: number;
             mig_enabled?: boolean;
+            /** @description Its MIG instances, when it is in MIG mode. */
+            mig_devices?: components["schemas"]["MigDevice"][];
         };
         /**
          * @description Which provisioning driver brings work up on a node.
@@ -2424,6 +2450,20 @@ export interface components {
             /** @description `false` when the driver reports a fault (XID errors, fallen off the bus). */
             healthy?: boolean;
         };
+        /** @description One order's part of a shared GPU. */
+        GpuShare: {
+            /** Format: uuid */
+            order_id: string;
+            /** Format: uuid */
+            org_id?: string | null;
+            /**
+             * Format: int32
+             * @description Thousandths of the GPU for a fraction; MIG slices for an instance.
+             */
+            units: number;
+            /** @description The MIG instance held. */
+            mig_device?: string | null;
+        };
         /**
          * @description How usage is grouped.
          * @enum {string}
@@ -2489,6 +2529,20 @@ export interface components {
             memory_gib: number;
             /** Format: int32 */
             disk_gib: number;
+            /**
+             * Format: int32
+             * @description A fraction of one GPU, in thousandths, when the type sells a share
+             *     of a GPU that other orders share too.
+             */
+            gpu_milli?: number | null;
+            /** @description The MIG profile (`1g.10gb`) when the type sells one MIG instance. */
+            mig_profile?: string | null;
+            /**
+             * Format: int32
+             * @description The share of each GPU its GPU-seconds are weighted by, in
+             *     thousandths: 1000 for whole GPUs.
+             */
+            gpu_share_milli: number;
             /** @description The prices in force now, per pricing class and region. */
             prices: components["schemas"]["Price"][];
             /** Format: date-time */
@@ -2759,6 +2813,13 @@ export interface components {
             organization: components["schemas"]["Organization"];
             role: components["schemas"]["OrgRole"];
         };
+        /** @description One MIG instance of a GPU, as its node's agent found it. */
+        MigDevice: {
+            /** @description The UUID CUDA knows it by (`MIG-…`). */
+            uuid: string;
+            /** @description Its profile, such as `1g.10gb`. */
+            profile: string;
+        };
         Node: {
             /** Format: uuid */
             id: string;
@@ -2808,9 +2869,11 @@ export interface components {
             nvlink_domain: number;
             healthy: boolean;
             mig_enabled: boolean;
+            /** @description Its MIG instances, when it is in MIG mode. */
+            mig_devices: components["schemas"]["MigDevice"][];
             /**
              * Format: uuid
-             * @description The order holding this GPU, if any.
+             * @description The order holding this GPU whole, if any.
              */
             order_id?: string | null;
             /**
@@ -2818,6 +2881,11 @@ export interface components {
              * @description The organization that order belongs to.
              */
             org_id?: string | null;
+            /**
+             * @description The orders sharing it, when it is shared: fractions or MIG
+             *     instances, each with its tenant.
+             */
+            shares: components["schemas"]["GpuShare"][];
         };
         /** @description The GPUs an order holds on one node. */
         NodePlacement: {
@@ -2826,6 +2894,8 @@ export interface components {
             node_name: string;
             /** @description GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them. */
             gpu_ids: number[];
+            /** @description The MIG instance it holds on that GPU (`MIG-…`), if it holds one. */
+            mig_device?: string | null;
         };
         /** @description A reservation holding GPUs on a node, as operators see it there. */
         NodeReservation: {
@@ -2887,6 +2957,14 @@ export interface components {
             gpu_model: string;
             /** Format: int32 */
             gpus_per_node: number;
+            /**
+             * Format: int32
+             * @description The fraction of its GPU it holds, in thousandths, for a shared-GPU
+             *     instance type.
+             */
+            gpu_milli?: number | null;
+            /** @description The MIG profile it holds an instance of. */
+            mig_profile?: string | null;
             /** Format: int32 */
             node_count: number;
             region?: string | null;
@@ -3141,6 +3219,20 @@ export interface components {
                 memory_gib: number;
                 /** Format: int32 */
                 disk_gib: number;
+                /**
+                 * Format: int32
+                 * @description A fraction of one GPU, in thousandths, when the type sells a share
+                 *     of a GPU that other orders share too.
+                 */
+                gpu_milli?: number | null;
+                /** @description The MIG profile (`1g.10gb`) when the type sells one MIG instance. */
+                mig_profile?: string | null;
+                /**
+                 * Format: int32
+                 * @description The share of each GPU its GPU-seconds are weighted by, in
+                 *     thousandths: 1000 for whole GPUs.
+                 */
+                gpu_share_milli: number;
                 /** @description The prices in force now, per pricing class and region. */
                 prices: components["schemas"]["Price"][];
                 /** Format: date-time */
@@ -3279,6 +3371,14 @@ export interface components {
                 gpu_model: string;
                 /** Format: int32 */
                 gpus_per_node: number;
+                /**
+                 * Format: int32
+                 * @description The fraction of its GPU it holds, in thousandths, for a shared-GPU
+                 *     instance type.
+                 */
+                gpu_milli?: number | null;
+                /** @description The MIG profile it holds an instance of. */
+                mig_profile?: string | null;
                 /** Format: int32 */
                 node_count: number;
                 region?: string | null;
@@ -3885,6 +3985,19 @@ export interface components {
             token_type: string;
             /** Format: int64 */
             expires_in: number;
+        };
+        /**
+         * @description Simulated MIG mode: every GPU of the node split into instances of one
+         *     profile.
+         */
+        SimulatedMig: {
+            /** @description A MIG profile of the node's GPU model, such as `1g.10gb`. */
+            profile: string;
+            /**
+             * Format: int32
+             * @description Instances per GPU: their slices add up to at most seven.
+             */
+            instances: number;
         };
         SlaPolicy: {
             priority_class: components["schemas"]["PriorityClass"];

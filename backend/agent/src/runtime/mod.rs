@@ -60,6 +60,8 @@ pub struct PortMapping {
 pub struct Launch<'a> {
     pub id: Uuid,
     pub gpus: &'a [u32],
+    /// The MIG instances it holds on those GPUs, by UUID.
+    pub mig_devices: &'a [String],
     /// The order's variables with Gantry's own.
     pub env: &'a HashMap<String, String>,
     /// Run by `sh -c`.

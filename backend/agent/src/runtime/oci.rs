@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::devices::{DeviceNode, GpuDevices};
+use crate::discovery::Gpu;
 use crate::ssh::{self, SshDir};
 
 /// The CDI kind the agent's spec declares; devices are `nvidia.com/gpu=N`.
@@ -31,13 +32,13 @@ pub struct Oci {
 }
 
 impl Oci {
-    /// Finds podman (or docker) and writes the CDI spec for `gpus` GPUs to
+    /// Finds podman (or docker) and writes the CDI spec for `gpus` to
     /// `cdi_dir`.
     pub fn new(
         state_dir: &Path,
         cdi_dir: &Path,
         devices: GpuDevices,
-        gpus: usize,
+        gpus: &[Gpu],
         pids_max: u64,
     ) -> Result<Self, String> {
         let engine = find_program("podman")
@@ -65,16 +66,26 @@ impl Oci {
     }
 }
 
-/// A CDI spec (version 0.6.0) with one device per GPU index and the shared
-/// nodes every GPU container gets.
-pub fn cdi_spec(devices: &GpuDevices, gpus: usize) -> Value {
+/// A CDI spec (version 0.6.0) with one device per GPU index, one per MIG
+/// instance (named by its UUID: its GPU's node and its own capability
+/// nodes), and the shared nodes every GPU container gets.
+pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu]) -> Value {
     let node = |d: &DeviceNode| json!({ "path": d.inside, "hostPath": d.host });
-    let per_gpu: Vec<Value> = (0..u32::try_from(gpus).unwrap_or(0))
-        .map(|i| {
-            let own: Vec<Value> = devices.gpu(i).iter().map(node).collect();
-            json!({ "name": i.to_string(), "containerEdits": { "deviceNodes": own } })
-        })
-        .collect();
+    let entry = |name: String, own: Vec<DeviceNode>| {
+        let own: Vec<Value> = own.iter().map(node).collect();
+        json!({ "name": name, "containerEdits": { "deviceNodes": own } })
+    };
+    let mut per_gpu = Vec::new();
+    for gpu in gpus {
+        let index = u32::try_from(gpu.index).unwrap_or(u32::MAX);
+        let parent: Vec<DeviceNode> = devices.gpu(index).into_iter().collect();
+        per_gpu.push(entry(index.to_string(), parent.clone()));
+        for mig in &gpu.mig_devices {
+            let mut own = parent.clone();
+            own.extend(devices.caps(&mig.uuid));
+            per_gpu.push(entry(mig.uuid.clone(), own));
+        }
+    }
     let shared: Vec<Value> = devices.shared().iter().map(node).collect();
     json!({
         "cdiVersion": "0.6.0",
@@ -146,9 +157,16 @@ pub fn run_args(
             args.push(format!("{port}:{port}"));
         }
     }
-    for gpu in launch.gpus {
+    // A MIG workload gets its instances, which bring their GPU's node.
+    if launch.mig_devices.is_empty() {
+        for gpu in launch.gpus {
+            args.push("--device".into());
+            args.push(format!("{CDI_KIND}={gpu}"));
+        }
+    }
+    for mig in launch.mig_devices {
         args.push("--device".into());
-        args.push(format!("{CDI_KIND}={gpu}"));
+        args.push(format!("{CDI_KIND}={mig}"));
     }
     if let Some(dir) = ssh_dir {
         args.push("--volume".into());
@@ -279,8 +297,9 @@ mod tests {
     #[test]
     fn the_cdi_spec_names_each_gpu_and_the_shared_nodes() {
         let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
-        let devices = GpuDevices::simulated(&dir, 2).expect("stand-ins");
-        let spec = cdi_spec(&devices, 2);
+        let gpus = crate::discovery::simulated("2xH100-SXM-80GB").expect("GPUs");
+        let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
+        let spec = cdi_spec(&devices, &gpus);
         let host = |name: &str| dir.join("dev").join(name).display().to_string();
         assert_eq!(
             spec,
@@ -303,6 +322,27 @@ mod tests {
     }
 
     #[test]
+    fn each_mig_instance_is_a_cdi_device_of_its_own() {
+        let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
+        let gpus = crate::discovery::simulated("1xH100-SXM-80GB:mig=3g.40gb*2").expect("GPUs");
+        let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
+        let spec = cdi_spec(&devices, &gpus);
+        let host = |name: &str| dir.join("dev").join(name).display().to_string();
+        let mig = &gpus[0].mig_devices[1];
+        let entry = spec["devices"]
+            .as_array()
+            .and_then(|all| all.iter().find(|d| d["name"] == mig.uuid.as_str()))
+            .expect("the instance is a device");
+        let mut nodes = vec![json!({ "path": "/dev/nvidia0", "hostPath": host("nvidia0") })];
+        nodes.extend(mig.caps.iter().map(|minor| {
+            let name = format!("nvidia-caps/nvidia-cap{minor}");
+            json!({ "path": format!("/dev/{name}"), "hostPath": host(&name) })
+        }));
+        assert_eq!(entry["containerEdits"]["deviceNodes"], json!(nodes));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
     fn a_container_gets_the_sandboxs_guarantees_in_podmans_words() {
         let id = Uuid::from_u128(7);
         let env = HashMap::new();
@@ -313,6 +353,7 @@ mod tests {
         let launch = Launch {
             id,
             gpus: &[1, 3],
+            mig_devices: &[],
             env: &env,
             command: "python train.py",
             working_dir: None,

@@ -256,6 +256,18 @@ impl Sandbox {
             &scratch,
             &SCRATCH,
         ]);
+        // Directories under /dev (MIG's nvidia-caps) are made readable:
+        // bubblewrap would make them root's alone.
+        let mut dirs: Vec<&Path> = devices
+            .iter()
+            .filter_map(|d| d.inside.parent())
+            .filter(|dir| *dir != Path::new("/dev"))
+            .collect();
+        dirs.sort_unstable();
+        dirs.dedup();
+        for dir in dirs {
+            push(&[&"--perms", &"0755", &"--dir", &dir]);
+        }
         for device in devices {
             push(&[&"--dev-bind", &device.host, &device.inside]);
         }
@@ -303,7 +315,7 @@ impl Runtime for Sandbox {
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
         let scratch = self.scratch(launch.id);
         super::make_scratch(&scratch, Some(launch.uid))?;
-        let devices = self.devices.for_gpus(launch.gpus);
+        let devices = self.devices.for_launch(launch.gpus, launch.mig_devices);
         let env = super::workload_env(SCRATCH, launch.env);
         let ssh = ssh::for_instance(
             self.ssh_dir(launch.id),

@@ -41,6 +41,27 @@ pub fn agent_command_every(
     runtime: &str,
     interval_ms: u64,
 ) -> Command {
+    agent_command_simulating(
+        server,
+        token,
+        name,
+        state_dir,
+        runtime,
+        interval_ms,
+        "4xH100-SXM-80GB",
+    )
+}
+
+/// [`agent_command_every`] with other simulated GPUs (`--simulate-gpus`).
+pub fn agent_command_simulating(
+    server: &TestServer,
+    token: &str,
+    name: &str,
+    state_dir: &Path,
+    runtime: &str,
+    interval_ms: u64,
+    gpus: &str,
+) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gantry-agent"));
     command
         .env("GANTRY_JOIN_TOKEN", token)
@@ -52,7 +73,7 @@ pub fn agent_command_every(
             "--runtime",
             runtime,
         ])
-        .args(["--simulate-gpus", "4xH100-SXM-80GB", "--interval-ms"])
+        .args(["--simulate-gpus", gpus, "--interval-ms"])
         .arg(interval_ms.to_string())
         .arg("--state-dir")
         .arg(state_dir)

@@ -86,9 +86,10 @@ impl<'a> Cycle<'a> {
                             gpus.filter(|g| g.mig_slices.is_none()).count() >= k as usize
                         }
                         GpuRequest::Milli(_) => gpus.clone().any(|g| g.mig_slices.is_none()),
-                        GpuRequest::Mig(s) => {
-                            gpus.clone().any(|g| g.mig_slices.is_some_and(|t| t >= s))
-                        }
+                        GpuRequest::Mig(s) => gpus.clone().any(|g| {
+                            g.mig_slices.is_some_and(|t| t >= s)
+                                && g.mig_instance_slices.is_none_or(|size| size == s)
+                        }),
                     }
             })
             .count();

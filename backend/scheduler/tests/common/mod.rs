@@ -35,6 +35,7 @@ pub fn node(name: &str, rack: &str, model: &str, gpus: u32) -> Node {
                 nvlink_domain: index / 4,
                 healthy: true,
                 mig_slices: None,
+                mig_instance_slices: None,
             })
             .collect(),
     }

@@ -47,6 +47,10 @@ pub struct DiscoveredGpu {
     pub nvlink_domain: i32,
     #[serde(default)]
     pub mig_enabled: bool,
+    /// Its MIG instances, when it is in MIG mode.
+    #[serde(default)]
+    #[schema(max_items = 7)]
+    pub mig_devices: Vec<crate::catalog::shares::MigDevice>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -157,6 +161,12 @@ pub struct Assignment {
     pub action: Action,
     /// GPU indices on this node.
     pub gpu_ids: Vec<u32>,
+    /// The share of each GPU, in thousandths: 1000 for whole GPUs, less
+    /// for a fraction or a MIG instance of a GPU others use too.
+    pub gpu_milli: i32,
+    /// The MIG instances it holds (`MIG-…` UUIDs); its GPU's device is
+    /// shared, these are its own.
+    pub mig_devices: Vec<String>,
     /// For `stop`: when the grace period ends.
     pub stop_at: Option<DateTime<Utc>>,
     /// Environment for the workload, `CUDA_VISIBLE_DEVICES` included; for a
@@ -255,6 +265,13 @@ async fn register(
     }
     fields.range("cpu_milli", request.cpu_milli, 1, i64::MAX);
     fields.range("memory_mib", request.memory_mib, 1, i64::MAX);
+    for (i, g) in request.gpus.iter().enumerate() {
+        crate::catalog::shares::check_devices(
+            &mut fields,
+            &format!("gpus[{i}].mig_devices"),
+            &g.mig_devices,
+        );
+    }
     if request.gpus.len() > GPUS_MAX {
         fields.push("gpus", format!("at most {GPUS_MAX} GPUs"));
     }
@@ -343,6 +360,7 @@ async fn register(
                         memory_mib: g.memory_mib,
                         nvlink_domain: g.nvlink_domain,
                         mig_enabled: g.mig_enabled,
+                        mig_devices: g.mig_devices.clone(),
                     })
                     .collect(),
             };
@@ -439,6 +457,10 @@ async fn reregister(
             .col_expr(gpu::Column::MemoryMib, Expr::value(g.memory_mib))
             .col_expr(gpu::Column::NvlinkDomain, Expr::value(g.nvlink_domain))
             .col_expr(gpu::Column::MigEnabled, Expr::value(g.mig_enabled))
+            .col_expr(
+                gpu::Column::MigDevices,
+                Expr::value(crate::inventory::nodes::stored_mig_devices(&g.mig_devices)),
+            )
             .filter(gpu::Column::NodeId.eq(current.id))
             .filter(gpu::Column::Index.eq(g.index))
             .exec(db)
@@ -607,6 +629,40 @@ async fn assignments(
     }
 }
 
+/// What a workload is told of its GPUs: `CUDA_VISIBLE_DEVICES` names its
+/// GPUs, or its MIG instance by UUID; a fraction also gets the limits of
+/// NVIDIA's Multi-Process Service, which enforces them when the node runs
+/// an MPS server (its share of the GPU's threads, and of its memory).
+fn gpu_env(
+    a: &allocation::Model,
+    gpus: &[u32],
+    memory: &HashMap<u32, i64>,
+) -> Vec<(String, String)> {
+    let visible = match &a.mig_device {
+        Some(device) => device.clone(),
+        None => gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    let mut env = vec![("CUDA_VISIBLE_DEVICES".to_owned(), visible)];
+    if a.mig_device.is_none() && a.gpu_milli < 1000 {
+        env.push((
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE".to_owned(),
+            ((a.gpu_milli + 9) / 10).to_string(),
+        ));
+        if let Some(total) = gpus.first().and_then(|g| memory.get(g)) {
+            // Device 0 is the first (only) visible device.
+            env.push((
+                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".to_owned(),
+                format!("0={}M", total * i64::from(a.gpu_milli) / 1000),
+            ));
+        }
+    }
+    env
+}
+
 /// A digest of the assignments (their maps are ordered, so the same content
 /// always serializes alike).
 fn version(assignments: &[Assignment]) -> String {
@@ -697,6 +753,18 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .await?
         .into_iter()
         .collect();
+    // A fraction's memory limit is its share of its GPU's memory.
+    let memory: HashMap<u32, i64> = if live.iter().any(|a| a.gpu_milli < 1000) {
+        gpu::Entity::find()
+            .filter(gpu::Column::NodeId.eq(node.id))
+            .all(&state.db)
+            .await?
+            .into_iter()
+            .map(|g| (u32::try_from(g.index).unwrap_or(u32::MAX), g.memory_mib))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     let mut assignments = live
         .into_iter()
         .filter_map(|a| {
@@ -710,17 +778,12 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 crate::jobs::launch(order, a.id, &gang)
             });
             let gpu_ids = a.gpu_list();
-            let visible = gpu_ids
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(",");
             let mut env = BTreeMap::from([
-                ("CUDA_VISIBLE_DEVICES".to_owned(), visible),
                 ("GANTRY_ORDER_ID".to_owned(), a.order_id.to_string()),
                 ("GANTRY_ORG_ID".to_owned(), a.org_id.to_string()),
                 ("GANTRY_ATTEMPT".to_owned(), a.attempt.to_string()),
             ]);
+            env.extend(gpu_env(&a, &gpu_ids, &memory));
             if let Some(launch) = &launch {
                 env.extend(launch.env.iter().cloned());
             }
@@ -741,6 +804,8 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                     Action::Stop
                 },
                 gpu_ids,
+                gpu_milli: a.gpu_milli,
+                mig_devices: a.mig_device.clone().into_iter().collect(),
                 stop_at: a.stop_at,
                 env,
                 command: launch.as_ref().map(|l| l.command.clone()),

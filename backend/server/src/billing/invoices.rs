@@ -291,7 +291,7 @@ async fn rate_period(
                 description,
                 key: Some(key),
                 quantity_seconds: tally.seconds,
-                gpu_seconds: tally.gpu_seconds,
+                gpu_seconds: tally.gpu_seconds(),
                 amount_micros: key.hourly_micros.map_or(0, |hourly| {
                     rating::amount(tally.seconds, hourly, key.permille)
                 }),
@@ -320,7 +320,7 @@ async fn rate_period(
                 permille: 0,
             }),
             quantity_seconds: tally.seconds,
-            gpu_seconds: tally.gpu_seconds,
+            gpu_seconds: tally.gpu_seconds(),
             amount_micros: 0,
             reason: None,
             author: None,
@@ -339,6 +339,7 @@ async fn rate_period(
             end: c.period_end.timestamp(),
             excluded: 0,
             gpus: i64::from(c.gpus),
+            gpu_milli: i64::from(c.gpu_milli),
         };
         let taken = charges(&rating::rate(&[span], &book, &clocks));
         lines.push(Line {
@@ -354,7 +355,7 @@ async fn rate_period(
             ),
             key: None,
             quantity_seconds: -c.excluded_seconds,
-            gpu_seconds: -c.excluded_seconds * i64::from(c.gpus),
+            gpu_seconds: -c.excluded_seconds * i64::from(c.gpus) * i64::from(c.gpu_milli) / 1000,
             amount_micros: -taken,
             reason: c.reason.clone(),
             author: c.author,
@@ -527,6 +528,7 @@ pub async fn metered_spans(
         DateTime<Utc>,
         i64,
         i32,
+        i32,
     );
     let rows: Vec<Row> = records
         .filter(C::Kind.eq(UsageKind::Metered))
@@ -540,6 +542,7 @@ pub async fn metered_spans(
             C::PeriodEnd,
             C::ExcludedSeconds,
             C::Gpus,
+            C::GpuMilli,
         ])
         .into_tuple()
         .all(db)
@@ -547,7 +550,17 @@ pub async fn metered_spans(
     Ok(rows
         .into_iter()
         .map(
-            |(order_id, instance_type_id, region_id, pricing_class, start, end, excluded, gpus)| {
+            |(
+                order_id,
+                instance_type_id,
+                region_id,
+                pricing_class,
+                start,
+                end,
+                excluded,
+                gpus,
+                gpu_milli,
+            )| {
                 (
                     order_id,
                     Span {
@@ -558,6 +571,7 @@ pub async fn metered_spans(
                         end: end.timestamp(),
                         excluded,
                         gpus: i64::from(gpus),
+                        gpu_milli: i64::from(gpu_milli),
                     },
                 )
             },

@@ -149,6 +149,8 @@ pub struct Span {
     /// The last seconds of the span, down through a provider fault.
     pub excluded: i64,
     pub gpus: i64,
+    /// The share of each GPU, in thousandths (1000 for whole GPUs).
+    pub gpu_milli: i64,
 }
 
 /// What one invoice line gathers: one instance type, region, pricing class,
@@ -167,13 +169,20 @@ pub struct LineKey {
 pub struct Tally {
     /// Instance-seconds.
     pub seconds: i64,
-    pub gpu_seconds: i64,
+    /// GPU-seconds weighted by the share of each GPU, in thousandths:
+    /// kept exact, rounded once per line.
+    pub gpu_milli_seconds: i64,
 }
 
 impl Tally {
-    fn add(&mut self, seconds: i64, gpus: i64) {
+    fn add(&mut self, seconds: i64, span: &Span) {
         self.seconds += seconds;
-        self.gpu_seconds += seconds * gpus;
+        self.gpu_milli_seconds += seconds * span.gpus * span.gpu_milli;
+    }
+
+    /// GPU-seconds × share, rounded down to a second.
+    pub fn gpu_seconds(&self) -> i64 {
+        self.gpu_milli_seconds / 1000
     }
 }
 
@@ -203,7 +212,7 @@ pub fn rate<'a>(
                 .downtime
                 .entry((s.instance_type_id, s.region_id, s.pricing_class))
                 .or_default()
-                .add(s.end - billable_end, s.gpus);
+                .add(s.end - billable_end, s);
         }
         let mut t = s.start;
         while t < billable_end {
@@ -220,7 +229,7 @@ pub fn rate<'a>(
                 hourly_micros: book.at(s.instance_type_id, s.pricing_class, s.region_id, t),
                 permille: clock.permille_at(t),
             };
-            rated.usage.entry(key).or_default().add(next - t, s.gpus);
+            rated.usage.entry(key).or_default().add(next - t, s);
             t = next;
         }
     }
@@ -291,6 +300,7 @@ mod tests {
             end,
             excluded,
             gpus: 8,
+            gpu_milli: 1000,
         }
     }
 
@@ -393,11 +403,11 @@ mod tests {
             down,
             Tally {
                 seconds: 600,
-                gpu_seconds: 4_800
+                gpu_milli_seconds: 4_800_000
             }
         );
         assert_eq!(
-            rated.usage.values().map(|t| t.gpu_seconds).sum::<i64>(),
+            rated.usage.values().map(Tally::gpu_seconds).sum::<i64>(),
             8 * 3_000
         );
     }

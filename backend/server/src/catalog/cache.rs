@@ -23,8 +23,10 @@ pub struct Host {
     pub region_id: Uuid,
     pub cpu_milli: i64,
     pub memory_mib: i64,
-    /// GPUs per GPU model.
+    /// Whole GPUs (not in MIG mode) per GPU model.
     pub gpus: HashMap<Uuid, i32>,
+    /// The instance size, in slices, of each GPU in MIG mode per model.
+    pub mig: HashMap<Uuid, Vec<u8>>,
 }
 
 /// The catalog at one version.
@@ -60,19 +62,32 @@ impl Catalog {
                     cpu_milli,
                     memory_mib,
                     gpus: HashMap::new(),
+                    mig: HashMap::new(),
                 };
                 (id, host)
             })
             .collect();
-        let gpus: Vec<(Uuid, Uuid)> = gpu::Entity::find()
+        let gpus: Vec<(Uuid, Uuid, bool, Option<String>)> = gpu::Entity::find()
             .select_only()
-            .columns([gpu::Column::NodeId, gpu::Column::GpuModelId])
+            .columns([
+                gpu::Column::NodeId,
+                gpu::Column::GpuModelId,
+                gpu::Column::MigEnabled,
+                gpu::Column::MigDevices,
+            ])
             .into_tuple()
             .all(db)
             .await?;
-        for (node_id, model_id) in gpus {
-            if let Some(host) = hosts.get_mut(&node_id) {
+        for (node_id, model_id, mig_enabled, devices) in gpus {
+            let Some(host) = hosts.get_mut(&node_id) else {
+                continue;
+            };
+            if !mig_enabled {
                 *host.gpus.entry(model_id).or_default() += 1;
+            } else if let Some((size, _)) =
+                super::shares::mig_layout(&super::shares::mig_devices(devices.as_deref()))
+            {
+                host.mig.entry(model_id).or_default().push(size);
             }
         }
         Ok(Self {

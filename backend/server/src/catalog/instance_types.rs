@@ -40,6 +40,14 @@ pub struct InstanceType {
     pub vcpus: i32,
     pub memory_gib: i32,
     pub disk_gib: i32,
+    /// A fraction of one GPU, in thousandths, when the type sells a share
+    /// of a GPU that other orders share too.
+    pub gpu_milli: Option<i32>,
+    /// The MIG profile (`1g.10gb`) when the type sells one MIG instance.
+    pub mig_profile: Option<String>,
+    /// The share of each GPU its GPU-seconds are weighted by, in
+    /// thousandths: 1000 for whole GPUs.
+    pub gpu_share_milli: i32,
     /// The prices in force now, per pricing class and region.
     pub prices: Vec<Price>,
     pub created_at: DateTime<Utc>,
@@ -63,6 +71,15 @@ pub struct CreateInstanceType {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1048576)]
     pub disk_gib: i32,
+    /// Sell a fraction of one GPU, in thousandths: a multiple of 125 below
+    /// 1000. Needs `gpus_per_node` 1.
+    #[schema(minimum = 125, maximum = 875, multiple_of = 125)]
+    pub gpu_milli: Option<i32>,
+    /// Sell one MIG instance of this profile, as NVIDIA names it for the
+    /// model (`1g.10gb`, `3g.40gb`, `7g.80gb` on 80 GB GPUs). Needs
+    /// `gpus_per_node` 1 and a MIG-capable model.
+    #[schema(max_length = 16)]
+    pub mig_profile: Option<String>,
 }
 
 /// The GPU shape of an instance type is fixed once created (orders refer to
@@ -113,6 +130,14 @@ async fn views(
             prices: prices.remove(&row.id).unwrap_or_default(),
             name: row.name,
             gpu_model_id: row.gpu_model_id,
+            gpu_share_milli: super::shares::GpuShape::new(
+                row.gpus_per_node,
+                row.gpu_milli,
+                row.mig_profile.as_deref(),
+            )
+            .milli(),
+            gpu_milli: row.gpu_milli,
+            mig_profile: row.mig_profile,
             gpus_per_node: row.gpus_per_node,
             vcpus: row.vcpus,
             memory_gib: row.memory_gib,
@@ -199,6 +224,15 @@ async fn create_instance_type(
     fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
     let model = super::gpu_model_in_body(&txn, &request.gpu_model).await?;
+    let mut shares = Fields::default();
+    super::shares::check(
+        &mut shares,
+        &model,
+        request.gpus_per_node,
+        request.gpu_milli,
+        request.mig_profile.as_deref(),
+    );
+    shares.finish()?;
     if instance_type::Entity::find()
         .filter(instance_type::Column::Name.eq(&request.name))
         .one(&txn)
@@ -216,6 +250,8 @@ async fn create_instance_type(
         vcpus: Set(request.vcpus),
         memory_gib: Set(request.memory_gib),
         disk_gib: Set(request.disk_gib),
+        gpu_milli: Set(request.gpu_milli),
+        mig_profile: Set(request.mig_profile),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -227,7 +263,12 @@ async fn create_instance_type(
         "instance_type.create",
         "instance_type",
         row.id,
-        serde_json::json!({ "name": row.name, "gpu_model": model.name }),
+        serde_json::json!({
+            "name": row.name,
+            "gpu_model": model.name,
+            "gpu_milli": row.gpu_milli,
+            "mig_profile": row.mig_profile,
+        }),
     )
     .await?;
     txn.commit().await?;

@@ -8,6 +8,7 @@ pub mod images;
 pub mod instance_types;
 pub mod prices;
 pub mod regions;
+pub mod shares;
 
 use std::collections::HashMap;
 

@@ -31,6 +31,10 @@ pub struct Model {
     /// How its attempt ended (completed, failed, timed_out, cancelled,
     /// preempted, node_lost); none while it lasts.
     pub outcome: Option<String>,
+    /// The share of each GPU it holds, in thousandths: 1000 for whole GPUs.
+    pub gpu_milli: i32,
+    /// The UUID of the MIG instance it holds (`MIG-…`).
+    pub mig_device: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

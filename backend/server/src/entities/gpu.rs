@@ -14,6 +14,9 @@ pub struct Model {
     pub nvlink_domain: i32,
     pub healthy: bool,
     pub mig_enabled: bool,
+    /// A JSON array of its MIG instances (`uuid`, `profile`) as the agent
+    /// found them; none when it is not in MIG mode.
+    pub mig_devices: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

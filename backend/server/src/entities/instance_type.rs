@@ -11,6 +11,10 @@ pub struct Model {
     pub vcpus: i32,
     pub memory_gib: i32,
     pub disk_gib: i32,
+    /// A fraction of one GPU, in thousandths, for a shared-GPU type.
+    pub gpu_milli: Option<i32>,
+    /// The MIG profile (`1g.10gb`) of a type that sells one MIG instance.
+    pub mig_profile: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -10,6 +10,7 @@ pub mod change_log;
 pub mod gpu;
 pub mod gpu_claim;
 pub mod gpu_model;
+pub mod gpu_share;
 pub mod gpu_telemetry;
 pub mod idempotency_key;
 pub mod image;

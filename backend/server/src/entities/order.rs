@@ -16,6 +16,10 @@ pub struct Model {
     pub gpu_model_id: Uuid,
     pub gpus_per_node: i32,
     pub node_count: i32,
+    /// The instance type's fraction of a GPU, in thousandths, as ordered.
+    pub gpu_milli: Option<i32>,
+    /// The instance type's MIG profile, as ordered.
+    pub mig_profile: Option<String>,
     pub region_id: Option<Uuid>,
     pub priority_class: PriorityClass,
     pub pricing_class: PricingClass,

@@ -23,6 +23,9 @@ pub struct Model {
     pub period_start: DateTimeUtc,
     pub period_end: DateTimeUtc,
     pub gpus: i32,
+    /// The share of each GPU, in thousandths: GPU-seconds are
+    /// `gpus × seconds × gpu_milli ÷ 1000`.
+    pub gpu_milli: i32,
     pub seconds: i64,
     /// Of `seconds`, those when a provider fault had the allocation down:
     /// measured, not billed.

@@ -20,8 +20,11 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::audit;
 use crate::auth::principal::{Actor, Operator};
+use crate::catalog::shares::MigDevice;
 use crate::classes::{AllocationState, DriverKind, NodeState};
-use crate::entities::{allocation, gpu, gpu_claim, gpu_model, instance_type, node, order, region};
+use crate::entities::{
+    allocation, gpu, gpu_claim, gpu_model, gpu_share, instance_type, node, order, region,
+};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
@@ -39,10 +42,39 @@ pub struct NodeGpu {
     pub nvlink_domain: i32,
     pub healthy: bool,
     pub mig_enabled: bool,
-    /// The order holding this GPU, if any.
+    /// Its MIG instances, when it is in MIG mode.
+    pub mig_devices: Vec<MigDevice>,
+    /// The order holding this GPU whole, if any.
     pub order_id: Option<Uuid>,
     /// The organization that order belongs to.
     pub org_id: Option<Uuid>,
+    /// The orders sharing it, when it is shared: fractions or MIG
+    /// instances, each with its tenant.
+    pub shares: Vec<GpuShare>,
+}
+
+/// One order's part of a shared GPU.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GpuShare {
+    pub order_id: Uuid,
+    pub org_id: Option<Uuid>,
+    /// Thousandths of the GPU for a fraction; MIG slices for an instance.
+    pub units: i32,
+    /// The MIG instance held.
+    pub mig_device: Option<String>,
+}
+
+/// Simulated MIG mode: every GPU of the node split into instances of one
+/// profile.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatedMig {
+    /// A MIG profile of the node's GPU model, such as `1g.10gb`.
+    #[schema(min_length = 4, max_length = 16)]
+    pub profile: String,
+    /// Instances per GPU: their slices add up to at most seven.
+    #[schema(minimum = 1, maximum = 7)]
+    pub instances: u8,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -88,6 +120,8 @@ pub struct CreateSimulatedNode {
     #[serde(default)]
     #[schema(max_items = 32)]
     pub labels: Vec<String>,
+    /// Put its GPUs in MIG mode, split into instances of one profile.
+    pub mig: Option<SimulatedMig>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -120,6 +154,59 @@ pub struct GpuSpec {
     pub memory_mib: i64,
     pub nvlink_domain: i32,
     pub mig_enabled: bool,
+    pub mig_devices: Vec<MigDevice>,
+}
+
+/// MIG instances as a GPU row keeps them: none when there are none.
+pub fn stored_mig_devices(devices: &[MigDevice]) -> Option<String> {
+    (!devices.is_empty())
+        .then(|| serde_json::to_string(devices).ok())
+        .flatten()
+}
+
+/// A simulated MIG layout must be one the model has.
+fn check_simulated_mig(model: &gpu_model::Model, mig: &SimulatedMig) -> ApiResult<()> {
+    let mut fields = Fields::default();
+    let profiles = crate::catalog::shares::profiles(model.memory_gib);
+    match profiles.iter().find(|p| p.name == mig.profile) {
+        _ if !model.mig_capable || profiles.is_empty() => fields.push(
+            "mig.profile",
+            format!("GPU model {} does not support MIG", model.name),
+        ),
+        None => fields.push(
+            "mig.profile",
+            format!("{} has no MIG profile {:?}", model.name, mig.profile),
+        ),
+        Some(p)
+            if mig.instances == 0
+                || u32::from(mig.instances) * u32::from(p.slices)
+                    > u32::from(crate::catalog::shares::MIG_SLICES) =>
+        {
+            fields.push(
+                "mig.instances",
+                format!(
+                    "{} instances of {} need {} slices; a GPU has {}",
+                    mig.instances,
+                    p.name,
+                    u32::from(mig.instances) * u32::from(p.slices),
+                    crate::catalog::shares::MIG_SLICES
+                ),
+            );
+        }
+        Some(_) => {}
+    }
+    fields.finish()
+}
+
+/// Puts a simulated GPU in MIG mode with `count` instances of `profile`.
+pub fn simulate_mig(gpu: &mut GpuSpec, profile: &str, count: usize) {
+    gpu.mig_enabled = true;
+    gpu.mig_devices = (0..count)
+        .map(|_| MigDevice {
+            uuid: format!("MIG-sim-{}", Uuid::new_v4()),
+            profile: profile.to_owned(),
+        })
+        .collect();
 }
 
 /// Inserts a node and its GPUs (indices in the order given).
@@ -163,6 +250,7 @@ pub async fn insert(
             nvlink_domain: Set(g.nvlink_domain),
             healthy: Set(true),
             mig_enabled: Set(g.mig_enabled),
+            mig_devices: Set(stored_mig_devices(&g.mig_devices)),
         })
         .collect();
     if !gpus.is_empty() {
@@ -192,6 +280,7 @@ pub fn simulated_spec(
                 index
             },
             mig_enabled: false,
+            mig_devices: Vec::new(),
         })
         .collect();
     NodeSpec {
@@ -274,11 +363,23 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
         .into_iter()
         .map(|c| (c.gpu_id, c.order_id))
         .collect();
+    let mut shares: HashMap<Uuid, Vec<gpu_share::Model>> = HashMap::new();
+    for s in gpu_share::Entity::find()
+        .filter(gpu_share::Column::GpuId.is_in(gpus.iter().map(|g| g.id)))
+        .all(db)
+        .await?
+    {
+        shares.entry(s.gpu_id).or_default().push(s);
+    }
+    let holders = claims
+        .values()
+        .chain(shares.values().flatten().map(|s| &s.order_id))
+        .copied();
     let owners: HashMap<Uuid, Uuid> = order::Entity::find()
         .select_only()
         .column(order::Column::Id)
         .column(order::Column::OrgId)
-        .filter(order::Column::Id.is_in(claims.values().copied()))
+        .filter(order::Column::Id.is_in(holders))
         .into_tuple::<(Uuid, Uuid)>()
         .all(db)
         .await?
@@ -295,8 +396,20 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             nvlink_domain: g.nvlink_domain,
             healthy: g.healthy,
             mig_enabled: g.mig_enabled,
+            mig_devices: crate::catalog::shares::mig_devices(g.mig_devices.as_deref()),
             order_id: claims.get(&g.id).copied(),
             org_id: claims.get(&g.id).and_then(|o| owners.get(o)).copied(),
+            shares: shares
+                .remove(&g.id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| GpuShare {
+                    org_id: owners.get(&s.order_id).copied(),
+                    order_id: s.order_id,
+                    units: s.units,
+                    mig_device: s.mig_device,
+                })
+                .collect(),
         });
     }
     Ok(rows
@@ -443,7 +556,10 @@ async fn create_simulated_node(
             format!("a node named {:?} already exists", request.name),
         ));
     }
-    let spec = simulated_spec(
+    if let Some(mig) = &request.mig {
+        check_simulated_mig(&model, mig)?;
+    }
+    let mut spec = simulated_spec(
         request.name,
         region.id,
         request.rack,
@@ -451,6 +567,11 @@ async fn create_simulated_node(
         &instance,
         &model,
     );
+    if let Some(mig) = &request.mig {
+        for gpu in &mut spec.gpus {
+            simulate_mig(gpu, &mig.profile, usize::from(mig.instances));
+        }
+    }
     let row = insert(&txn, spec).await?;
     audit::platform(&txn, &actor, "node.create", "node", row.id, serde_json::json!({ "name": row.name, "driver": row.driver, "instance_type": instance.name })).await?;
     txn.commit().await?;

@@ -215,6 +215,7 @@ async fn correct_record(
         period_start: Set(start),
         period_end: Set(end),
         gpus: Set(original.gpus),
+        gpu_milli: Set(original.gpu_milli),
         seconds: Set(0),
         excluded_seconds: Set(request.seconds),
         kind: Set(UsageKind::Correction),

@@ -164,6 +164,7 @@ pub async fn meter(
                 period_start: Set(start),
                 period_end: Set(end),
                 gpus: Set(gpus),
+                gpu_milli: Set(a.gpu_milli),
                 seconds: Set(span.end - span.start),
                 excluded_seconds: Set(span.excluded),
                 kind: Set(UsageKind::Metered),

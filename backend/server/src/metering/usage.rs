@@ -215,15 +215,16 @@ fn period(query: &UsageQuery, now: DateTime<Utc>) -> ApiResult<(DateTime<Utc>, D
 }
 
 /// Sums over SQL; the products are cast so that PostgreSQL answers a
-/// BIGINT, as SQLite does, rather than a NUMERIC.
+/// BIGINT, as SQLite does, rather than a NUMERIC. GPU-seconds are weighted
+/// by each record's share of its GPUs and rounded down once per group.
 fn sums(select: Select<usage_record::Entity>) -> Select<usage_record::Entity> {
     select
         .column_as(
-            Expr::cust("CAST(SUM(gpus * seconds) AS BIGINT)"),
+            Expr::cust("CAST(SUM(gpus * seconds * gpu_milli) AS BIGINT) / 1000"),
             "gpu_seconds",
         )
         .column_as(
-            Expr::cust("CAST(SUM(gpus * excluded_seconds) AS BIGINT)"),
+            Expr::cust("CAST(SUM(gpus * excluded_seconds * gpu_milli) AS BIGINT) / 1000"),
             "excluded_gpu_seconds",
         )
         .column_as(Expr::cust("CAST(SUM(seconds) AS BIGINT)"), "node_seconds")

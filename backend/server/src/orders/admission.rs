@@ -10,6 +10,7 @@ use uuid::Uuid;
 use chrono::{DateTime, Utc};
 
 use crate::catalog::cache::Catalog;
+use crate::catalog::shares::{GpuShape, slices_of};
 use crate::classes::{PricingClass, PriorityClass};
 use crate::entities::{billing_account, gpu_model, instance_type, region};
 use crate::error::{ApiError, ApiResult};
@@ -118,6 +119,14 @@ fn within_max_quota(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
     Ok(())
 }
 
+fn shape(instance: &instance_type::Model) -> GpuShape<'_> {
+    GpuShape::new(
+        instance.gpus_per_node,
+        instance.gpu_milli,
+        instance.mig_profile.as_deref(),
+    )
+}
+
 fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
     let instance = request.instance;
     let hosts = catalog
@@ -126,15 +135,30 @@ fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
         .filter(|h| h.cpu_milli >= i64::from(instance.vcpus) * 1000)
         .filter(|h| h.memory_mib >= i64::from(instance.memory_gib) * 1024)
         .filter(|h| request.region.is_none_or(|r| r.id == h.region_id))
-        .filter(|h| h.gpus.get(&request.model.id).copied().unwrap_or(0) >= instance.gpus_per_node)
+        .filter(|h| match shape(instance) {
+            GpuShape::Whole(gpus) => h.gpus.get(&request.model.id).copied().unwrap_or(0) >= gpus,
+            GpuShape::Fraction(_) => h.gpus.get(&request.model.id).copied().unwrap_or(0) >= 1,
+            GpuShape::Mig(profile) => h
+                .mig
+                .get(&request.model.id)
+                .is_some_and(|sizes| sizes.iter().any(|s| Some(*s) == slices_of(profile))),
+        })
         .count();
     let needed = usize::try_from(request.node_count).unwrap_or(usize::MAX);
     if hosts >= needed {
         return Ok(());
     }
+    let gpus = match shape(instance) {
+        GpuShape::Whole(gpus) => format!("{gpus} {} GPUs", request.model.name),
+        GpuShape::Fraction(_) => format!("a {} GPU to share", request.model.name),
+        GpuShape::Mig(profile) => format!(
+            "a {} GPU in MIG mode with {profile} instances",
+            request.model.name
+        ),
+    };
     let shape = format!(
-        "{} {} GPUs with {} vCPU and {} GiB",
-        instance.gpus_per_node, request.model.name, instance.vcpus, instance.memory_gib
+        "{gpus} with {} vCPU and {} GiB",
+        instance.vcpus, instance.memory_gib
     );
     Err(ApiError::unprocessable(
         "never_fits",

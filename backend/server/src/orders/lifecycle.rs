@@ -8,7 +8,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelec
 use uuid::Uuid;
 
 use crate::classes::{AllocationState, OrderStatus};
-use crate::entities::{allocation, gpu_claim, order};
+use crate::entities::{allocation, gpu_claim, gpu_share, order};
 
 /// Reads an order for a change of its status, locking its row until the
 /// transaction ends (PostgreSQL; SQLite's write transactions are serial
@@ -117,6 +117,10 @@ async fn free(
     });
     gpu_claim::Entity::delete_many()
         .filter(gpu_claim::Column::AllocationId.is_in(ids.iter().copied()))
+        .exec(db)
+        .await?;
+    gpu_share::Entity::delete_many()
+        .filter(gpu_share::Column::AllocationId.is_in(ids.iter().copied()))
         .exec(db)
         .await?;
     allocation::Entity::update_many()

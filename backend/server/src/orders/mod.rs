@@ -45,6 +45,8 @@ pub struct NodePlacement {
     pub node_name: String,
     /// GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them.
     pub gpu_ids: Vec<u32>,
+    /// The MIG instance it holds on that GPU (`MIG-…`), if it holds one.
+    pub mig_device: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -58,6 +60,11 @@ pub struct Order {
     pub instance_type: String,
     pub gpu_model: String,
     pub gpus_per_node: i32,
+    /// The fraction of its GPU it holds, in thousandths, for a shared-GPU
+    /// instance type.
+    pub gpu_milli: Option<i32>,
+    /// The MIG profile it holds an instance of.
+    pub mig_profile: Option<String>,
     pub node_count: i32,
     pub region: Option<String>,
     pub priority_class: PriorityClass,
@@ -293,6 +300,7 @@ async fn views(
                 node_id: a.node_id,
                 node_name: nodes.get(&a.node_id).cloned().unwrap_or_default(),
                 gpu_ids: a.gpu_list(),
+                mig_device: a.mig_device.clone(),
             });
     }
     Ok(rows
@@ -328,6 +336,8 @@ async fn views(
             project_id: o.project_id,
             kind: o.kind,
             gpus_per_node: o.gpus_per_node,
+            gpu_milli: o.gpu_milli,
+            mig_profile: o.mig_profile,
             node_count: o.node_count,
             priority_class: o.priority_class,
             pricing_class: o.pricing_class,

@@ -136,6 +136,15 @@ pub async fn create(
         });
     }
     let instance = catalog.instance_type(&request.instance_type)?;
+    if (instance.gpu_milli.is_some() || instance.mig_profile.is_some()) && node_count > 1 {
+        return Err(ApiError::unprocessable(
+            "shared_gpu_gang",
+            format!(
+                "instance type {} shares one GPU; it runs on one node, not {node_count}",
+                instance.name
+            ),
+        ));
+    }
     let model = catalog
         .gpu_model(instance.gpu_model_id)
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;
@@ -230,6 +239,8 @@ pub async fn create(
         instance_type_id: Set(instance.id),
         gpu_model_id: Set(model.id),
         gpus_per_node: Set(instance.gpus_per_node),
+        gpu_milli: Set(instance.gpu_milli),
+        mig_profile: Set(instance.mig_profile.clone()),
         node_count: Set(node_count),
         region_id: Set(region.map(|r| r.id)),
         priority_class: Set(priority_class),

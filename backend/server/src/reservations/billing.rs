@@ -171,6 +171,7 @@ mod tests {
             end: at(from).timestamp() + seconds,
             excluded,
             gpus,
+            gpu_milli: 1000,
         }
     }
 

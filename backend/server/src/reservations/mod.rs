@@ -190,6 +190,7 @@ pub async fn views(
                 node_id: h.node_id,
                 node_name: node_names.get(&h.node_id).cloned().unwrap_or_default(),
                 gpu_ids: h.gpu_list(),
+                mig_device: None,
             });
     }
     let used = used_gpu_seconds(db, &ids).await?;

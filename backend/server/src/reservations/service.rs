@@ -172,6 +172,15 @@ pub async fn validate<'c>(
     }
     fields.finish()?;
     let instance = catalog.instance_type(&request.instance_type)?;
+    if instance.gpu_milli.is_some() || instance.mig_profile.is_some() {
+        return Err(ApiError::unprocessable(
+            "shared_gpu_reservation",
+            format!(
+                "instance type {} shares a GPU; reservations hold whole GPUs of whole-GPU types",
+                instance.name
+            ),
+        ));
+    }
     let model = catalog
         .gpu_model(instance.gpu_model_id)
         .ok_or_else(|| ApiError::internal(anyhow::anyhow!("instance type without GPU model")))?;

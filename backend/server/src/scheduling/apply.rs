@@ -14,8 +14,9 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set
 use uuid::Uuid;
 
 use super::load::Loaded;
+use crate::catalog::shares::{GpuShape, slices_of};
 use crate::classes::{AllocationState, OrderStatus};
-use crate::entities::{allocation, gpu_claim, order};
+use crate::entities::{allocation, gpu_claim, gpu_share, order};
 use crate::orders::lifecycle;
 
 /// What a cycle changed.
@@ -145,7 +146,8 @@ const BATCH: usize = 500;
 
 /// Starts every placed order still queued: one UPDATE per batch moves them
 /// to `scheduled` and returns the ones it moved, one INSERT per batch adds
-/// their allocations and one their GPU claims.
+/// their allocations, one their claims on whole GPUs and one their shares
+/// of shared GPUs (a MIG start takes one of its GPU's free instances).
 async fn start(
     txn: &impl ConnectionTrait,
     orders: &HashMap<Uuid, order::Model>,
@@ -159,6 +161,7 @@ async fn start(
         .filter(|(id, _)| orders.contains_key(id))
         .collect();
     let ids: Vec<Uuid> = placed.keys().copied().collect();
+    let mut mig_free = loaded.mig_free.clone();
     let mut started = 0;
     for chunk in ids.chunks(BATCH) {
         let moved = order::Entity::update_many()
@@ -182,10 +185,12 @@ async fn start(
             .await?;
         let mut allocations = Vec::new();
         let mut claims = Vec::new();
+        let mut shares = Vec::new();
         for o in &moved {
             let Some(start) = placed.get(&o.id) else {
                 continue;
             };
+            let shape = GpuShape::new(o.gpus_per_node, o.gpu_milli, o.mig_profile.as_deref());
             for placement in &start.placements {
                 let Some((node_id, gpu_ids)) = loaded.nodes.get(&placement.node) else {
                     return Err(DbErr::Custom(format!(
@@ -194,6 +199,46 @@ async fn start(
                     )));
                 };
                 let allocation_id = Uuid::now_v7();
+                let mut mig_device = None;
+                for index in &placement.gpus {
+                    let Some(gpu_id) = gpu_ids.get(index) else {
+                        return Err(DbErr::Custom(format!(
+                            "the engine placed order {} on GPU {index} that node {} does not have",
+                            o.id, placement.node
+                        )));
+                    };
+                    match shape {
+                        GpuShape::Whole(_) => claims.push(gpu_claim::ActiveModel {
+                            gpu_id: Set(*gpu_id),
+                            allocation_id: Set(allocation_id),
+                            order_id: Set(o.id),
+                        }),
+                        GpuShape::Fraction(milli) => shares.push(gpu_share::ActiveModel {
+                            gpu_id: Set(*gpu_id),
+                            allocation_id: Set(allocation_id),
+                            order_id: Set(o.id),
+                            units: Set(milli),
+                            mig_device: Set(None),
+                        }),
+                        GpuShape::Mig(profile) => {
+                            let Some(device) = mig_free.get_mut(gpu_id).and_then(Vec::pop) else {
+                                return Err(DbErr::Custom(format!(
+                                    "the engine placed order {} on GPU {index} of node {} \
+                                     without a free MIG instance",
+                                    o.id, placement.node
+                                )));
+                            };
+                            shares.push(gpu_share::ActiveModel {
+                                gpu_id: Set(*gpu_id),
+                                allocation_id: Set(allocation_id),
+                                order_id: Set(o.id),
+                                units: Set(slices_of(profile).map_or(0, i32::from)),
+                                mig_device: Set(Some(device.clone())),
+                            });
+                            mig_device = Some(device);
+                        }
+                    }
+                }
                 allocations.push(allocation::ActiveModel {
                     id: Set(allocation_id),
                     order_id: Set(o.id),
@@ -210,25 +255,15 @@ async fn start(
                     attempt: Set(o.attempts),
                     exit_code: Set(None),
                     outcome: Set(None),
+                    gpu_milli: Set(shape.milli()),
+                    mig_device: Set(mig_device),
                 });
-                for index in &placement.gpus {
-                    let Some(gpu_id) = gpu_ids.get(index) else {
-                        return Err(DbErr::Custom(format!(
-                            "the engine placed order {} on GPU {index} that node {} does not have",
-                            o.id, placement.node
-                        )));
-                    };
-                    claims.push(gpu_claim::ActiveModel {
-                        gpu_id: Set(*gpu_id),
-                        allocation_id: Set(allocation_id),
-                        order_id: Set(o.id),
-                    });
-                }
             }
         }
         started += moved.len();
         crate::db::insert_batched(txn, allocations).await?;
         crate::db::insert_batched(txn, claims).await?;
+        crate::db::insert_batched(txn, shares).await?;
     }
     Ok(started)
 }

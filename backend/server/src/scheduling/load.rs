@@ -20,6 +20,9 @@ pub struct Loaded {
     pub snapshot: engine::OwnedSnapshot,
     /// Node ids by name, and each node's GPU ids by index.
     pub nodes: HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
+    /// The free MIG instances of each GPU in MIG mode, by GPU id, of the
+    /// size the engine packs on it: a MIG start takes one of them.
+    pub mig_free: HashMap<Uuid, Vec<String>>,
     /// Queued orders kept from the engine this cycle by a project or
     /// regional quota, or by jobs they wait for.
     pub held: Vec<super::scoped::Held>,
@@ -74,6 +77,12 @@ pub async fn snapshot(
     for g in world.gpus.values() {
         gpus_by_node.entry(g.node_id).or_default().push(g);
     }
+    let mig_held: HashSet<&str> = world
+        .allocations
+        .values()
+        .filter_map(|a| a.mig_device.as_deref())
+        .collect();
+    let mut mig_free = HashMap::new();
     let mut nodes = HashMap::new();
     let mut cluster_nodes = Vec::with_capacity(node_rows.len());
     for n in &node_rows {
@@ -94,12 +103,20 @@ pub async fn snapshot(
             schedulable: n.state == NodeState::Ready,
             gpus: gpus
                 .iter()
-                .map(|g| engine::Gpu {
-                    index: u32::try_from(g.index).unwrap_or(u32::MAX),
-                    model: model_name(&g.gpu_model_id),
-                    nvlink_domain: u32::try_from(g.nvlink_domain).unwrap_or(0),
-                    healthy: g.healthy && n.state != NodeState::Unhealthy,
-                    mig_slices: None,
+                .map(|g| {
+                    let layout = mig(g, &mig_held, &mut mig_free);
+                    engine::Gpu {
+                        index: u32::try_from(g.index).unwrap_or(u32::MAX),
+                        model: model_name(&g.gpu_model_id),
+                        nvlink_domain: u32::try_from(g.nvlink_domain).unwrap_or(0),
+                        // A GPU in MIG mode without instances serves nothing
+                        // until its agent reports some.
+                        healthy: g.healthy
+                            && n.state != NodeState::Unhealthy
+                            && (!g.mig_enabled || layout.is_some()),
+                        mig_slices: layout.map(|(slices, _)| slices),
+                        mig_instance_slices: layout.map(|(_, size)| size),
+                    }
                 })
                 .collect(),
         });
@@ -176,6 +193,7 @@ pub async fn snapshot(
             .map(|(order_id, reason)| super::scoped::Held { order_id, reason }),
     );
     Ok(Loaded {
+        mig_free,
         held,
         broken: gate.broken,
         snapshot: engine::OwnedSnapshot {
@@ -192,6 +210,30 @@ pub async fn snapshot(
         },
         nodes,
     })
+}
+
+/// A GPU in MIG mode as the engine packs it: the slices of its instances
+/// of one size, and that size; its free instances go to `free`.
+fn mig(
+    g: &gpu::Model,
+    held: &HashSet<&str>,
+    free: &mut HashMap<Uuid, Vec<String>>,
+) -> Option<(u8, u8)> {
+    if !g.mig_enabled {
+        return None;
+    }
+    let devices = crate::catalog::shares::mig_devices(g.mig_devices.as_deref());
+    let (size, chosen) = crate::catalog::shares::mig_layout(&devices)?;
+    let count = u8::try_from(chosen.len()).unwrap_or(0);
+    free.insert(
+        g.id,
+        chosen
+            .iter()
+            .filter(|d| !held.contains(d.uuid.as_str()))
+            .map(|d| d.uuid.clone())
+            .collect(),
+    );
+    Some((count.saturating_mul(size), size))
 }
 
 fn engine_region(
@@ -376,7 +418,12 @@ fn workload<F: Fn(&Uuid) -> String>(
         id: o.id.to_string(),
         queue: o.org_id.to_string(),
         gpu_models: vec![(names.model)(&o.gpu_model_id)],
-        gpus: engine::GpuRequest::Whole(u32::try_from(o.gpus_per_node).unwrap_or(0)),
+        gpus: crate::catalog::shares::GpuShape::new(
+            o.gpus_per_node,
+            o.gpu_milli,
+            o.mig_profile.as_deref(),
+        )
+        .request(),
         node_count: u32::try_from(o.node_count).unwrap_or(1),
         cpu_milli_per_node: cpu,
         memory_mib_per_node: memory,

@@ -199,6 +199,7 @@ async fn what_if(
                         nvlink_domain: 0,
                         healthy: true,
                         mig_slices: None,
+                        mig_instance_slices: None,
                     })
                     .collect(),
             });
