@@ -251,6 +251,44 @@ describe("the console", () => {
     await screenshot(page, "audit-log");
   });
 
+  test("a tenant orders a quarter GPU and a MIG slice, and the operator sees the GPUs they share", async () => {
+    const tenant = await session();
+    await signIn(tenant.page, ALICE);
+    const launched: string[] = [];
+    for (const [type, shape] of [
+      ["h100-quarter", `¼ of one ${H100}`],
+      ["h100-mig-1g10gb", `MIG 1g.10gb of one ${H100}`],
+    ] as const) {
+      const { page } = tenant;
+      await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+      await page.getByRole("heading", { name: "Launch GPU capacity" }).waitFor();
+      await page.getByRole("combobox", { name: "Instance type" }).click();
+      await page.getByRole("option", { name: new RegExp(`^${type} — ${shape}`) }).click();
+      await expect.poll(() => page.getByTestId("estimate-hourly").textContent()).toMatch(/\/ hour/);
+      await page.getByRole("button", { name: "Launch", exact: true }).click();
+      await page.getByRole("heading", { name: /^Order / }).waitFor();
+      launched.push(new URL(page.url()).pathname.split("/").at(-1) ?? "");
+      await page.locator("text=running").first().waitFor({ timeout: 30_000 });
+      await page.getByText(shape).first().waitFor();
+      const visible = page.getByRole("table", { name: "Placement" }).locator("code").first();
+      await expect.poll(() => visible.textContent()).toMatch(type.includes("mig") ? /^MIG-/ : /^\d$/);
+    }
+    await screenshot(tenant.page, "order-mig-slice");
+
+    const { page } = await session();
+    await signIn(page, OPERATOR);
+    await page.getByRole("link", { name: "Capacity map" }).click();
+    await page.getByRole("heading", { name: "Capacity map" }).waitFor();
+    await page.getByRole("listitem", { name: new RegExp(`: shared: ${ALICE.organization} ¼ \\(order`) }).first().waitFor();
+    await page.getByRole("listitem", { name: new RegExp(`: shared \\(MIG\\): ${ALICE.organization} MIG 1g\\.10gb`) }).first().waitFor();
+    await screenshot(page, "capacity-map-shared");
+    await accessible(page);
+
+    for (const order of launched) {
+      await apiCall(server, await apiToken(server, ALICE), "POST", `/orgs/${alphaOrg}/orders/${order}/cancel`, {});
+    }
+  });
+
   test("a tenant reserves capacity from the availability calendar, runs an order in it and cancels it", async () => {
     const { page } = await session();
     await signIn(page, ALICE);

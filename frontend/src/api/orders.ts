@@ -4,6 +4,7 @@ import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tansta
 import { api, type Schemas, unwrap } from "./client";
 import { keys } from "./queries";
 import { TERMINAL } from "../components/StatusBadge";
+import { gpuShape } from "../lib/capacity";
 
 export type Order = Schemas["Order"];
 type OrderStatus = Schemas["OrderStatus"];
@@ -68,4 +69,9 @@ export function runtimeSeconds(order: Order, now = Date.now()): number | null {
 
 export function gpuCount(order: Order): number {
   return order.gpus_per_node * order.node_count;
+}
+
+/** Its GPUs in words: `16 × H100`, `¼ of one H100`, `MIG 1g.10gb of one H100`. */
+export function gpusOf(order: Order): string {
+  return gpuShape({ ...order, gpus_per_node: gpuCount(order) });
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import type { Schemas } from "../api/client";
-import { capacityByModel, groupNodes } from "./capacity";
+import { capacityByModel, cellOf, fraction, gpuShape, groupNodes, shareBackground } from "./capacity";
 
 function node(name: string, state: Schemas["NodeState"], held: number[], sick: number[] = [], gpus = 8): Schemas["Node"] {
   return {
@@ -25,6 +25,8 @@ function node(name: string, state: Schemas["NodeState"], held: number[], sick: n
       nvlink_domain: 0,
       healthy: !sick.includes(index),
       mig_enabled: false,
+      mig_devices: [],
+      shares: [],
       order_id: held.includes(index) ? "order" : null,
       org_id: held.includes(index) ? "org" : null,
     })),
@@ -50,5 +52,44 @@ describe("groupNodes", () => {
     const [group] = groupNodes([node("a", "ready", []), node("b", "ready", []), node("c", "ready", [0]), node("d", "draining", [])]);
     expect(group?.idle).toEqual([{ instanceType: "h100x8", count: 2, gpus: 8 }]);
     expect(group?.nodes.map((n) => n.name)).toEqual(["c", "d"]);
+  });
+});
+
+describe("shared GPUs", () => {
+  test("fractions read as people say them and shapes name the share", () => {
+    expect(fraction(250)).toBe("¼");
+    expect(fraction(875)).toBe("⅞");
+    expect(fraction(300)).toBe("30%");
+    expect(gpuShape({ gpus_per_node: 8, gpu_model: "H100" })).toBe("8 × H100");
+    expect(gpuShape({ gpus_per_node: 1, gpu_model: "H100", gpu_milli: 500 })).toBe("½ of one H100");
+    expect(gpuShape({ gpus_per_node: 1, gpu_model: "H100", mig_profile: "1g.10gb" })).toBe("MIG 1g.10gb of one H100");
+  });
+
+  test("a shared GPU is drawn by its tenants' shares and is not free for whole orders", () => {
+    const shared = node("s", "ready", []);
+    const gpu = shared.gpus[0]!;
+    gpu.shares = [
+      { order_id: "o1", org_id: "a", units: 250, mig_device: null },
+      { order_id: "o2", org_id: "b", units: 500, mig_device: null },
+    ];
+    const cell = cellOf(gpu);
+    expect(cell.kind).toBe("shared");
+    if (cell.kind !== "shared") return;
+    expect(cell.parts.map((p) => [p.share, p.label])).toEqual([
+      [0.25, "¼"],
+      [0.5, "½"],
+    ]);
+    const fill = shareBackground(cell.parts);
+    expect(fill).toContain("0.0% 25.0%");
+    expect(fill).toContain("25.0% 75.0%");
+    expect(fill).toContain("transparent 75.0%");
+    const mig = shared.gpus[1]!;
+    mig.mig_enabled = true;
+    mig.mig_devices = Array.from({ length: 7 }, (_, i) => ({ uuid: `MIG-${i}`, profile: "1g.10gb" }));
+    mig.shares = [{ order_id: "o3", org_id: "a", units: 1, mig_device: "MIG-3" }];
+    const migCell = cellOf(mig);
+    expect(migCell.kind === "shared" && migCell.parts[0]).toMatchObject({ label: "MIG 1g.10gb" });
+    const [h100] = capacityByModel([shared]);
+    expect(h100?.free).toBe(6);
   });
 });

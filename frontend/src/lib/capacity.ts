@@ -19,19 +19,69 @@ export type ModelCapacity = {
   largest: number;
 };
 
+/** One tenant's part of a shared GPU, as a share of the whole (0–1). */
+export type SharePart = { orgId: string | null; orderId: string; share: number; label: string };
+
 export type GpuCell =
-  | { kind: "free" }
+  | { kind: "free"; mig: boolean }
   | { kind: "held"; orgId: string | null; orderId: string }
+  | { kind: "shared"; parts: SharePart[]; mig: boolean }
   | { kind: "unhealthy" };
+
+const EIGHTHS = ["", "⅛", "¼", "⅜", "½", "⅝", "¾", "⅞"];
+
+/** A fraction of a GPU in thousandths, as people say it: ¼, ½, ⅜. */
+export function fraction(milli: number): string {
+  const eighths = milli / 125;
+  return Number.isInteger(eighths) && EIGHTHS[eighths] ? EIGHTHS[eighths] : `${milli / 10}%`;
+}
+
+/** What an instance type or order gets of its GPUs, in words. */
+export function gpuShape(t: {
+  gpus_per_node: number;
+  gpu_model: string;
+  gpu_milli?: number | null;
+  mig_profile?: string | null;
+}): string {
+  if (t.mig_profile) return `MIG ${t.mig_profile} of one ${t.gpu_model}`;
+  if (t.gpu_milli) return `${fraction(t.gpu_milli)} of one ${t.gpu_model}`;
+  return `${t.gpus_per_node} × ${t.gpu_model}`;
+}
 
 export function cellOf(gpu: Schemas["NodeGpu"]): GpuCell {
   if (!gpu.healthy) return { kind: "unhealthy" };
   if (gpu.order_id) return { kind: "held", orgId: gpu.org_id ?? null, orderId: gpu.order_id };
-  return { kind: "free" };
+  const instances = gpu.mig_devices.length;
+  if (gpu.shares.length > 0) {
+    const parts = gpu.shares.map((s) => {
+      const profile = gpu.mig_devices.find((d) => d.uuid === s.mig_device)?.profile;
+      return {
+        orgId: s.org_id ?? null,
+        orderId: s.order_id,
+        share: gpu.mig_enabled ? 1 / Math.max(instances, 1) : s.units / 1000,
+        label: gpu.mig_enabled ? `MIG ${profile ?? `${s.units}g`}` : fraction(s.units),
+      };
+    });
+    return { kind: "shared", parts, mig: gpu.mig_enabled };
+  }
+  return { kind: "free", mig: gpu.mig_enabled };
 }
 
+/** A shared GPU's fill: each tenant's colour over its share, bottom up. */
+export function shareBackground(parts: SharePart[]): string {
+  let at = 0;
+  const stops = parts.map((p) => {
+    const from = at;
+    at = Math.min(1, at + p.share);
+    const colour = p.orgId ? tenantColour(p.orgId) : "var(--mantine-color-gray-6)";
+    return `${colour} ${(from * 100).toFixed(1)}% ${(at * 100).toFixed(1)}%`;
+  });
+  return `linear-gradient(to top, ${[...stops, `transparent ${(at * 100).toFixed(1)}%`].join(", ")})`;
+}
+
+/** GPUs a whole-GPU order could take: healthy, unheld, unshared, not MIG. */
 function freeGpus(node: Node): number {
-  return node.gpus.filter((g) => g.healthy && !g.order_id).length;
+  return node.gpus.filter((g) => g.healthy && !g.order_id && g.shares.length === 0 && !g.mig_enabled).length;
 }
 
 export function capacityByModel(nodes: Node[]): ModelCapacity[] {
@@ -84,6 +134,7 @@ export function groupNodes(nodes: Node[]): NodeGroup[] {
       node.gpus.length > 0 &&
       freeGpus(node) === node.gpus.length &&
       node.reservations.length === 0;
+    // MIG nodes are never folded: their GPUs sell differently.
     if (idle) {
       const type = node.instance_type ?? `${node.gpus.length}× ${node.gpus[0]?.model ?? "GPU"}`;
       const fold = group.idle.find((f) => f.instanceType === type);

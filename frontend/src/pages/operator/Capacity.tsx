@@ -5,7 +5,16 @@ import type { Schemas } from "../../api/client";
 import { useOrgNames } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { capacityByModel, cellOf, groupNodes, reservationOn, SHAPES, tenantColour, type GpuCell } from "../../lib/capacity";
+import {
+  capacityByModel,
+  cellOf,
+  groupNodes,
+  reservationOn,
+  SHAPES,
+  shareBackground,
+  tenantColour,
+  type GpuCell,
+} from "../../lib/capacity";
 import { dateTime } from "../../lib/format";
 import classes from "./Capacity.module.css";
 
@@ -75,7 +84,8 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
                 data-kind={cell.kind}
                 data-blocked={blocked || undefined}
                 data-reserved={reserved ? true : undefined}
-                style={cell.kind === "held" && cell.orgId ? { background: tenantColour(cell.orgId) } : undefined}
+                data-mig={(cell.kind === "free" || cell.kind === "shared") && cell.mig ? true : undefined}
+                style={style(cell)}
               />
             </Tooltip>
           );
@@ -90,21 +100,36 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
   );
 }
 
+function style(cell: GpuCell) {
+  if (cell.kind === "held" && cell.orgId) return { background: tenantColour(cell.orgId) };
+  if (cell.kind === "shared") return { backgroundImage: shareBackground(cell.parts) };
+  return undefined;
+}
+
 function describe(cell: GpuCell, names: Map<string, string>, index: number): string {
+  const tenant = (orgId: string | null) => (orgId ? (names.get(orgId) ?? orgId.slice(0, 8)) : "held");
   switch (cell.kind) {
     case "free":
-      return `GPU ${index}: free`;
+      return `GPU ${index}: free${cell.mig ? " (MIG mode)" : ""}`;
     case "unhealthy":
       return `GPU ${index}: unhealthy`;
     case "held":
-      return `GPU ${index}: ${cell.orgId ? (names.get(cell.orgId) ?? cell.orgId.slice(0, 8)) : "held"} (order ${cell.orderId.slice(0, 8)})`;
+      return `GPU ${index}: ${tenant(cell.orgId)} (order ${cell.orderId.slice(0, 8)})`;
+    case "shared": {
+      const used = cell.parts.reduce((sum, p) => sum + p.share, 0);
+      const parts = cell.parts.map((p) => `${tenant(p.orgId)} ${p.label} (order ${p.orderId.slice(0, 8)})`);
+      return `GPU ${index}: shared${cell.mig ? " (MIG)" : ""}: ${parts.join(", ")}; ${Math.round((1 - used) * 100)}% free`;
+    }
   }
 }
 
 function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string, string> }) {
   const tenants = new Map<string, number>();
   for (const node of nodes)
-    for (const gpu of node.gpus) if (gpu.org_id) tenants.set(gpu.org_id, (tenants.get(gpu.org_id) ?? 0) + 1);
+    for (const gpu of node.gpus) {
+      const holders = new Set([gpu.org_id, ...gpu.shares.map((s) => s.org_id)].filter((o): o is string => !!o));
+      for (const org of holders) tenants.set(org, (tenants.get(org) ?? 0) + 1);
+    }
   return (
     <Group gap="md" aria-label="Legend">
       <Group gap={4}>
@@ -118,6 +143,17 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
       </Group>
       <Group gap={4}>
         <div className={classes.gpu} data-kind="free" data-reserved /> <Text size="sm">reserved (now or later)</Text>
+      </Group>
+      <Group gap={4}>
+        <div
+          className={classes.gpu}
+          data-kind="shared"
+          style={{ backgroundImage: "linear-gradient(to top, var(--mantine-color-gray-6) 0 50%, transparent 50%)" }}
+        />{" "}
+        <Text size="sm">shared (filled by each tenant&apos;s share)</Text>
+      </Group>
+      <Group gap={4}>
+        <div className={classes.gpu} data-kind="free" data-mig /> <Text size="sm">MIG mode</Text>
       </Group>
       {[...tenants.entries()].map(([org, count]) => (
         <Group gap={4} key={org}>

@@ -1,4 +1,16 @@
-import { Button, Grid, Group, NumberInput, Paper, Select, Stack, Table, TextInput, Title } from "@mantine/core";
+import {
+  Button,
+  Grid,
+  Group,
+  NumberInput,
+  Paper,
+  SegmentedControl,
+  Select,
+  Stack,
+  Table,
+  TextInput,
+  Title,
+} from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { api, type Schemas, unwrap } from "../../api/client";
@@ -125,18 +137,40 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
   );
 }
 
+/** What an instance type sells of its GPUs. */
+type Share = "whole" | "fraction" | "mig";
+
 function NewInstanceType() {
   const queryClient = useQueryClient();
   const models = useGpuModelNames();
   const form = useForm({
-    initialValues: { name: "", gpu_model: "", gpus_per_node: 8, vcpus: 96, memory_gib: 1024, disk_gib: 0 },
+    initialValues: {
+      name: "",
+      gpu_model: "",
+      gpus_per_node: 8,
+      vcpus: 96,
+      memory_gib: 1024,
+      disk_gib: 0,
+      share: "whole" as Share,
+      gpu_milli: 250,
+      mig_profile: "",
+    },
     validate: {
       name: (v) => (/^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : "Lower-case letters, digits and dashes"),
       gpu_model: (v) => (v ? null : "Choose a GPU model"),
     },
   });
   const create = useMutation({
-    mutationFn: (body: typeof form.values) => unwrap(api.POST("/api/v1/admin/catalog/instance-types", { body })),
+    mutationFn: ({ share, gpu_milli, mig_profile, ...rest }: typeof form.values) =>
+      unwrap(
+        api.POST("/api/v1/admin/catalog/instance-types", {
+          body: {
+            ...rest,
+            ...(share === "fraction" ? { gpus_per_node: 1, gpu_milli } : {}),
+            ...(share === "mig" ? { gpus_per_node: 1, mig_profile } : {}),
+          },
+        }),
+      ),
     onSuccess: (t) => {
       notifySuccess(`${t.name} added; give it prices before tenants can order it.`);
       form.reset();
@@ -152,8 +186,43 @@ function NewInstanceType() {
         <Stack gap="xs">
           <TextInput label="Name" placeholder="h100x2" required {...form.getInputProps("name")} />
           <Select label="GPU model" data={models.data ?? []} required {...form.getInputProps("gpu_model")} />
+          <SegmentedControl
+            aria-label="What it sells of the GPU"
+            data={[
+              { value: "whole", label: "Whole GPUs" },
+              { value: "fraction", label: "Fraction of a GPU" },
+              { value: "mig", label: "MIG instance" },
+            ]}
+            {...form.getInputProps("share")}
+          />
+          {form.values.share === "fraction" && (
+            <NumberInput
+              label="Share of one GPU (thousandths)"
+              description="In steps of 125: 250 is a quarter. Shares one GPU with other orders."
+              min={125}
+              max={875}
+              step={125}
+              allowDecimal={false}
+              {...form.getInputProps("gpu_milli")}
+            />
+          )}
+          {form.values.share === "mig" && (
+            <TextInput
+              label="MIG profile"
+              description="As NVIDIA names it for the model, such as 1g.10gb or 3g.40gb; runs on GPUs in MIG mode."
+              placeholder="1g.10gb"
+              {...form.getInputProps("mig_profile")}
+            />
+          )}
           <Group grow>
-            <NumberInput label="GPUs per node" min={1} max={16} allowDecimal={false} {...form.getInputProps("gpus_per_node")} />
+            <NumberInput
+              label="GPUs per node"
+              min={1}
+              max={16}
+              allowDecimal={false}
+              disabled={form.values.share !== "whole"}
+              {...form.getInputProps("gpus_per_node")}
+            />
             <NumberInput label="vCPUs" min={1} allowDecimal={false} {...form.getInputProps("vcpus")} />
           </Group>
           <Group grow>

@@ -8,6 +8,7 @@ import { Chart } from "../../components/Chart";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
+import { fraction } from "../../lib/capacity";
 import { dateTime } from "../../lib/format";
 import { CredentialActions, IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
@@ -85,11 +86,23 @@ export function NodeDetailPage() {
                     {n.gpus.map((g) => (
                       <Table.Tr key={g.index}>
                         <Table.Td>{g.index}</Table.Td>
-                        <Table.Td>{g.model}</Table.Td>
+                        <Table.Td>
+                          {g.model}
+                          {g.mig_enabled && ` · MIG ${g.mig_devices.length} × ${g.mig_devices[0]?.profile ?? "no instances"}`}
+                        </Table.Td>
                         <Table.Td>{g.nvlink_domain}</Table.Td>
                         <Table.Td>{g.healthy ? "healthy" : <Text c="red">unhealthy</Text>}</Table.Td>
                         <Table.Td>
-                          {g.order_id ? `${names.get(g.org_id ?? "") ?? "tenant"} · order ${g.order_id.slice(0, 8)}` : "free"}
+                          {g.order_id
+                            ? `${names.get(g.org_id ?? "") ?? "tenant"} · order ${g.order_id.slice(0, 8)}`
+                            : g.shares.length > 0
+                              ? g.shares
+                                  .map(
+                                    (s) =>
+                                      `${names.get(s.org_id ?? "") ?? "tenant"} ${g.mig_enabled ? "MIG instance" : fraction(s.units)} · order ${s.order_id.slice(0, 8)}`,
+                                  )
+                                  .join("; ")
+                              : "free"}
                         </Table.Td>
                         <Table.Td ff="monospace" fz="xs">
                           {g.hardware_uuid}

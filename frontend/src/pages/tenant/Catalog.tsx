@@ -3,6 +3,7 @@ import { useInstanceTypes, useRegions } from "../../api/queries";
 import type { Schemas } from "../../api/client";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
+import { gpuShape } from "../../lib/capacity";
 import { money, words } from "../../lib/format";
 import { priceInForce } from "../../lib/pricing";
 
@@ -71,9 +72,7 @@ export function CatalogPage() {
                       .map((region) => (
                         <Table.Tr key={`${t.id}-${region ?? "all"}`}>
                           <Table.Td fw={600}>{t.name}</Table.Td>
-                          <Table.Td>
-                            {t.gpus_per_node} × {t.gpu_model}
-                          </Table.Td>
+                          <Table.Td>{gpuShape(t)}</Table.Td>
                           <Table.Td>
                             {t.vcpus} / {t.memory_gib} GiB / {t.disk_gib} GiB
                           </Table.Td>

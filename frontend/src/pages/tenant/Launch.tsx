@@ -22,6 +22,7 @@ import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import { keys, useImages, useInstanceTypes, useQuotas, useRegions, useSshKeys } from "../../api/queries";
 import { ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
+import { gpuShape } from "../../lib/capacity";
 import { dateTime, money, words } from "../../lib/format";
 import { liveReservations, useReservations } from "../../api/reservations";
 import { useOrgId } from "../../lib/orgId";
@@ -137,7 +138,7 @@ export function LaunchPage() {
     const byModel = new Map<string, { value: string; label: string }[]>();
     for (const t of types.data ?? []) {
       const items = byModel.get(t.gpu_model) ?? [];
-      items.push({ value: t.name, label: `${t.name} — ${t.gpus_per_node} × ${t.gpu_model}, ${t.vcpus} vCPU, ${t.memory_gib} GiB` });
+      items.push({ value: t.name, label: `${t.name} — ${gpuShape(t)}, ${t.vcpus} vCPU, ${t.memory_gib} GiB` });
       byModel.set(t.gpu_model, items);
     }
     return [...byModel.entries()].map(([group, items]) => ({ group, items }));

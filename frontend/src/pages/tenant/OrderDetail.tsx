@@ -2,7 +2,7 @@ import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid,
 import { useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
 import { api, type Schemas, unwrapJson } from "../../api/client";
-import { gpuCount, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
+import { gpusOf, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
 import { keys } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
@@ -106,7 +106,8 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                       <Table.Tr key={p.node_id}>
                         <Table.Td>{p.node_name}</Table.Td>
                         <Table.Td>
-                          <Code>{p.gpu_ids.join(",")}</Code>
+                          <Code>{p.mig_device ?? p.gpu_ids.join(",")}</Code>
+                          {p.mig_device && ` on GPU ${p.gpu_ids.join(",")}`}
                         </Table.Td>
                       </Table.Tr>
                     ))}
@@ -128,7 +129,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
               </Title>
               <SimpleGrid cols={2} spacing="xs">
                 <Fact label="Instance type" value={order.instance_type} />
-                <Fact label="GPUs" value={`${gpuCount(order)} × ${order.gpu_model}`} />
+                <Fact label="GPUs" value={gpusOf(order)} />
                 <Fact label="Nodes" value={String(order.node_count)} />
                 <Fact label="Region" value={order.region ?? "any"} />
                 <Fact label="Pricing" value={words(order.pricing_class)} />

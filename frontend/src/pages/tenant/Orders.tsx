@@ -1,6 +1,6 @@
 import { Paper, SegmentedControl, Table, Text } from "@mantine/core";
 import { useNavigate, useSearch } from "@tanstack/react-router";
-import { gpuCount, runtimeSeconds, useOrders } from "../../api/orders";
+import { gpusOf, runtimeSeconds, useOrders } from "../../api/orders";
 import type { Schemas } from "../../api/client";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
@@ -86,9 +86,7 @@ export function OrdersPage() {
                             {order.job?.array_index !== null && order.job?.array_index !== undefined && ` #${order.job.array_index}`}
                           </Table.Td>
                           <Table.Td>{order.instance_type}</Table.Td>
-                          <Table.Td>
-                            {gpuCount(order)} × {order.gpu_model}
-                          </Table.Td>
+                          <Table.Td>{gpusOf(order)}</Table.Td>
                           <Table.Td>{order.region ?? "any"}</Table.Td>
                           <Table.Td>
                             <StatusBadge status={order.status} />
