@@ -253,20 +253,22 @@ fn fractions_share_a_gpu_without_exceeding_it_and_whole_work_never_lands_there()
     );
 }
 
+/// A workload asking for `slices` MIG slices.
+fn mig_job(id: &str, slices: u8) -> Workload {
+    let mut w = job(id, "q", 0, 1);
+    w.gpus = GpuRequest::Mig(slices);
+    w
+}
+
 #[test]
 fn mig_slices_go_only_to_mig_gpus() {
     let mut mig = node("n1", "r1", H100, 2);
     mig.gpus[1].mig_slices = Some(7);
     let mut world = World::new(vec![mig]);
-    let slices = |id: &str, n: u8| {
-        let mut w = job(id, "q", 0, 1);
-        w.gpus = GpuRequest::Mig(n);
-        w
-    };
     world.pending = vec![
-        slices("m1", 3),
-        slices("m2", 4),
-        slices("m3", 1),
+        mig_job("m1", 3),
+        mig_job("m2", 4),
+        mig_job("m3", 1),
         job("whole", "q", 2, 1),
     ];
     let decisions = world.decide(&Policy::default());
@@ -294,17 +296,12 @@ fn mig_requests_match_the_size_of_a_gpus_instances() {
     mig.gpus[1].mig_slices = Some(6);
     mig.gpus[1].mig_instance_slices = Some(3);
     let mut world = World::new(vec![mig]);
-    let slices = |id: &str, n: u8| {
-        let mut w = job(id, "q", 0, 1);
-        w.gpus = GpuRequest::Mig(n);
-        w
-    };
     world.pending = vec![
-        slices("small", 1),
-        slices("big1", 3),
-        slices("big2", 3),
-        slices("big3", 3),
-        slices("four", 4),
+        mig_job("small", 1),
+        mig_job("big1", 3),
+        mig_job("big2", 3),
+        mig_job("big3", 3),
+        mig_job("four", 4),
     ];
     let decisions = world.decide(&Policy::default());
     let gpu = |id: &str| decisions.start(id).map(|s| s.placements[0].gpus.clone());

@@ -6,7 +6,9 @@
 //! fragmentation at once.
 
 use chrono::Utc;
-use sea_orm::{ActiveModelTrait, DatabaseConnection, EntityTrait, PaginatorTrait, Set};
+use sea_orm::{
+    ActiveModelTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, PaginatorTrait, Set,
+};
 use uuid::Uuid;
 
 use crate::auth::password::PasswordHasher;
@@ -105,6 +107,43 @@ const REGIONS: [Region; 2] = [
     },
 ];
 
+/// Pricing classes with their share of the on-demand price, in thousandths.
+const CLASSES: [(PricingClass, i64); 3] = [
+    (PricingClass::OnDemand, 1000),
+    (PricingClass::Spot, 400),
+    (PricingClass::Reserved, 700),
+];
+
+/// `H100-SXM-80GB` is `h100` in instance type and node names.
+fn short(model: &str) -> String {
+    model.split('-').next().unwrap_or(model).to_lowercase()
+}
+
+/// An instance type's prices everywhere: `on_demand` per hour, the other
+/// classes at their share of it.
+async fn prices(
+    txn: &DatabaseTransaction,
+    instance_type_id: Uuid,
+    on_demand: i64,
+    classes: &[(PricingClass, i64)],
+    now: chrono::DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    for (class, permille) in classes {
+        price::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            instance_type_id: Set(instance_type_id),
+            region_id: Set(None),
+            pricing_class: Set(*class),
+            hourly_micros: Set(on_demand * permille / 1000),
+            effective_from: Set(now),
+            created_at: Set(now),
+        }
+        .insert(txn)
+        .await?;
+    }
+    Ok(())
+}
+
 /// Seeds the demo when the database has no catalog yet; `false` when it
 /// already had one.
 pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow::Result<bool> {
@@ -155,12 +194,7 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         .insert(&txn)
         .await?;
         let (gpus, vcpus, memory) = model.node;
-        let short = model
-            .name
-            .split('-')
-            .next()
-            .unwrap_or(model.name)
-            .to_lowercase();
+        let short = short(model.name);
         // Shapes of 1, 2, 4 and 8 GPUs (up to a whole node), with vCPU and
         // memory in proportion.
         let mut count = 1;
@@ -181,23 +215,7 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
             .insert(&txn)
             .await?;
             let on_demand = model.gpu_hour * i64::from(count);
-            for (class, permille) in [
-                (PricingClass::OnDemand, 1000),
-                (PricingClass::Spot, 400),
-                (PricingClass::Reserved, 700),
-            ] {
-                price::ActiveModel {
-                    id: Set(Uuid::now_v7()),
-                    instance_type_id: Set(instance.id),
-                    region_id: Set(None),
-                    pricing_class: Set(class),
-                    hourly_micros: Set(on_demand * permille / 1000),
-                    effective_from: Set(now),
-                    created_at: Set(now),
-                }
-                .insert(&txn)
-                .await?;
-            }
+            prices(&txn, instance.id, on_demand, &CLASSES, now).await?;
             if count == gpus {
                 whole_nodes.push((instance, row.clone()));
             }
@@ -210,12 +228,7 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         let shape = crate::catalog::shares::GpuShape::new(1, gpu_milli, mig_profile);
         let milli = shape.milli();
         let (gpus, vcpus, memory) = spec.node;
-        let short = spec
-            .name
-            .split('-')
-            .next()
-            .unwrap_or(spec.name)
-            .to_lowercase();
+        let short = short(spec.name);
         let instance = instance_type::ActiveModel {
             id: Set(Uuid::now_v7()),
             name: Set(format!("{short}-{suffix}")),
@@ -231,32 +244,16 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         }
         .insert(&txn)
         .await?;
-        for (class, permille) in [(PricingClass::OnDemand, 1000), (PricingClass::Spot, 400)] {
-            price::ActiveModel {
-                id: Set(Uuid::now_v7()),
-                instance_type_id: Set(instance.id),
-                region_id: Set(None),
-                pricing_class: Set(class),
-                hourly_micros: Set(spec.gpu_hour * i64::from(milli) / 1000 * permille / 1000),
-                effective_from: Set(now),
-                created_at: Set(now),
-            }
-            .insert(&txn)
-            .await?;
-        }
+        // Reservations hold whole GPUs: shares have no reserved price.
+        let on_demand = spec.gpu_hour * i64::from(milli) / 1000;
+        prices(&txn, instance.id, on_demand, &CLASSES[..2], now).await?;
     }
     for (spec, region) in REGIONS.iter().zip(&regions) {
         let name = spec.name;
         for ((instance, model), count) in whole_nodes.iter().zip(&spec.nodes) {
             for index in 0..*count {
-                let short = model
-                    .name
-                    .split('-')
-                    .next()
-                    .unwrap_or_default()
-                    .to_lowercase();
                 let mut spec = nodes::simulated_spec(
-                    format!("{name}-{short}-{:02}", index + 1),
+                    format!("{name}-{}-{:02}", short(&model.name), index + 1),
                     region.id,
                     format!("{name}-rack-{}", index / 4 + 1),
                     Vec::new(),
