@@ -99,22 +99,23 @@ def burst(token, org, kind):
     return time.monotonic() - began, ids
 
 
-def over_committed(operator):
-    shared, held_twice, devices = 0, 0, set()
+def gpu_use(operator):
+    """GPUs holding work, GPUs over one whole, MIG instances held twice."""
+    used, over, held_twice, devices = 0, 0, 0, set()
     cursor = ""
     while True:
         page = call("GET", f"{BASE}/api/v1/admin/nodes?limit=200{cursor}", operator)
         for node in page["items"]:
             for gpu in node["gpus"]:
+                used += bool(gpu["order_id"] or gpu["shares"])
                 units = sum(s["units"] for s in gpu["shares"])
                 if not gpu["mig_enabled"] and (units > 1000 or (units and gpu["order_id"])):
-                    shared += 1
-                for s in gpu["shares"]:
-                    if s["mig_device"] in devices:
-                        held_twice += 1
-                    devices.add(s["mig_device"])
+                    over += 1
+                for device in (s["mig_device"] for s in gpu["shares"] if s["mig_device"]):
+                    held_twice += device in devices
+                    devices.add(device)
         if not page.get("next_cursor"):
-            return shared, held_twice
+            return used, over, held_twice
         cursor = f"&cursor={page['next_cursor']}"
 
 
@@ -147,9 +148,9 @@ def main():
         for kind in KINDS:
             seconds, ids = burst(tenant, org, kind)
             base_s = base_s or seconds
-            shared, twice = over_committed(operator)
-            print(f"burst of {BURST} {kind}: all running in {seconds:.1f} s ({seconds / base_s:.2f}× whole); "
-                  f"GPUs over one whole: {shared}; MIG instances held twice: {twice}", flush=True)
+            used, over, twice = gpu_use(operator)
+            print(f"burst of {BURST} {kind}: all running in {seconds:.1f} s ({seconds / base_s:.2f}× whole) "
+                  f"on {used} GPUs; GPUs over one whole: {over}; MIG instances held twice: {twice}", flush=True)
             cancel_all(tenant, org, ids)
     finally:
         server.terminate()

@@ -219,11 +219,16 @@ fn offer(
         let after = fragmentation(left_over, &partials, cpu_after, mem_after, shapes);
         after - before
     });
+    // What stays free of the kind of GPU it takes: MIG slices for a MIG
+    // request (so instances pack onto nodes whose MIG GPUs are in use, as
+    // fractions do), whole-GPU thousandths otherwise.
+    let mig = matches!(workload.gpus, GpuRequest::Mig(_));
     let gpu_left = node
         .gpus
         .iter()
-        .filter(|g| g.healthy && g.mig_slices.is_none())
-        .map(|g| u64::from(WHOLE - g.used))
+        .filter(|g| g.healthy && g.mig_slices.is_some() == mig)
+        .filter(|g| !mig || g.model == demand.model)
+        .map(|g| u64::from(g.capacity().saturating_sub(g.used)))
         .sum::<u64>()
         .saturating_sub(u64::from(bits(mask)) * u64::from(units));
     let share = |left: u64, total: u64| left as f64 / total.max(1) as f64;

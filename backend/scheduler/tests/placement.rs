@@ -314,6 +314,33 @@ fn mig_requests_match_the_size_of_a_gpus_instances() {
 }
 
 #[test]
+fn mig_instances_pack_onto_nodes_whose_mig_gpus_are_in_use() {
+    let mig_node = |name: &str| {
+        let mut n = node(name, "r1", H100, 2);
+        for gpu in &mut n.gpus {
+            gpu.mig_slices = Some(7);
+            gpu.mig_instance_slices = Some(1);
+        }
+        n
+    };
+    let mut world = World::new(vec![mig_node("n1"), mig_node("n2"), mig_node("n3")]);
+    world.running = vec![running(mig_job("held", 1), &[("n2", &[1])], common::NOON)];
+    world.pending = (0..6).map(|i| mig_job(&format!("m{i}"), 1)).collect();
+    let decisions = world.decide(&Policy::default());
+    for i in 0..6 {
+        let start = decisions.start(&format!("m{i}")).expect("placed");
+        assert_eq!(
+            (
+                start.placements[0].node.as_str(),
+                start.placements[0].gpus.clone()
+            ),
+            ("n2", vec![1]),
+            "m{i} fills the GPU already in use"
+        );
+    }
+}
+
+#[test]
 fn placement_strategies_are_selectable() {
     // n0 has 1 free, n1 3 free, n2 8 free; a 1-GPU job.
     let mut world = World::new(nodes(3));
