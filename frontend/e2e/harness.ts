@@ -28,7 +28,8 @@ async function freePort(): Promise<number> {
 
 export type Server = { url: string; stop: () => Promise<void>; log: () => string };
 
-export async function startServer(): Promise<Server> {
+/** A fresh server; `settings` add or override its environment. */
+export async function startServer(settings: Record<string, string> = {}): Promise<Server> {
   const binary = process.env.GANTRY_BIN ?? join(REPO, "target", "debug", "gantry");
   const dataDir = mkdtempSync(join(tmpdir(), "gantry-e2e-"));
   const port = await freePort();
@@ -47,6 +48,7 @@ export async function startServer(): Promise<Server> {
     GANTRY_RATE_LIMIT_BURST: "100000",
     GANTRY_AUTH_CACHE_SECONDS: "0",
     DATABASE_URL: "",
+    ...settings,
   };
   delete (env as Record<string, string | undefined>).DATABASE_URL;
   let output = "";

@@ -1,7 +1,7 @@
 // Every console page and its address. Pages load on first visit, so the
 // first page a user opens carries only its own code.
 import { createRootRoute, createRoute, createRouter, lazyRouteComponent, Outlet, redirect } from "@tanstack/react-router";
-import { session } from "./api/session";
+import { safeNext, session } from "./api/session";
 import { Shell } from "./components/Shell";
 import { NotFound } from "./components/NotFound";
 import { HomeRedirect } from "./pages/HomeRedirect";
@@ -12,8 +12,10 @@ const rootRoute = createRootRoute({
 });
 
 type NextSearch = { next?: string };
-const nextSearch = (search: Record<string, unknown>): NextSearch =>
-  typeof search.next === "string" && search.next.startsWith("/") ? { next: search.next } : {};
+const nextSearch = (search: Record<string, unknown>): NextSearch => {
+  const next = safeNext(search.next);
+  return next ? { next } : {};
+};
 
 const signIn = createRoute({
   getParentRoute: () => rootRoute,
@@ -31,8 +33,8 @@ const signUp = createRoute({
 const app = createRoute({
   getParentRoute: () => rootRoute,
   id: "app",
-  beforeLoad: ({ location }) => {
-    if (!session.token()) throw redirect({ to: "/sign-in", search: { next: location.href } });
+  beforeLoad: async ({ location }) => {
+    if (!(await session.fresh())) throw redirect({ to: "/sign-in", search: nextSearch({ next: location.href }) });
   },
   component: Shell,
 });

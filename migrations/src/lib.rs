@@ -21,6 +21,7 @@ mod m20261203_000014_change_notify;
 mod m20261204_000015_reservations;
 mod m20261204_000016_maintenance;
 mod m20261204_000017_shared_gpus;
+mod m20261204_000018_refresh_tokens;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000015_reservations::Migration),
             Box::new(m20261204_000016_maintenance::Migration),
             Box::new(m20261204_000017_shared_gpus::Migration),
+            Box::new(m20261204_000018_refresh_tokens::Migration),
         ]
     }
 }

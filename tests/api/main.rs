@@ -16,5 +16,6 @@ mod node_access;
 mod openapi;
 mod orders;
 mod reservations;
+mod sessions;
 mod shared_gpus;
 mod usage;

@@ -100,6 +100,7 @@ impl AppState {
 pub fn routes() -> OpenApiRouter<AppState> {
     let api = OpenApiRouter::new()
         .merge(crate::auth::accounts::routes())
+        .merge(crate::auth::refresh::routes())
         .merge(crate::ssh_keys::routes())
         .merge(crate::tenancy::orgs::routes())
         .merge(crate::tenancy::members::routes())

@@ -16,6 +16,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_DATA_DIR", "data_dir"),
     ("GANTRY_JWT_SECRET", "jwt_secret"),
     ("GANTRY_JWT_TTL_SECONDS", "jwt_ttl_seconds"),
+    ("GANTRY_REFRESH_TTL_SECONDS", "refresh_ttl_seconds"),
     ("GANTRY_CORS_ALLOWED_ORIGINS", "cors_allowed_origins"),
     ("GANTRY_RATE_LIMIT_PER_SECOND", "rate_limit_per_second"),
     ("GANTRY_RATE_LIMIT_BURST", "rate_limit_burst"),
@@ -76,6 +77,9 @@ pub struct Config {
     pub jwt_secret: Option<String>,
     /// Lifetime of a session token.
     pub jwt_ttl_seconds: u64,
+    /// How long a browser session lasts without being used: its refresh
+    /// token's lifetime, renewed on every refresh.
+    pub refresh_ttl_seconds: u64,
     /// Origins allowed by CORS; empty turns CORS off.
     pub cors_allowed_origins: Vec<String>,
     /// Sustained requests per second allowed per API key, user or, for
@@ -160,6 +164,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             jwt_secret: None,
             jwt_ttl_seconds: 900,
+            refresh_ttl_seconds: 14 * 24 * 3600,
             cors_allowed_origins: Vec::new(),
             rate_limit_per_second: 50,
             rate_limit_burst: 100,
@@ -199,6 +204,7 @@ impl std::fmt::Debug for Config {
             .field("data_dir", &self.data_dir)
             .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "<set>"))
             .field("jwt_ttl_seconds", &self.jwt_ttl_seconds)
+            .field("refresh_ttl_seconds", &self.refresh_ttl_seconds)
             .field("cors_allowed_origins", &self.cors_allowed_origins)
             .field("rate_limit_per_second", &self.rate_limit_per_second)
             .field("rate_limit_burst", &self.rate_limit_burst)
@@ -271,6 +277,10 @@ impl Config {
 
     fn validate(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.jwt_ttl_seconds > 0, "jwt_ttl_seconds must be positive");
+        anyhow::ensure!(
+            self.refresh_ttl_seconds >= self.jwt_ttl_seconds,
+            "refresh_ttl_seconds must be at least jwt_ttl_seconds"
+        );
         anyhow::ensure!(
             self.reservation_cancel_fee_percent <= 100,
             "reservation_cancel_fee_percent must be 0 to 100"

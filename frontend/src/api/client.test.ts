@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { ApiError, unwrap, unwrapJson } from "./client";
-import { session } from "./session";
+import { safeNext, session } from "./session";
 
 const answer = <T>(status: number, body: { data?: T; error?: unknown }) =>
   Promise.resolve({ ...body, response: new Response(null, { status }) });
@@ -36,13 +36,40 @@ describe("unwrap", () => {
 });
 
 describe("session", () => {
-  test("an expired token is dropped and the expiry is remembered", () => {
+  test("an expired token is not used, and a refused renewal ends the session", async () => {
+    const refused = async () => new Response(null, { status: 401 });
+    globalThis.fetch = refused as typeof fetch;
     session.signIn("token", 60);
     expect(session.token()).toBe("token");
+    await expect(session.fresh()).resolves.toBe("token");
     session.signIn("old", -1);
     expect(session.token()).toBeNull();
+    await expect(session.fresh()).resolves.toBeNull();
     expect(session.status()).toEqual({ state: null, expired: true });
-    session.signOut();
+    await session.signOut();
     expect(session.status()).toEqual({ state: null, expired: false });
+  });
+
+  test("a token about to run out is renewed once, however many ask", async () => {
+    let calls = 0;
+    globalThis.fetch = (async () => {
+      calls += 1;
+      return Response.json({ access_token: "renewed", expires_in: 900 });
+    }) as typeof fetch;
+    session.signIn("ending", 10);
+    const tokens = await Promise.all([session.fresh(), session.fresh(), session.fresh()]);
+    expect(tokens).toEqual(["renewed", "renewed", "renewed"]);
+    expect(calls).toBe(1);
+    expect(session.token()).toBe("renewed");
+  });
+
+  test("next never points back at the sign-in page, or off this console", () => {
+    expect(safeNext("/orgs/1/orders?x=1")).toBe("/orgs/1/orders?x=1");
+    expect(safeNext("/sign-in?next=%2Fsign-in%3Fnext%3D%252F")).toBeUndefined();
+    expect(safeNext("/sign-up")).toBeUndefined();
+    expect(safeNext("//evil.example.com")).toBeUndefined();
+    expect(safeNext("https://evil.example.com")).toBeUndefined();
+    expect(safeNext(undefined)).toBeUndefined();
+    expect(safeNext("/sign-inside")).toBe("/sign-inside");
   });
 });

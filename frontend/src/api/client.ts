@@ -30,8 +30,9 @@ export const api = createClient<paths>({
 });
 
 api.use({
-  onRequest({ request }) {
-    const token = session.token();
+  async onRequest({ request }) {
+    // Signing in and renewing need no token, and must not wait for one.
+    const token = new URL(request.url).pathname.startsWith("/api/v1/auth/") ? null : await session.fresh();
     if (token) request.headers.set("Authorization", `Bearer ${token}`);
     return request;
   },

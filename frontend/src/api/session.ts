@@ -1,5 +1,7 @@
-// The signed-in session: a bearer token kept in this browser's storage until
-// it expires or the user signs out. Components subscribe through
+// The signed-in session: a short-lived bearer token kept in this browser's
+// storage, renewed before it runs out from the refresh token the server
+// keeps in an httpOnly cookie (scripts never see it). The session ends when
+// a renewal is refused or the user signs out. Components subscribe through
 // useSession().
 import { useSyncExternalStore } from "react";
 
@@ -34,21 +36,51 @@ function publish(next: Status) {
   listeners.forEach((listener) => listener());
 }
 
+/** Renewed this long before the token runs out. */
+const MARGIN_MS = 30_000;
+
+let renewing: Promise<string | null> | null = null;
+
+/** A new token from the refresh cookie, or null when there is no session. */
+async function renew(): Promise<string | null> {
+  try {
+    const answer = await fetch("/api/v1/auth/refresh", { method: "POST", credentials: "same-origin" });
+    if (answer.ok) {
+      const token = (await answer.json()) as { access_token: string; expires_in: number };
+      session.signIn(token.access_token, token.expires_in);
+      return token.access_token;
+    }
+  } catch {
+    // Unreachable server: the session stands until a call says otherwise.
+    return status.state?.token ?? null;
+  }
+  // Refused: a session that was there has ended; without one, nothing to say.
+  publish({ state: null, expired: status.state !== null || status.expired });
+  return null;
+}
+
 export const session = {
+  /** The token if it is still good; renewal is `fresh()`'s job. */
   token(): string | null {
     const state = status.state;
-    if (!state) return null;
-    if (state.expiresAt <= Date.now()) {
-      publish({ state: null, expired: true });
-      return null;
-    }
-    return state.token;
+    return state && state.expiresAt > Date.now() ? state.token : null;
+  },
+  /** A token good for a while yet: renewed first when it is about to run out. */
+  async fresh(): Promise<string | null> {
+    const state = status.state;
+    if (state && state.expiresAt - Date.now() > MARGIN_MS) return state.token;
+    renewing ??= renew().finally(() => {
+      renewing = null;
+    });
+    return renewing;
   },
   signIn(token: string, expiresInSeconds: number) {
     publish({ state: { token, expiresAt: Date.now() + expiresInSeconds * 1000 }, expired: false });
   },
-  signOut() {
+  /** Ends the session here and on the server (its refresh token is revoked). */
+  async signOut() {
     publish({ state: null, expired: false });
+    await fetch("/api/v1/auth/logout", { method: "POST", credentials: "same-origin" }).catch(() => undefined);
   },
   expire() {
     publish({ state: null, expired: true });
@@ -61,6 +93,16 @@ export const session = {
     return status;
   },
 };
+
+/**
+ * Where to go back to after signing in: a path of this console, never the
+ * sign-in or sign-up page itself (which would nest `next` in `next`).
+ */
+export function safeNext(next: unknown): string | undefined {
+  if (typeof next !== "string" || !next.startsWith("/") || next.startsWith("//")) return undefined;
+  if (/^\/sign-(in|up)(?:[/?#]|$)/.test(next)) return undefined;
+  return next;
+}
 
 export function useSession(): Status {
   return useSyncExternalStore(session.subscribe, session.status, session.status);

@@ -7,7 +7,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { createLink, Outlet, useLocation, useNavigate, useParams, useRouter } from "@tanstack/react-router";
 import { type ComponentPropsWithRef, useEffect } from "react";
 import { useMe } from "../api/queries";
-import { session, useSession } from "../api/session";
+import { safeNext, session, useSession } from "../api/session";
 import { rememberOrg } from "../lib/lastOrg";
 
 // Filled when active: the light variant's tinted text misses AA contrast.
@@ -25,11 +25,14 @@ export function Shell() {
   const { orgId } = useParams({ strict: false });
 
   useEffect(() => {
-    if (!state) {
+    // Once on its way to sign-in, the location is the sign-in page's own:
+    // going there again would lose where the user was.
+    if (!state && !location.pathname.startsWith("/sign-")) {
       queryClient.clear();
-      void navigate({ to: "/sign-in", search: expired ? { next: location.href } : {} });
+      const next = expired ? safeNext(location.href) : undefined;
+      void navigate({ to: "/sign-in", search: next ? { next } : {} });
     }
-  }, [state, expired, navigate, queryClient, location.href]);
+  }, [state, expired, navigate, queryClient, location.href, location.pathname]);
 
   useEffect(() => {
     if (orgId) rememberOrg(orgId);
@@ -83,7 +86,7 @@ export function Shell() {
             </Menu.Target>
             <Menu.Dropdown>
               {operator && <Menu.Label>Platform operator</Menu.Label>}
-              <Menu.Item onClick={() => session.signOut()}>Sign out</Menu.Item>
+              <Menu.Item onClick={() => void session.signOut()}>Sign out</Menu.Item>
             </Menu.Dropdown>
           </Menu>
         </Group>

@@ -3,7 +3,7 @@ import { useForm } from "@mantine/form";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useNavigate, useSearch } from "@tanstack/react-router";
 import { api, unwrap } from "../api/client";
-import { session, useSession } from "../api/session";
+import { safeNext, session, useSession } from "../api/session";
 import { ProblemAlert } from "../components/Loadable";
 import { AuthFrame } from "./AuthFrame";
 import { AnchorLink } from "../components/links";
@@ -26,7 +26,8 @@ export function SignInPage() {
     onSuccess: (token) => {
       queryClient.clear();
       session.signIn(token.access_token, token.expires_in);
-      if (next) window.location.assign(next);
+      const back = safeNext(next);
+      if (back) window.location.assign(back);
       else void navigate({ to: "/" });
     },
   });

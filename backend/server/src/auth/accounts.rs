@@ -4,8 +4,10 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -14,8 +16,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::login_throttle::{self, Verdict};
-use super::password;
 use super::principal::{Actor, Authenticated, Principal};
+use super::{password, refresh};
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::entities::user;
@@ -126,11 +128,43 @@ pub struct Me {
     pub memberships: Vec<Membership>,
 }
 
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePassword {
+    #[schema(max_length = 128)]
+    pub current_password: String,
+    /// 10 to 128 characters, not a common password, not the email.
+    #[schema(min_length = 10, max_length = 128)]
+    pub new_password: String,
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(signup))
         .routes(routes!(login))
         .routes(routes!(me))
+        .routes(routes!(change_password))
+}
+
+/// A session's answer headers: the refresh cookie of a new sign-in.
+type WithCookie = [(axum::http::HeaderName, axum::http::HeaderValue); 1];
+
+/// Starts a browser session for `user_id`: a refresh token of a new family.
+async fn new_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    user_id: Uuid,
+) -> ApiResult<WithCookie> {
+    let cookie = refresh::issue(
+        &state.db,
+        user_id,
+        Uuid::now_v7(),
+        state.config.refresh_ttl_seconds,
+        refresh::over_https(headers),
+        state.clock.now(),
+    )
+    .await?;
+    Ok([(SET_COOKIE, cookie)])
 }
 
 /// Normalizes and checks an email address; `None` when it is not one.
@@ -149,15 +183,16 @@ pub fn normalize_email(email: &str) -> Option<String> {
     tag = "auth",
     request_body = SignupRequest,
     responses(
-        (status = 201, description = "The user, their organization and a session token", body = SignupResponse),
+        (status = 201, description = "The user, their organization and a session token; `Set-Cookie` carries the refresh token", body = SignupResponse),
         ProblemResponses,
     )
 )]
 async fn signup(
     State(state): State<AppState>,
     actor: Actor,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<SignupRequest>,
-) -> ApiResult<(StatusCode, Json<SignupResponse>)> {
+) -> ApiResult<(StatusCode, WithCookie, Json<SignupResponse>)> {
     let mut fields = Fields::default();
     let email = normalize_email(&request.email);
     if email.is_none() {
@@ -224,6 +259,7 @@ async fn signup(
     let access_token = state.sessions.issue(user_id).map_err(ApiError::internal)?;
     Ok((
         StatusCode::CREATED,
+        new_session(&state, &headers, user_id).await?,
         Json(SignupResponse {
             user: user.into(),
             organization,
@@ -245,15 +281,16 @@ fn email_taken() -> ApiError {
     tag = "auth",
     request_body = LoginRequest,
     responses(
-        (status = 200, description = "A session token", body = TokenResponse),
+        (status = 200, description = "A session token; `Set-Cookie` carries the refresh token that renews it (`POST /auth/refresh`)", body = TokenResponse),
         ProblemResponses,
     )
 )]
 async fn login(
     State(state): State<AppState>,
     actor: Actor,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<LoginRequest>,
-) -> ApiResult<Json<TokenResponse>> {
+) -> ApiResult<(WithCookie, Json<TokenResponse>)> {
     let throttle_key = request.email.trim().to_lowercase();
     if throttle_key.len() > 254 || request.password.chars().count() > password::MAX_LENGTH {
         return Err(bad_credentials());
@@ -328,14 +365,91 @@ async fn login(
         },
     )
     .await?;
-    Ok(Json(TokenResponse {
-        access_token: state
-            .sessions
-            .issue(account.id)
-            .map_err(ApiError::internal)?,
-        token_type: "Bearer".into(),
-        expires_in: state.sessions.ttl_seconds(),
-    }))
+    Ok((
+        new_session(&state, &headers, account.id).await?,
+        Json(TokenResponse {
+            access_token: state
+                .sessions
+                .issue(account.id)
+                .map_err(ApiError::internal)?,
+            token_type: "Bearer".into(),
+            expires_in: state.sessions.ttl_seconds(),
+        }),
+    ))
+}
+
+/// Changes the caller's password; every browser session of the user ends
+/// (their refresh tokens are revoked), this one included.
+#[utoipa::path(
+    post,
+    path = "/me/password",
+    tag = "auth",
+    request_body = ChangePassword,
+    responses((status = 204, description = "Changed; sign in again"), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn change_password(
+    State(state): State<AppState>,
+    actor: Actor,
+    Authenticated(principal): Authenticated,
+    ApiJson(request): ApiJson<ChangePassword>,
+) -> ApiResult<StatusCode> {
+    let Principal::User { user_id } = principal else {
+        return Err(ApiError::forbidden("an API key has no password"));
+    };
+    let account = user::Entity::find_by_id(user_id)
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| {
+            ApiError::unauthenticated("invalid_token", "the session token's user no longer exists")
+        })?;
+    let mut fields = Fields::default();
+    if let Some(weakness) = password::weakness(&request.new_password, &account.email) {
+        fields.push("new_password", weakness);
+    }
+    fields.finish()?;
+    let verified = state
+        .passwords
+        .verify(
+            request.current_password,
+            Some(account.password_hash.clone()),
+        )
+        .await
+        .map_err(ApiError::internal)?;
+    if !verified {
+        return Err(ApiError::unprocessable(
+            "wrong_password",
+            "the current password is wrong",
+        ));
+    }
+    let hash = state
+        .passwords
+        .hash(request.new_password)
+        .await
+        .map_err(ApiError::internal)?;
+    let now = Utc::now();
+    let txn = crate::db::write(&state.db).await?;
+    user::Entity::update_many()
+        .col_expr(user::Column::PasswordHash, Expr::value(hash))
+        .col_expr(user::Column::UpdatedAt, Expr::value(now))
+        .filter(user::Column::Id.eq(user_id))
+        .exec(&txn)
+        .await?;
+    let ended = refresh::revoke_user(&txn, user_id, now).await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: None,
+            action: "user.password_change",
+            target_type: "user",
+            target_id: Some(user_id.to_string()),
+            details: serde_json::json!({ "sessions_ended": ended }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 fn too_many_attempts(detail: String) -> ApiError {

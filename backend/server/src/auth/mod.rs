@@ -7,4 +7,5 @@ pub mod identity;
 pub mod login_throttle;
 pub mod password;
 pub mod principal;
+pub mod refresh;
 pub mod session;

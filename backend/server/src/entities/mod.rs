@@ -31,6 +31,7 @@ pub mod price;
 pub mod project;
 pub mod queue_limit;
 pub mod quota;
+pub mod refresh_token;
 pub mod region;
 pub mod reservation;
 pub mod reservation_node;

@@ -1,0 +1,297 @@
+//! Browser sessions that outlive their access tokens: a refresh token in an
+//! httpOnly cookie (scripts cannot read it; only the auth routes receive
+//! it) is exchanged once for a new access token and the next refresh
+//! token. A used token presented again means someone else holds a copy:
+//! the whole sign-in is revoked. Signing out revokes the sign-in, changing
+//! the password revokes all of the user's.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header::{COOKIE, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, TimeDelta, Utc};
+use cookie::{Cookie, SameSite};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::accounts::TokenResponse;
+use super::principal::Actor;
+use crate::app::AppState;
+use crate::audit::{self, Change};
+use crate::entities::refresh_token;
+use crate::error::{ApiError, ApiResult, ProblemResponses};
+
+/// The cookie's name, and the only path it is sent to.
+pub const COOKIE_NAME: &str = "gantry_refresh";
+const COOKIE_PATH: &str = "/api/v1/auth";
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(refresh))
+        .routes(routes!(logout))
+}
+
+/// A new refresh token of `family` for `user_id`, stored by its hash; the
+/// answer is the `Set-Cookie` value carrying it.
+pub async fn issue(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    family_id: Uuid,
+    ttl_seconds: u64,
+    secure: bool,
+    now: DateTime<Utc>,
+) -> ApiResult<HeaderValue> {
+    let mut secret = [0u8; 32];
+    rand::Rng::fill_bytes(&mut rand::rng(), &mut secret);
+    let secret = URL_SAFE_NO_PAD.encode(secret);
+    let ttl = i64::try_from(ttl_seconds).unwrap_or(i64::MAX);
+    refresh_token::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        user_id: Set(user_id),
+        family_id: Set(family_id),
+        token_hash: Set(hash(&secret)),
+        expires_at: Set(now + TimeDelta::seconds(ttl)),
+        created_at: Set(now),
+        used_at: Set(None),
+        revoked_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    cookie_header(&secret, ttl, secure)
+}
+
+fn hash(secret: &str) -> String {
+    crate::digest::sha256_hex(&[secret.as_bytes()])
+}
+
+fn cookie_header(value: &str, max_age_seconds: i64, secure: bool) -> ApiResult<HeaderValue> {
+    let cookie = Cookie::build((COOKIE_NAME, value))
+        .path(COOKIE_PATH)
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .secure(secure)
+        .max_age(cookie::time::Duration::seconds(max_age_seconds))
+        .build();
+    HeaderValue::from_str(&cookie.to_string())
+        .map_err(|e| ApiError::internal(anyhow::Error::new(e)))
+}
+
+/// Whether the browser reached us over HTTPS (through the proxy in front):
+/// the cookie is then marked `Secure`. Plain HTTP is for local use.
+pub fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
+}
+
+/// The refresh token the request's cookies carry.
+fn presented(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE_NAME)
+        .map(|c| c.value().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+fn session_ended(detail: &str) -> ApiError {
+    ApiError::unauthenticated("session_ended", detail.to_owned())
+}
+
+/// Revokes every live token of a family, or of a user.
+async fn revoke(
+    db: &impl ConnectionTrait,
+    which: sea_orm::sea_query::SimpleExpr,
+    now: DateTime<Utc>,
+) -> Result<u64, sea_orm::DbErr> {
+    Ok(refresh_token::Entity::update_many()
+        .col_expr(refresh_token::Column::RevokedAt, Expr::value(Some(now)))
+        .filter(which)
+        .filter(refresh_token::Column::RevokedAt.is_null())
+        .exec(db)
+        .await?
+        .rows_affected)
+}
+
+/// Ends every browser session of a user (a changed password).
+pub async fn revoke_user(
+    db: &impl ConnectionTrait,
+    user_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<u64, sea_orm::DbErr> {
+    revoke(db, refresh_token::Column::UserId.eq(user_id), now).await
+}
+
+/// Exchanges the refresh cookie for a new access token and a new cookie.
+#[utoipa::path(
+    post,
+    path = "/auth/refresh",
+    tag = "auth",
+    responses(
+        (status = 200, description = "A new session token; `Set-Cookie` carries the next refresh token", body = TokenResponse),
+        ProblemResponses,
+    )
+)]
+async fn refresh(
+    State(state): State<AppState>,
+    actor: Actor,
+    headers: HeaderMap,
+) -> ApiResult<(
+    [(axum::http::HeaderName, HeaderValue); 1],
+    Json<TokenResponse>,
+)> {
+    let secret =
+        presented(&headers).ok_or_else(|| session_ended("no session to refresh; sign in again"))?;
+    let now = state.clock.now();
+    let txn = crate::db::write(&state.db).await?;
+    let Some(current) = refresh_token::Entity::find()
+        .filter(refresh_token::Column::TokenHash.eq(hash(&secret)))
+        .one(&txn)
+        .await?
+    else {
+        return Err(session_ended("the session is not known; sign in again"));
+    };
+    if current.revoked_at.is_some() || current.expires_at <= now {
+        return Err(session_ended("the session has ended; sign in again"));
+    }
+    // Marked used only if nobody else used it first: of two exchanges of
+    // one token, one wins and the other is reuse.
+    let claimed = refresh_token::Entity::update_many()
+        .col_expr(refresh_token::Column::UsedAt, Expr::value(Some(now)))
+        .filter(refresh_token::Column::Id.eq(current.id))
+        .filter(refresh_token::Column::UsedAt.is_null())
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    if claimed == 0 {
+        revoke(
+            &txn,
+            refresh_token::Column::FamilyId.eq(current.family_id),
+            now,
+        )
+        .await?;
+        audit::record(
+            &txn,
+            Change {
+                org_id: None,
+                action: "session.refresh_reused",
+                target_type: "user",
+                target_id: Some(current.user_id.to_string()),
+                details: serde_json::json!({ "family_id": current.family_id }),
+                actor: &actor.as_user(current.user_id),
+            },
+        )
+        .await?;
+        txn.commit().await?;
+        return Err(session_ended(
+            "this session was refreshed elsewhere, so it was ended to be safe; sign in again",
+        ));
+    }
+    let cookie = issue(
+        &txn,
+        current.user_id,
+        current.family_id,
+        state.config.refresh_ttl_seconds,
+        over_https(&headers),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    let access_token = state
+        .sessions
+        .issue(current.user_id)
+        .map_err(ApiError::internal)?;
+    Ok((
+        [(SET_COOKIE, cookie)],
+        Json(TokenResponse {
+            access_token,
+            token_type: "Bearer".into(),
+            expires_in: state.sessions.ttl_seconds(),
+        }),
+    ))
+}
+
+/// Ends the browser session: its refresh tokens are revoked and the cookie
+/// cleared. Access tokens already issued run out within their lifetime.
+#[utoipa::path(
+    post,
+    path = "/auth/logout",
+    tag = "auth",
+    responses((status = 204, description = "Signed out; the cookie is cleared"), ProblemResponses)
+)]
+async fn logout(
+    State(state): State<AppState>,
+    actor: Actor,
+    headers: HeaderMap,
+) -> ApiResult<(StatusCode, [(axum::http::HeaderName, HeaderValue); 1])> {
+    let now = state.clock.now();
+    if let Some(secret) = presented(&headers)
+        && let Some(current) = refresh_token::Entity::find()
+            .filter(refresh_token::Column::TokenHash.eq(hash(&secret)))
+            .one(&state.db)
+            .await?
+    {
+        let txn = crate::db::write(&state.db).await?;
+        revoke(
+            &txn,
+            refresh_token::Column::FamilyId.eq(current.family_id),
+            now,
+        )
+        .await?;
+        audit::record(
+            &txn,
+            Change {
+                org_id: None,
+                action: "user.logout",
+                target_type: "user",
+                target_id: Some(current.user_id.to_string()),
+                details: serde_json::json!({}),
+                actor: &actor.as_user(current.user_id),
+            },
+        )
+        .await?;
+        txn.commit().await?;
+    }
+    Ok((
+        StatusCode::NO_CONTENT,
+        [(SET_COOKIE, cookie_header("", 0, over_https(&headers))?)],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cookie_is_http_only_strict_and_scoped_to_the_auth_routes() {
+        let header = cookie_header("secret", 60, true).expect("header");
+        let text = header.to_str().expect("text");
+        for part in [
+            "gantry_refresh=secret",
+            "HttpOnly",
+            "SameSite=Strict",
+            "Secure",
+            "Path=/api/v1/auth",
+            "Max-Age=60",
+        ] {
+            assert!(text.contains(part), "{text} lacks {part}");
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            COOKIE,
+            HeaderValue::from_static("theme=dark; gantry_refresh=abc; x=1"),
+        );
+        assert_eq!(presented(&headers).as_deref(), Some("abc"));
+        headers.insert(COOKIE, HeaderValue::from_static("gantry_refresh="));
+        assert_eq!(presented(&headers), None);
+    }
+}

@@ -1,0 +1,80 @@
+// Sessions that outlive their access tokens: with a four-second token, a
+// signed-in user keeps working across expiries and reloads (renewed from
+// the httpOnly refresh cookie), a session that cannot be renewed sends the
+// user to sign in once (never a `next` inside a `next`) and back to the page
+// they were on, and signing out ends the session on the server.
+import type { Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { launchBrowser, openSession, screenshot, type Server, signIn, startServer } from "./harness";
+
+const TENANT = { email: "tenant@demo.gantry.dev", password: "gantry tenant demo" };
+const TOKEN_SECONDS = 4;
+
+let server: Server;
+let browser: Browser;
+
+beforeAll(async () => {
+  server = await startServer({ GANTRY_JWT_TTL_SECONDS: String(TOKEN_SECONDS) });
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("a session", () => {
+  test("outlives its access tokens, ends when it cannot be renewed, and comes back to the page", async () => {
+    const { context, page, problems } = await openSession(browser, server);
+    await signIn(page, TENANT);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    const cookies = await context.cookies();
+    const refresh = cookies.find((c) => c.name === "gantry_refresh");
+    expect(refresh).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/api/v1/auth" });
+    expect(await page.evaluate(() => document.cookie)).not.toContain("gantry_refresh");
+
+    // Past two token lifetimes: moving on and reloading keep the session.
+    await wait((TOKEN_SECONDS + 1) * 1000);
+    await page.getByRole("link", { name: "Orders", exact: true }).click();
+    await page.getByRole("heading", { name: "Orders", exact: true }).waitFor();
+    await wait((TOKEN_SECONDS + 1) * 1000);
+    const ordersUrl = page.url();
+    await page.reload();
+    await page.getByRole("heading", { name: "Orders", exact: true }).waitFor();
+    expect(page.url()).toBe(ordersUrl);
+
+    // The refresh cookie gone (another browser signed out everywhere, say):
+    // once the token runs out, the user signs in again, once, and is back.
+    await context.clearCookies();
+    await wait((TOKEN_SECONDS + 1) * 1000);
+    await page.getByRole("link", { name: "Usage", exact: true }).click();
+    await page.getByText("Your session expired").waitFor();
+    await screenshot(page, "session-expired");
+    const next = new URL(page.url()).searchParams.get("next") ?? "";
+    expect(next, page.url()).toMatch(/^\/orgs\/[0-9a-f-]+\//);
+    expect(next).not.toContain("sign-in");
+    await page.getByRole("textbox", { name: "Email", exact: true }).fill(TENANT.email);
+    await page.getByRole("textbox", { name: "Password", exact: true }).fill(TENANT.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => new URL(page.url()).pathname).toBe(next.split("?")[0]);
+
+    // Signing out revokes the session on the server: the cookie it leaves
+    // behind (kept aside here) no longer renews anything.
+    const kept = (await context.cookies()).find((c) => c.name === "gantry_refresh");
+    expect(kept).toBeDefined();
+    await page.getByRole("button", { name: "Account" }).click();
+    await page.getByRole("menuitem", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    const renewed = await fetch(`${server.url}/api/v1/auth/refresh`, {
+      method: "POST",
+      headers: { cookie: `gantry_refresh=${kept?.value ?? ""}` },
+    });
+    expect(renewed.status).toBe(401);
+    await page.goto(ordersUrl);
+    await expect.poll(() => new URL(page.url()).pathname).toBe("/sign-in");
+    expect(new URL(page.url()).searchParams.get("next")).toBe(new URL(ordersUrl).pathname);
+    expect(problems).toEqual([]);
+  });
+});
