@@ -87,6 +87,8 @@ describe("the console", () => {
     await status.waitFor({ timeout: 30_000 });
     const placement = page.getByRole("table", { name: "Placement" });
     await expect.poll(() => placement.locator("code").first().textContent()).toBe("0,1,2,3,4,5,6,7");
+    // Ordered for any region: the page says where it runs.
+    await page.getByText(/^any \(runs in (us-east|eu-central)\)$/).waitFor();
     await expect.poll(() => page.getByRole("table", { name: "Access" }).locator("code").first().textContent()).toMatch(/^ssh gantry@/);
 
     const metered = async () => Number((await page.getByText(/GPU-seconds$/).textContent())?.split(" ")[0] ?? "0");
@@ -138,6 +140,23 @@ describe("the console", () => {
     await page.getByRole("textbox", { name: "Array size" }).fill("3");
     await page.getByRole("combobox", { name: "Instance type" }).click();
     await page.getByRole("option", { name: /^h100x1 / }).click();
+    // Picking the chosen type again keeps it.
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x1 / }).click();
+    expect(await page.getByRole("combobox", { name: "Instance type" }).inputValue()).toMatch(/^h100x1 /);
+    // The estimate is the whole array's: three jobs at h100x1's hour.
+    const one = await page.evaluate(async () => {
+      const token = (JSON.parse(localStorage.getItem("gantry.session") ?? "{}") as { token?: string }).token;
+      const types = (await (await fetch("/api/v1/catalog/instance-types?limit=200", { headers: { authorization: `Bearer ${token}` } })).json()) as {
+        items: { name: string; prices: { pricing_class: string; region: string | null; hourly_micros: number }[] }[];
+      };
+      const h100x1 = types.items.find((t) => t.name === "h100x1");
+      return h100x1?.prices.find((p) => p.pricing_class === "on_demand" && !p.region)?.hourly_micros ?? 0;
+    });
+    expect(one).toBeGreaterThan(0);
+    const hourly = async () => Number((await page.getByTestId("estimate-hourly").textContent())?.replace(/[^0-9.]/g, ""));
+    await expect.poll(hourly).toBeCloseTo((3 * one) / 1e6, 2);
+    await page.getByText("3 jobs × 1 × h100x1").waitFor();
     await page.getByRole("textbox", { name: "Duration (hours)" }).fill("0.0005");
     await screenshot(page, "launch-job");
     await page.getByRole("button", { name: "Submit job" }).click();

@@ -71,6 +71,13 @@ export function gpuCount(order: Order): number {
   return order.gpus_per_node * order.node_count;
 }
 
+/** Where it runs, or was asked to: `eu-central`, `any (runs in us-east)`, `any`. */
+export function regionOf(order: Order): string {
+  if (order.region) return order.region;
+  const running = [...new Set(order.placement.map((p) => p.region))].join(", ");
+  return running ? `any (runs in ${running})` : "any";
+}
+
 /** Its GPUs in words: `16 × H100`, `¼ of one H100`, `MIG 1g.10gb of one H100`. */
 export function gpusOf(order: Order): string {
   return gpuShape({ ...order, gpus_per_node: gpuCount(order) });

@@ -2954,6 +2954,8 @@ export interface components {
             /** Format: uuid */
             node_id: string;
             node_name: string;
+            /** @description The node's region: where an order that may run anywhere runs. */
+            region: string;
             /** @description GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them. */
             gpu_ids: number[];
             /** @description The MIG instance it holds on that GPU (`MIG-…`), if it holds one. */

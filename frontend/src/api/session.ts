@@ -79,8 +79,10 @@ export const session = {
   },
   /** Ends the session here and on the server (its refresh token is revoked). */
   async signOut() {
-    publish({ state: null, expired: false });
+    // Revoked first: a page left before the answer must not find the
+    // session still renewable.
     await fetch("/api/v1/auth/logout", { method: "POST", credentials: "same-origin" }).catch(() => undefined);
+    publish({ state: null, expired: false });
   },
   expire() {
     publish({ state: null, expired: true });

@@ -43,6 +43,12 @@ describe("estimate", () => {
     expect(estimate(p, 1, 1800)).toEqual({ hourlyMicros: 19_920_000, totalMicros: 9_960_000 });
   });
 
+  test("an array costs all of its members", () => {
+    const p = price({ hourly_micros: 990_000 });
+    expect(estimate(p, 1, 3600, 60)).toEqual({ hourlyMicros: 59_400_000, totalMicros: 59_400_000 });
+    expect(estimate(p, 1, null, 0)).toBeNull();
+  });
+
   test("has nothing to say without a price or nodes", () => {
     expect(estimate(undefined, 1, null)).toBeNull();
     expect(estimate(price({}), 0, null)).toBeNull();

@@ -28,14 +28,18 @@ export function priceInForce(
 
 export type Estimate = { hourlyMicros: number; totalMicros: number | null };
 
-/** The hourly price of `nodeCount` nodes, and the total when a duration is set. */
+/**
+ * The hourly price of `instances` orders of `nodeCount` nodes each (a job
+ * array's members all run), and the total when a duration is set.
+ */
 export function estimate(
   price: Price | undefined,
   nodeCount: number,
   durationSeconds: number | null,
+  instances = 1,
 ): Estimate | null {
-  if (!price || nodeCount < 1) return null;
-  const hourlyMicros = price.hourly_micros * nodeCount;
+  if (!price || nodeCount < 1 || instances < 1) return null;
+  const hourlyMicros = price.hourly_micros * nodeCount * instances;
   return {
     hourlyMicros,
     totalMicros: durationSeconds ? Math.round((hourlyMicros * durationSeconds) / 3600) : null,

@@ -43,6 +43,8 @@ const DURATION_MAX: i64 = 366 * 24 * 3600;
 pub struct NodePlacement {
     pub node_id: Uuid,
     pub node_name: String,
+    /// The node's region: where an order that may run anywhere runs.
+    pub region: String,
     /// GPU indices on the node, as `CUDA_VISIBLE_DEVICES` names them.
     pub gpu_ids: Vec<u32>,
     /// The MIG instance it holds on that GPU (`MIG-…`), if it holds one.
@@ -257,7 +259,7 @@ async fn views(
             .all(db)
             .await?
     };
-    let nodes: HashMap<Uuid, String> = if live.is_empty() {
+    let nodes: HashMap<Uuid, (String, Uuid)> = if live.is_empty() {
         HashMap::new()
     } else {
         node::Entity::find()
@@ -265,7 +267,7 @@ async fn views(
             .all(db)
             .await?
             .into_iter()
-            .map(|n| (n.id, n.name))
+            .map(|n| (n.id, (n.name, n.region_id)))
             .collect()
     };
     let jobs: Vec<Uuid> = rows
@@ -298,7 +300,15 @@ async fn views(
             .or_default()
             .push(NodePlacement {
                 node_id: a.node_id,
-                node_name: nodes.get(&a.node_id).cloned().unwrap_or_default(),
+                node_name: nodes
+                    .get(&a.node_id)
+                    .map(|(name, _)| name.clone())
+                    .unwrap_or_default(),
+                region: nodes
+                    .get(&a.node_id)
+                    .and_then(|(_, region)| catalog.region_name(*region))
+                    .unwrap_or_default()
+                    .to_owned(),
                 gpu_ids: a.gpu_list(),
                 mig_device: a.mig_device.clone(),
             });

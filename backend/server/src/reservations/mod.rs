@@ -181,6 +181,10 @@ pub async fn views(
         .all(db)
         .await?;
     let node_names = crate::inventory::nodes::names(db, held.iter().map(|h| h.node_id)).await?;
+    let regions: HashMap<Uuid, &str> = rows
+        .iter()
+        .map(|r| (r.id, catalog.region_name(r.region_id).unwrap_or_default()))
+        .collect();
     let mut placements: HashMap<Uuid, Vec<NodePlacement>> = HashMap::new();
     for h in held {
         placements
@@ -189,6 +193,11 @@ pub async fn views(
             .push(NodePlacement {
                 node_id: h.node_id,
                 node_name: node_names.get(&h.node_id).cloned().unwrap_or_default(),
+                region: regions
+                    .get(&h.reservation_id)
+                    .copied()
+                    .unwrap_or_default()
+                    .to_owned(),
                 gpu_ids: h.gpu_list(),
                 mig_device: None,
             });

@@ -130,7 +130,8 @@ export function LaunchPage() {
   const region = values.region || null;
   const durationSeconds = typeof values.durationHours === "number" ? Math.round(values.durationHours * 3600) : null;
   const price = selected ? priceInForce(selected.prices, values.pricingClass, region) : undefined;
-  const cost = estimate(price, values.nodeCount, durationSeconds);
+  const members = values.kind === "job" && typeof values.arrayCount === "number" ? values.arrayCount : 1;
+  const cost = estimate(price, values.nodeCount, durationSeconds, members);
   const requested = selected ? selected.gpus_per_node * values.nodeCount : 0;
   const quota = selected && quotas.data ? checkQuota(quotas.data, selected.gpu_model, region, requested) : null;
 
@@ -222,6 +223,7 @@ export function LaunchPage() {
                   data={typeOptions}
                   searchable
                   required
+                  allowDeselect={false}
                   key={form.key("instanceType")}
                   {...form.getInputProps("instanceType")}
                 />
@@ -343,6 +345,7 @@ export function LaunchPage() {
                       {money(cost.hourlyMicros)} / hour
                     </Text>
                     <Text size="sm" c="dimmed">
+                      {members > 1 && `${members} jobs × `}
                       {values.nodeCount} × {selected?.name} at {words(values.pricingClass)}
                       {price?.region ? ` in ${price.region}` : ""}
                     </Text>

@@ -2,7 +2,7 @@ import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid,
 import { useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
 import { api, type Schemas, unwrapJson } from "../../api/client";
-import { gpusOf, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
+import { gpusOf, regionOf, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
 import { keys } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
@@ -131,7 +131,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                 <Fact label="Instance type" value={order.instance_type} />
                 <Fact label="GPUs" value={gpusOf(order)} />
                 <Fact label="Nodes" value={String(order.node_count)} />
-                <Fact label="Region" value={order.region ?? "any"} />
+                <Fact label="Region" value={regionOf(order)} />
                 <Fact label="Pricing" value={words(order.pricing_class)} />
                 <Fact label="Priority" value={words(order.priority_class)} />
                 <Fact label="Workload" value={words(order.workload_class)} />

@@ -1,6 +1,6 @@
 import { Paper, SegmentedControl, Table, Text } from "@mantine/core";
 import { useNavigate, useSearch } from "@tanstack/react-router";
-import { gpusOf, runtimeSeconds, useOrders } from "../../api/orders";
+import { gpusOf, regionOf, runtimeSeconds, useOrders } from "../../api/orders";
 import type { Schemas } from "../../api/client";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
@@ -87,7 +87,7 @@ export function OrdersPage() {
                           </Table.Td>
                           <Table.Td>{order.instance_type}</Table.Td>
                           <Table.Td>{gpusOf(order)}</Table.Td>
-                          <Table.Td>{order.region ?? "any"}</Table.Td>
+                          <Table.Td>{regionOf(order)}</Table.Td>
                           <Table.Td>
                             <StatusBadge status={order.status} />
                           </Table.Td>
