@@ -122,6 +122,30 @@ async fn revoke(
         .rows_affected)
 }
 
+/// Ends the sign-in `token` belongs to, saying why in the audit log.
+async fn end_sign_in(
+    db: &impl ConnectionTrait,
+    token: &refresh_token::Model,
+    actor: &Actor,
+    action: &'static str,
+    now: DateTime<Utc>,
+) -> ApiResult<()> {
+    revoke(db, refresh_token::Column::FamilyId.eq(token.family_id), now).await?;
+    audit::record(
+        db,
+        Change {
+            org_id: None,
+            action,
+            target_type: "user",
+            target_id: Some(token.user_id.to_string()),
+            details: serde_json::json!({ "family_id": token.family_id }),
+            actor: &actor.as_user(token.user_id),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
 /// Ends every browser session of a user (a changed password).
 pub async fn revoke_user(
     db: &impl ConnectionTrait,
@@ -173,24 +197,7 @@ async fn refresh(
         .await?
         .rows_affected;
     if claimed == 0 {
-        revoke(
-            &txn,
-            refresh_token::Column::FamilyId.eq(current.family_id),
-            now,
-        )
-        .await?;
-        audit::record(
-            &txn,
-            Change {
-                org_id: None,
-                action: "session.refresh_reused",
-                target_type: "user",
-                target_id: Some(current.user_id.to_string()),
-                details: serde_json::json!({ "family_id": current.family_id }),
-                actor: &actor.as_user(current.user_id),
-            },
-        )
-        .await?;
+        end_sign_in(&txn, &current, &actor, "session.refresh_reused", now).await?;
         txn.commit().await?;
         return Err(session_ended(
             "this session was refreshed elsewhere, so it was ended to be safe; sign in again",
@@ -241,24 +248,7 @@ async fn logout(
             .await?
     {
         let txn = crate::db::write(&state.db).await?;
-        revoke(
-            &txn,
-            refresh_token::Column::FamilyId.eq(current.family_id),
-            now,
-        )
-        .await?;
-        audit::record(
-            &txn,
-            Change {
-                org_id: None,
-                action: "user.logout",
-                target_type: "user",
-                target_id: Some(current.user_id.to_string()),
-                details: serde_json::json!({}),
-                actor: &actor.as_user(current.user_id),
-            },
-        )
-        .await?;
+        end_sign_in(&txn, &current, &actor, "user.logout", now).await?;
         txn.commit().await?;
     }
     Ok((
