@@ -106,8 +106,12 @@ export async function launchBrowser(): Promise<Browser> {
   });
 }
 
-export async function openSession(browser: Browser, server: Server): Promise<Session> {
-  const context = await browser.newContext({ baseURL: server.url, viewport: { width: 1440, height: 900 } });
+export async function openSession(
+  browser: Browser,
+  server: Server,
+  viewport = { width: 1440, height: 900 },
+): Promise<Session> {
+  const context = await browser.newContext({ baseURL: server.url, viewport });
   const problems: string[] = [];
   // The console must work on a machine with no way out: anything that is
   // not this server is refused and reported.

@@ -77,4 +77,24 @@ describe("a session", () => {
     expect(new URL(page.url()).searchParams.get("next")).toBe(new URL(ordersUrl).pathname);
     expect(problems).toEqual([]);
   });
+
+  test("at 390 px the account menu is on screen, signs out, and the orders page fits", async () => {
+    const { page, problems } = await openSession(browser, server, { width: 390, height: 844 });
+    await signIn(page, TENANT);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    const account = page.getByRole("button", { name: "Account" });
+    const box = await account.boundingBox();
+    expect(box && box.x >= 0 && box.x + box.width <= 390).toBe(true);
+    await page.getByRole("button", { name: "Toggle navigation" }).click();
+    await page.getByRole("link", { name: "Orders", exact: true }).click();
+    await page.getByRole("heading", { name: "Orders", exact: true }).waitFor();
+    // The navigation slides away after the move.
+    await wait(500);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await screenshot(page, "orders-mobile");
+    await account.click();
+    await page.getByRole("menuitem", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    expect(problems).toEqual([]);
+  });
 });

@@ -61,7 +61,7 @@ export function Shell() {
     >
       <AppShell.Header>
         <Group h="100%" px="md" justify="space-between" wrap="nowrap">
-          <Group gap="sm" wrap="nowrap">
+          <Group gap="sm" wrap="nowrap" miw={0}>
             <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Toggle navigation" />
             <Text fw={700} size="lg">
               Gantry
@@ -70,7 +70,7 @@ export function Shell() {
               <Select
                 aria-label="Organization"
                 size="xs"
-                w={220}
+                w={{ base: 150, sm: 220 }}
                 data={memberships.map((m) => ({ value: m.organization.id, label: m.organization.name }))}
                 value={currentOrg ?? null}
                 onChange={switchOrg}
@@ -80,8 +80,13 @@ export function Shell() {
           </Group>
           <Menu position="bottom-end" withinPortal>
             <Menu.Target>
-              <UnstyledButton aria-label="Account">
-                <Text size="sm">{me.data?.user?.email ?? "Account"}</Text>
+              <UnstyledButton aria-label="Account" style={{ flexShrink: 0 }}>
+                <Text size="sm" visibleFrom="sm">
+                  {me.data?.user?.email ?? "Account"}
+                </Text>
+                <Text size="sm" hiddenFrom="sm">
+                  Account
+                </Text>
               </UnstyledButton>
             </Menu.Target>
             <Menu.Dropdown>

@@ -1,4 +1,4 @@
-import { Paper, SegmentedControl, Table, Text } from "@mantine/core";
+import { Paper, ScrollArea, SegmentedControl, Table, Text } from "@mantine/core";
 import { useNavigate, useSearch } from "@tanstack/react-router";
 import { gpusOf, regionOf, runtimeSeconds, useOrders } from "../../api/orders";
 import type { Schemas } from "../../api/client";
@@ -31,19 +31,20 @@ export function OrdersPage() {
           </ButtonLink>
         }
       />
-      <SegmentedControl
-        mb="md"
-        aria-label="Filter by status"
-        data={FILTERS.map((f) => ({ value: f, label: f.replace("_", " ") }))}
-        value={status}
-        onChange={(value) =>
-          void navigate({
-            to: "/orgs/$orgId/orders",
-            params: { orgId },
-            search: { ...(value === "all" ? {} : { status: value }), ...(search.array ? { array: search.array } : {}) },
-          })
-        }
-      />
+      <ScrollArea type="auto" mb="md" offsetScrollbars="x">
+        <SegmentedControl
+          aria-label="Filter by status"
+          data={FILTERS.map((f) => ({ value: f, label: f.replace("_", " ") }))}
+          value={status}
+          onChange={(value) =>
+            void navigate({
+              to: "/orgs/$orgId/orders",
+              params: { orgId },
+              search: { ...(value === "all" ? {} : { status: value }), ...(search.array ? { array: search.array } : {}) },
+            })
+          }
+        />
+      </ScrollArea>
       <Loadable query={orders}>
         {(data) => {
           const items = data.pages.flatMap((p) => p.items);
