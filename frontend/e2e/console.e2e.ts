@@ -43,6 +43,16 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30
   }
 }
 
+/** Texts matching `selector` that are cut off ("RUNNI…"): wider than their box. */
+async function truncated(page: Page, selector: string): Promise<string[]> {
+  const [seen, cut] = await page.$$eval(selector, (elements) => [
+    elements.length,
+    elements.filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.textContent ?? ""),
+  ] as const);
+  expect(seen, `nothing matches ${selector}`).toBeGreaterThan(0);
+  return [...cut];
+}
+
 /** No serious accessibility violations on the page as it stands. */
 async function accessible(page: Page) {
   const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa"]).analyze();
@@ -106,6 +116,7 @@ describe("the console", () => {
     await page.getByRole("table", { name: "Orders" }).waitFor();
     await expect.poll(() => page.getByRole("table", { name: "Orders" }).locator("tbody tr").count()).toBe(1);
     await screenshot(page, "orders");
+    expect(await truncated(page, "table[aria-label='Orders'] .mantine-Badge-label")).toEqual([]);
 
     await page.getByRole("link", { name: "Usage", exact: true }).click();
     await page.getByTestId("usage-total").waitFor();
@@ -258,6 +269,7 @@ describe("the console", () => {
     // Bravo's two instances hold 16 H100s; each GPU says who holds it.
     await expect.poll(() => page.getByRole("listitem", { name: new RegExp(`: ${BOB.organization} \\(order`) }).count()).toBe(16);
     await page.getByRole("table", { name: `Placeable shapes of ${H100}` }).waitFor();
+    expect(await truncated(page, "a[href^='/admin/nodes/']")).toEqual([]);
     expect(await page.getByText(/idle h100x8/).count()).toBeGreaterThan(0);
     await screenshot(page, "capacity-map");
     await accessible(page);

@@ -22,7 +22,8 @@ const COLOURS: Record<string, string> = {
 
 export function StatusBadge({ status }: { status: string }) {
   return (
-    <Badge color={COLOURS[status] ?? "gray"} variant="filled">
+    // Never narrower than its word: a table column squeezes it otherwise.
+    <Badge color={COLOURS[status] ?? "gray"} variant="filled" miw="max-content">
       {words(status)}
     </Badge>
   );
