@@ -4,7 +4,6 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::header::SET_COOKIE;
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -16,8 +15,9 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::login_throttle::{self, Verdict};
+use super::password;
 use super::principal::{Actor, Authenticated, Principal};
-use super::{password, refresh};
+use super::refresh::{self, WithCookie};
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::entities::user;
@@ -146,16 +146,13 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(change_password))
 }
 
-/// A session's answer headers: the refresh cookie of a new sign-in.
-type WithCookie = [(axum::http::HeaderName, axum::http::HeaderValue); 1];
-
 /// Starts a browser session for `user_id`: a refresh token of a new family.
 async fn new_session(
     state: &AppState,
     headers: &HeaderMap,
     user_id: Uuid,
 ) -> ApiResult<WithCookie> {
-    let cookie = refresh::issue(
+    refresh::issue(
         &state.db,
         user_id,
         Uuid::now_v7(),
@@ -163,8 +160,7 @@ async fn new_session(
         refresh::over_https(headers),
         state.clock.now(),
     )
-    .await?;
-    Ok([(SET_COOKIE, cookie)])
+    .await
 }
 
 /// Normalizes and checks an email address; `None` when it is not one.

@@ -1,6 +1,6 @@
 //! Bearer secrets: `<prefix><row id, 32 hex>_<secret, 43 base64url chars>`,
-//! with `gk_` for API keys, `gj_` for node join tokens and `gn_` for node
-//! credentials.
+//! with `gk_` for API keys, `gj_` for node join tokens, `gn_` for node
+//! credentials and `gr_` for browser sessions' refresh tokens.
 //!
 //! The id locates the row; only a SHA-256 of the secret is stored. A fast hash
 //! is right here, unlike for passwords, because the secret is 256 random
@@ -15,6 +15,8 @@ const PREFIX: &str = "gk_";
 pub const JOIN_PREFIX: &str = "gj_";
 /// Node credentials, with which a registered agent calls the agent API.
 pub const NODE_PREFIX: &str = "gn_";
+/// Refresh tokens, which renew a browser session.
+pub const REFRESH_PREFIX: &str = "gr_";
 
 pub struct NewApiKey {
     pub id: Uuid,

@@ -8,9 +8,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::header::{COOKIE, SET_COOKIE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use chrono::{DateTime, TimeDelta, Utc};
 use cookie::{Cookie, SameSite};
 use sea_orm::sea_query::Expr;
@@ -20,6 +18,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::accounts::TokenResponse;
+use super::api_key_secret;
 use super::principal::Actor;
 use crate::app::AppState;
 use crate::audit::{self, Change};
@@ -36,8 +35,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(logout))
 }
 
-/// A new refresh token of `family` for `user_id`, stored by its hash; the
-/// answer is the `Set-Cookie` value carrying it.
+/// The answer header that sets the refresh cookie.
+pub type WithCookie = [(HeaderName, HeaderValue); 1];
+
+/// A new refresh token of `family` for `user_id`, stored by its hash, in
+/// the `Set-Cookie` header that carries it.
 pub async fn issue(
     db: &impl ConnectionTrait,
     user_id: Uuid,
@@ -45,16 +47,14 @@ pub async fn issue(
     ttl_seconds: u64,
     secure: bool,
     now: DateTime<Utc>,
-) -> ApiResult<HeaderValue> {
-    let mut secret = [0u8; 32];
-    rand::Rng::fill_bytes(&mut rand::rng(), &mut secret);
-    let secret = URL_SAFE_NO_PAD.encode(secret);
+) -> ApiResult<WithCookie> {
+    let secret = api_key_secret::generate_with(api_key_secret::REFRESH_PREFIX, Uuid::now_v7());
     let ttl = i64::try_from(ttl_seconds).unwrap_or(i64::MAX);
     refresh_token::ActiveModel {
-        id: Set(Uuid::now_v7()),
+        id: Set(secret.id),
         user_id: Set(user_id),
         family_id: Set(family_id),
-        token_hash: Set(hash(&secret)),
+        token_hash: Set(secret.secret_hash),
         expires_at: Set(now + TimeDelta::seconds(ttl)),
         created_at: Set(now),
         used_at: Set(None),
@@ -62,11 +62,7 @@ pub async fn issue(
     }
     .insert(db)
     .await?;
-    cookie_header(&secret, ttl, secure)
-}
-
-fn hash(secret: &str) -> String {
-    crate::digest::sha256_hex(&[secret.as_bytes()])
+    Ok([(SET_COOKIE, cookie_header(&secret.token, ttl, secure)?)])
 }
 
 fn cookie_header(value: &str, max_age_seconds: i64, secure: bool) -> ApiResult<HeaderValue> {
@@ -90,8 +86,9 @@ pub fn over_https(headers: &HeaderMap) -> bool {
         .is_some_and(|proto| proto.eq_ignore_ascii_case("https"))
 }
 
-/// The refresh token the request's cookies carry.
-fn presented(headers: &HeaderMap) -> Option<String> {
+/// The refresh token the request's cookies carry: its row id and the hash
+/// of its secret.
+fn presented(headers: &HeaderMap) -> Option<(Uuid, String)> {
     headers
         .get_all(COOKIE)
         .iter()
@@ -99,8 +96,21 @@ fn presented(headers: &HeaderMap) -> Option<String> {
         .flat_map(Cookie::split_parse)
         .filter_map(Result::ok)
         .find(|c| c.name() == COOKIE_NAME)
-        .map(|c| c.value().to_owned())
-        .filter(|v| !v.is_empty())
+        .and_then(|c| api_key_secret::parse_with(api_key_secret::REFRESH_PREFIX, c.value()))
+}
+
+/// The stored token the request presents, if its secret matches.
+async fn find_presented(
+    db: &impl ConnectionTrait,
+    headers: &HeaderMap,
+) -> Result<Option<refresh_token::Model>, sea_orm::DbErr> {
+    let Some((id, hash)) = presented(headers) else {
+        return Ok(None);
+    };
+    Ok(refresh_token::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .filter(|row| api_key_secret::hashes_match(&row.token_hash, &hash)))
 }
 
 fn session_ended(detail: &str) -> ApiError {
@@ -169,19 +179,13 @@ async fn refresh(
     State(state): State<AppState>,
     actor: Actor,
     headers: HeaderMap,
-) -> ApiResult<(
-    [(axum::http::HeaderName, HeaderValue); 1],
-    Json<TokenResponse>,
-)> {
-    let secret =
-        presented(&headers).ok_or_else(|| session_ended("no session to refresh; sign in again"))?;
+) -> ApiResult<(WithCookie, Json<TokenResponse>)> {
+    if presented(&headers).is_none() {
+        return Err(session_ended("no session to refresh; sign in again"));
+    }
     let now = state.clock.now();
     let txn = crate::db::write(&state.db).await?;
-    let Some(current) = refresh_token::Entity::find()
-        .filter(refresh_token::Column::TokenHash.eq(hash(&secret)))
-        .one(&txn)
-        .await?
-    else {
+    let Some(current) = find_presented(&txn, &headers).await? else {
         return Err(session_ended("the session is not known; sign in again"));
     };
     if current.revoked_at.is_some() || current.expires_at <= now {
@@ -218,7 +222,7 @@ async fn refresh(
         .issue(current.user_id)
         .map_err(ApiError::internal)?;
     Ok((
-        [(SET_COOKIE, cookie)],
+        cookie,
         Json(TokenResponse {
             access_token,
             token_type: "Bearer".into(),
@@ -239,14 +243,9 @@ async fn logout(
     State(state): State<AppState>,
     actor: Actor,
     headers: HeaderMap,
-) -> ApiResult<(StatusCode, [(axum::http::HeaderName, HeaderValue); 1])> {
+) -> ApiResult<(StatusCode, WithCookie)> {
     let now = state.clock.now();
-    if let Some(secret) = presented(&headers)
-        && let Some(current) = refresh_token::Entity::find()
-            .filter(refresh_token::Column::TokenHash.eq(hash(&secret)))
-            .one(&state.db)
-            .await?
-    {
+    if let Some(current) = find_presented(&state.db, &headers).await? {
         let txn = crate::db::write(&state.db).await?;
         end_sign_in(&txn, &current, &actor, "user.logout", now).await?;
         txn.commit().await?;
@@ -275,12 +274,14 @@ mod tests {
         ] {
             assert!(text.contains(part), "{text} lacks {part}");
         }
+        let token = api_key_secret::generate_with(api_key_secret::REFRESH_PREFIX, Uuid::now_v7());
         let mut headers = HeaderMap::new();
         headers.insert(
             COOKIE,
-            HeaderValue::from_static("theme=dark; gantry_refresh=abc; x=1"),
+            HeaderValue::from_str(&format!("theme=dark; gantry_refresh={}; x=1", token.token))
+                .expect("header"),
         );
-        assert_eq!(presented(&headers).as_deref(), Some("abc"));
+        assert_eq!(presented(&headers), Some((token.id, token.secret_hash)));
         headers.insert(COOKIE, HeaderValue::from_static("gantry_refresh="));
         assert_eq!(presented(&headers), None);
     }

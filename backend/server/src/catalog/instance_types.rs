@@ -125,17 +125,12 @@ async fn views(
     Ok(rows
         .into_iter()
         .map(|row| InstanceType {
+            gpu_share_milli: super::shares::GpuShape::of_type(&row).milli(),
             id: row.id,
             gpu_model: models.get(&row.gpu_model_id).cloned().unwrap_or_default(),
             prices: prices.remove(&row.id).unwrap_or_default(),
             name: row.name,
             gpu_model_id: row.gpu_model_id,
-            gpu_share_milli: super::shares::GpuShape::new(
-                row.gpus_per_node,
-                row.gpu_milli,
-                row.mig_profile.as_deref(),
-            )
-            .milli(),
             gpu_milli: row.gpu_milli,
             mig_profile: row.mig_profile,
             gpus_per_node: row.gpus_per_node,

@@ -191,6 +191,16 @@ impl<'a> GpuShape<'a> {
         }
     }
 
+    /// What an instance type sells.
+    pub fn of_type(t: &'a crate::entities::instance_type::Model) -> Self {
+        Self::new(t.gpus_per_node, t.gpu_milli, t.mig_profile.as_deref())
+    }
+
+    /// What an order holds, as it was ordered.
+    pub fn of_order(o: &'a crate::entities::order::Model) -> Self {
+        Self::new(o.gpus_per_node, o.gpu_milli, o.mig_profile.as_deref())
+    }
+
     /// What the scheduling engine packs.
     pub fn request(self) -> engine::GpuRequest {
         match self {

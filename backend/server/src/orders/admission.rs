@@ -119,14 +119,6 @@ fn within_max_quota(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
     Ok(())
 }
 
-fn shape(instance: &instance_type::Model) -> GpuShape<'_> {
-    GpuShape::new(
-        instance.gpus_per_node,
-        instance.gpu_milli,
-        instance.mig_profile.as_deref(),
-    )
-}
-
 fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
     let instance = request.instance;
     let hosts = catalog
@@ -135,7 +127,7 @@ fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
         .filter(|h| h.cpu_milli >= i64::from(instance.vcpus) * 1000)
         .filter(|h| h.memory_mib >= i64::from(instance.memory_gib) * 1024)
         .filter(|h| request.region.is_none_or(|r| r.id == h.region_id))
-        .filter(|h| match shape(instance) {
+        .filter(|h| match GpuShape::of_type(instance) {
             GpuShape::Whole(gpus) => h.gpus.get(&request.model.id).copied().unwrap_or(0) >= gpus,
             GpuShape::Fraction(_) => h.gpus.get(&request.model.id).copied().unwrap_or(0) >= 1,
             GpuShape::Mig(profile) => h
@@ -148,7 +140,7 @@ fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
     if hosts >= needed {
         return Ok(());
     }
-    let gpus = match shape(instance) {
+    let gpus = match GpuShape::of_type(instance) {
         GpuShape::Whole(gpus) => format!("{gpus} {} GPUs", request.model.name),
         GpuShape::Fraction(_) => format!("a {} GPU to share", request.model.name),
         GpuShape::Mig(profile) => format!(

@@ -136,7 +136,7 @@ pub async fn create(
         });
     }
     let instance = catalog.instance_type(&request.instance_type)?;
-    if (instance.gpu_milli.is_some() || instance.mig_profile.is_some()) && node_count > 1 {
+    if crate::catalog::shares::GpuShape::of_type(instance).is_shared() && node_count > 1 {
         return Err(ApiError::unprocessable(
             "shared_gpu_gang",
             format!(

@@ -172,7 +172,7 @@ pub async fn validate<'c>(
     }
     fields.finish()?;
     let instance = catalog.instance_type(&request.instance_type)?;
-    if instance.gpu_milli.is_some() || instance.mig_profile.is_some() {
+    if crate::catalog::shares::GpuShape::of_type(instance).is_shared() {
         return Err(ApiError::unprocessable(
             "shared_gpu_reservation",
             format!(

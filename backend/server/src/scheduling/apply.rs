@@ -190,7 +190,7 @@ async fn start(
             let Some(start) = placed.get(&o.id) else {
                 continue;
             };
-            let shape = GpuShape::new(o.gpus_per_node, o.gpu_milli, o.mig_profile.as_deref());
+            let shape = GpuShape::of_order(o);
             for placement in &start.placements {
                 let Some((node_id, gpu_ids)) = loaded.nodes.get(&placement.node) else {
                     return Err(DbErr::Custom(format!(

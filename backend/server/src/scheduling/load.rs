@@ -418,12 +418,7 @@ fn workload<F: Fn(&Uuid) -> String>(
         id: o.id.to_string(),
         queue: o.org_id.to_string(),
         gpu_models: vec![(names.model)(&o.gpu_model_id)],
-        gpus: crate::catalog::shares::GpuShape::new(
-            o.gpus_per_node,
-            o.gpu_milli,
-            o.mig_profile.as_deref(),
-        )
-        .request(),
+        gpus: crate::catalog::shares::GpuShape::of_order(o).request(),
         node_count: u32::try_from(o.node_count).unwrap_or(1),
         cpu_milli_per_node: cpu,
         memory_mib_per_node: memory,
