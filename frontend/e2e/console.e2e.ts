@@ -91,7 +91,10 @@ describe("the console", () => {
     await accessible(page);
     await page.getByRole("button", { name: "Launch", exact: true }).click();
 
-    await page.getByRole("heading", { name: /^Order / }).waitFor();
+    // Named after its shape, with two words that tell it from its neighbours.
+    const heading = page.getByRole("heading", { name: /^h100x8-[a-z]+-[a-z]+$/ });
+    await heading.waitFor();
+    const orderName = (await heading.textContent()) ?? "";
     alphaOrder = new URL(page.url()).pathname.split("/").at(-1) ?? "";
     const status = page.locator("text=running").first();
     await status.waitFor({ timeout: 30_000 });
@@ -105,22 +108,33 @@ describe("the console", () => {
     await until("usage is metered", async () => (await metered()) > 0);
     const first = await metered();
     await until("usage grows", async () => (await metered()) > first);
+    // Its cost so far, as the invoice will rate it.
+    await expect.poll(() => page.getByTestId("order-cost").textContent()).toMatch(/[1-9]/);
     await screenshot(page, "order-running");
     await accessible(page);
 
     await page.getByRole("button", { name: "Cancel order" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Cancel order" }).click();
     await page.locator("text=cancelled").first().waitFor({ timeout: 30_000 });
+    // The page keeps refreshing until the order's end is in.
+    await expect.poll(() => page.getByTestId("ended-at").textContent(), { timeout: 30_000 }).not.toBe("—");
+    await page.getByText("Its GPUs were released when it ended.").waitFor();
 
     await page.getByRole("link", { name: "Orders", exact: true }).click();
     await page.getByRole("table", { name: "Orders" }).waitFor();
     await expect.poll(() => page.getByRole("table", { name: "Orders" }).locator("tbody tr").count()).toBe(1);
+    await page.getByRole("table", { name: "Orders" }).getByRole("link", { name: orderName }).waitFor();
     await screenshot(page, "orders");
     expect(await truncated(page, "table[aria-label='Orders'] .mantine-Badge-label")).toEqual([]);
 
     await page.getByRole("link", { name: "Usage", exact: true }).click();
     await page.getByTestId("usage-total").waitFor();
     await screenshot(page, "usage");
+    await accessible(page);
+
+    // The month's spend is what was metered, rated: not zero.
+    await page.getByRole("link", { name: "Overview", exact: true }).click();
+    await expect.poll(() => page.getByTestId("spend-month").textContent(), { timeout: 15_000 }).toMatch(/[1-9]/);
 
     await page.getByRole("link", { name: "Members & API keys" }).click();
     await page.getByRole("tab", { name: "API keys" }).click();
@@ -172,11 +186,18 @@ describe("the console", () => {
     await screenshot(page, "launch-job");
     await page.getByRole("button", { name: "Submit job" }).click();
 
-    await page.getByRole("heading", { name: /^Job / }).waitFor();
+    // Members carry the array's name and their index.
+    await page.getByRole("heading", { name: /^h100x1-[a-z]+-[a-z]+-0$/ }).waitFor();
     expect(await page.getByTestId("job-command").textContent()).toBe('python sweep.py "--lr" "0.1"');
-    // The simulated node runs it for its two seconds, then it completes.
+    // The simulated node runs it for its two seconds, then it completes;
+    // the page follows it to the end without a reload.
     await page.getByRole("heading", { name: "Status" }).locator("..").getByText("completed").waitFor({ timeout: 30_000 });
-    await page.getByRole("table", { name: "Attempts" }).locator("tbody tr").first().waitFor();
+    const attempt = page.getByRole("table", { name: "Attempts" }).locator("tbody tr").first();
+    await expect.poll(() => attempt.locator("td").nth(4).textContent(), { timeout: 15_000 }).toBe("completed");
+    expect(await attempt.locator("td").nth(5).textContent()).toBe("0");
+    await expect.poll(() => page.getByTestId("job-output").textContent()).toContain("[gantry] simulated node");
+    await page.getByText(/^Its GPUs were released when it ended; the attempts show where it ran\.$/).waitFor();
+    await expect.poll(() => page.getByTestId("ended-at").textContent()).not.toBe("—");
     await screenshot(page, "job");
     await accessible(page);
 
@@ -297,7 +318,7 @@ describe("the console", () => {
       await page.getByRole("option", { name: new RegExp(`^${type} — ${shape}`) }).click();
       await expect.poll(() => page.getByTestId("estimate-hourly").textContent()).toMatch(/\/ hour/);
       await page.getByRole("button", { name: "Launch", exact: true }).click();
-      await page.getByRole("heading", { name: /^Order / }).waitFor();
+      await page.getByRole("heading", { name: new RegExp(`^${type}-`) }).waitFor();
       launched.push(new URL(page.url()).pathname.split("/").at(-1) ?? "");
       await page.locator("text=running").first().waitFor({ timeout: 30_000 });
       await page.getByText(shape).first().waitFor();
@@ -361,8 +382,9 @@ describe("the console", () => {
     await page.getByText("reserved", { exact: true }).click();
     await page.getByRole("combobox", { name: "Reservation" }).click();
     await page.getByRole("option", { name: /^launch week / }).click();
+    await page.getByRole("textbox", { name: "Name" }).fill("launch-week-run");
     await page.getByRole("button", { name: "Launch", exact: true }).click();
-    await page.getByRole("heading", { name: /^Order / }).waitFor();
+    await page.getByRole("heading", { name: "launch-week-run" }).waitFor();
     await page.getByText("Why it waits").waitFor({ timeout: 30_000 });
 
     // It grows by an hour on the same GPUs; cancelling it stops the order in it.
@@ -430,6 +452,47 @@ describe("the console", () => {
     await page.getByText(`${reservedNode} is cordoned.`).waitFor();
     await page.getByRole("button", { name: "Return to service" }).click();
     await page.getByText(`${reservedNode} is ready.`).waitFor();
+  });
+
+  test("an operator views a tenant's organization read-only and follows links to its orders", async () => {
+    const { page } = await session();
+    await signIn(page, OPERATOR);
+    await page.getByRole("link", { name: "Organizations & quotas" }).click();
+    await page.getByRole("link", { name: ALICE.organization }).click();
+    await page.getByRole("link", { name: "View as the tenant (read-only)" }).click();
+    await page.getByTestId("operator-view").waitFor();
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    // Read-only: nothing to launch or cancel, and every page loads.
+    expect(await page.getByRole("link", { name: "Launch", exact: true }).count()).toBe(0);
+    await page.getByRole("link", { name: "Orders", exact: true }).click();
+    const orders = page.getByRole("table", { name: "Orders" });
+    await orders.waitFor();
+    await orders.locator("tbody tr").first().waitFor();
+    await screenshot(page, "operator-tenant-orders");
+    await accessible(page);
+    await page.goto(`/orgs/${alphaOrg}/orders/${alphaOrder}`);
+    await page.getByRole("heading", { name: /^h100x8-/ }).waitFor();
+    expect(await page.getByRole("button", { name: "Cancel order" }).count()).toBe(0);
+    for (const link of ["Usage", "Invoices"]) {
+      await page.getByRole("link", { name: link, exact: true }).click();
+      await page.getByRole("heading", { name: new RegExp(`^${link}`) }).waitFor();
+      expect(await page.getByRole("alert").filter({ hasText: /no organization|forbidden/i }).count()).toBe(0);
+    }
+
+    // From the node a tenant's GPUs are on, to that tenant's order.
+    const operatorToken = await apiToken(server, OPERATOR);
+    const running = await apiCall<{ items: { id: string; name: string; placement: { node_id: string }[] }[] }>(
+      server,
+      operatorToken,
+      "GET",
+      "/admin/orders?status=running",
+    );
+    const held = running.items.find((o) => o.placement.length > 0);
+    expect(held).toBeDefined();
+    await page.goto(`/admin/nodes/${held?.placement[0]?.node_id ?? ""}`);
+    await page.getByRole("link", { name: `order ${held?.id.slice(-8) ?? ""}` }).first().click();
+    await page.getByRole("heading", { name: held?.name ?? "" }).waitFor();
+    await page.getByTestId("operator-view").waitFor();
   });
 
   test("the API reference renders from the bundled Swagger UI", async () => {

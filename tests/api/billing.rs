@@ -284,6 +284,60 @@ async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
         "credits go to the next invoice"
     );
 
+    // Spend so far over the same month is the invoice before credits; its
+    // days and orders are the same usage, each part rounded once.
+    let spend = server
+        .get(
+            &format!(
+                "/api/v1/orgs/{}/spend?from={}&to={}",
+                tenant.org_id,
+                crate::support::query_time(month),
+                crate::support::query_time(next_month)
+            ),
+            &tenant.token,
+        )
+        .await;
+    spend.expect(StatusCode::OK);
+    assert_eq!(spend.body["total_micros"], expected.subtotal + discount);
+    let parts = |key: &str| -> (usize, i64) {
+        let parts = spend.body[key].as_array().expect("parts");
+        (
+            parts.len(),
+            parts
+                .iter()
+                .map(|p| p["amount_micros"].as_i64().expect("amount"))
+                .sum(),
+        )
+    };
+    let (days, by_day) = parts("days");
+    assert!(days >= 12, "{days} days of usage");
+    // Each part rounds each of its lines once, half up: at most one
+    // micro-unit per line away from the month's lines.
+    assert!(
+        (by_day - expected.subtotal).abs() <= 4 * days as i64 * 24,
+        "{by_day} against {}",
+        expected.subtotal
+    );
+    let (orders, by_order) = parts("orders");
+    assert_eq!(orders, 4, "training, spot, dev and production");
+    assert!((by_order - expected.subtotal).abs() <= 24, "{by_order}");
+    let one = server
+        .get(
+            &format!(
+                "/api/v1/orgs/{}/spend?from={}&order_id={training}",
+                tenant.org_id,
+                crate::support::query_time(month),
+            ),
+            &tenant.token,
+        )
+        .await;
+    one.expect(StatusCode::OK);
+    assert_eq!(one.body["orders"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        one.body["total_micros"],
+        one.body["orders"][0]["amount_micros"]
+    );
+
     // The SLA report: the production instance on the failed node was up one
     // day of the four it was expected to run, below every tier.
     let dev_charges = lines

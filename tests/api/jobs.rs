@@ -74,6 +74,28 @@ async fn a_job_runs_its_length_and_one_past_its_walltime_times_out(engine: Engin
         })
         .await;
     assert_eq!(done["attempts"], 1);
+    assert_eq!(done["job"]["exit_code"], 0);
+    let done_attempts = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{id}/attempts", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(done_attempts.body[0]["exit_code"], 0);
+    assert_eq!(done_attempts.body[0]["outcome"], "completed");
+    // A simulated node runs no command, and its output says so.
+    let output = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{id}/logs", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    let line = output.body["lines"][0]["line"].as_str().unwrap_or_default();
+    assert!(
+        line.starts_with("[gantry] simulated node n1: the command was not run"),
+        "{:#}",
+        output.body
+    );
 
     // Longer than its walltime: stopped and marked timed_out, GPUs freed.
     let slow = submit(

@@ -15,6 +15,7 @@ mod migrations;
 mod node_access;
 mod openapi;
 mod orders;
+mod readable;
 mod reservations;
 mod sessions;
 mod shared_gpus;

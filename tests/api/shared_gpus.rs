@@ -252,8 +252,8 @@ async fn fractions_and_mig_instances_are_placed_metered_and_invoiced_by_their_sh
             &format!(
                 "/api/v1/orgs/{}/usage?from={}&to={}",
                 tenant.org_id,
-                urlencoding(start - TimeDelta::hours(1)),
-                urlencoding(start + TimeDelta::hours(3)),
+                crate::support::query_time(start - TimeDelta::hours(1)),
+                crate::support::query_time(start + TimeDelta::hours(3)),
             ),
             &tenant.token,
         )
@@ -263,12 +263,6 @@ async fn fractions_and_mig_instances_are_placed_metered_and_invoiced_by_their_sh
         usage.body["totals"]["gpu_seconds"],
         (quarter_seconds * 250 + slice_seconds * 142) / 1000
     );
-}
-
-fn urlencoding(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        .replace('+', "%2B")
-        .replace(':', "%3A")
 }
 
 async fn bad_shared_gpu_shapes_are_refused_and_change_nothing(engine: Engine) {

@@ -699,3 +699,10 @@ macro_rules! on_both_engines {
         }
     };
 }
+
+/// An instant as a query parameter.
+pub fn query_time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        .replace('+', "%2B")
+        .replace(':', "%3A")
+}

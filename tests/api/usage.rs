@@ -26,17 +26,11 @@ async fn metering_server(engine: Engine) -> TestServer {
 }
 
 fn usage_path(org: Uuid, query: &str) -> String {
-    let from = (Utc::now() - TimeDelta::hours(2)).to_rfc3339();
-    let to = (Utc::now() + TimeDelta::hours(2)).to_rfc3339();
     format!(
         "/api/v1/orgs/{org}/usage?from={}&to={}&{query}",
-        urlencode(&from),
-        urlencode(&to)
+        crate::support::query_time(Utc::now() - TimeDelta::hours(2)),
+        crate::support::query_time(Utc::now() + TimeDelta::hours(2))
     )
-}
-
-fn urlencode(text: &str) -> String {
-    text.replace('+', "%2B").replace(':', "%3A")
 }
 
 async fn usage(server: &TestServer, tenant: &Tenant, query: &str) -> Value {

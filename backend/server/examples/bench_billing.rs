@@ -156,6 +156,7 @@ fn order_row(
 ) -> order::ActiveModel {
     order::ActiveModel {
         id: Set(id),
+        name: Set(None),
         org_id: Set(org_id),
         project_id: Set(None),
         created_by_kind: Set("user".into()),
@@ -175,6 +176,7 @@ fn order_row(
         deadline: Set(None),
         status: Set(OrderStatus::Running),
         pending_reason: Set(None),
+        pending_details: Set(None),
         estimated_start: Set(None),
         failure_reason: Set(None),
         access: Set(None),

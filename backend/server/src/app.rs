@@ -123,6 +123,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::metering::usage::routes())
         .merge(crate::metering::corrections::routes())
         .merge(crate::billing::api::routes())
+        .merge(crate::billing::spend::routes())
         .merge(crate::sla::api::routes())
         .merge(crate::agents::routes())
         .merge(crate::scheduling::status::routes())

@@ -6,7 +6,11 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, Select, Set};
+use std::collections::HashMap;
+
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Select, Set,
+};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -15,7 +19,7 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Operator};
-use crate::entities::audit_log;
+use crate::entities::{api_key, audit_log, user};
 use crate::error::ApiResult;
 use crate::http::extract::ApiQuery;
 use crate::http::pagination::{Page, PageQuery, PageRequest};
@@ -84,6 +88,12 @@ pub struct AuditEntry {
     /// `user`, `api_key` or `anonymous`.
     pub actor_kind: String,
     pub actor_id: Option<Uuid>,
+    /// Who that is: a user's email; none for an API key, the system or an
+    /// operator seen from a tenant's log.
+    pub actor_email: Option<String>,
+    /// A user's name, an API key's name, or `Platform operator` in a
+    /// tenant's log.
+    pub actor_name: Option<String>,
     /// What was done, such as `project.create` or `member.role_change`.
     pub action: String,
     pub target_type: String,
@@ -101,6 +111,8 @@ impl From<audit_log::Model> for AuditEntry {
             org_id: row.org_id,
             actor_kind: row.actor_kind,
             actor_id: row.actor_id,
+            actor_email: None,
+            actor_name: None,
             action: row.action,
             target_type: row.target_type,
             target_id: row.target_id,
@@ -112,22 +124,71 @@ impl From<audit_log::Model> for AuditEntry {
     }
 }
 
-/// Newest first.
+/// Whose eyes a page of the log is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Operator,
+    /// A tenant sees operators who acted on its organization as such, not
+    /// by their email.
+    Tenant,
+}
+
+/// Newest first, with each actor's email and name.
 async fn page(
     db: &impl ConnectionTrait,
     select: Select<audit_log::Entity>,
     request: PageRequest,
+    reader: Reader,
 ) -> ApiResult<Page<AuditEntry>> {
     let rows = request
         .descending(select, audit_log::Column::Id)
         .all(db)
         .await?;
-    Ok(Page::from_rows(
-        rows,
-        request,
-        |row| row.id,
-        AuditEntry::from,
-    ))
+    let mut page = Page::from_rows(rows, request, |row| row.id, AuditEntry::from);
+    let of_kind = |kind: &str| -> Vec<Uuid> {
+        page.items
+            .iter()
+            .filter(|e| e.actor_kind == kind)
+            .filter_map(|e| e.actor_id)
+            .collect()
+    };
+    let (user_ids, key_ids) = (of_kind("user"), of_kind("api_key"));
+    let users: HashMap<Uuid, user::Model> = if user_ids.is_empty() {
+        HashMap::new()
+    } else {
+        user::Entity::find()
+            .filter(user::Column::Id.is_in(user_ids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|u| (u.id, u))
+            .collect()
+    };
+    let keys: HashMap<Uuid, String> = if key_ids.is_empty() {
+        HashMap::new()
+    } else {
+        api_key::Entity::find()
+            .filter(api_key::Column::Id.is_in(key_ids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|k| (k.id, k.name))
+            .collect()
+    };
+    for entry in &mut page.items {
+        let Some(id) = entry.actor_id else { continue };
+        if let Some(u) = users.get(&id) {
+            if u.is_operator && reader == Reader::Tenant {
+                entry.actor_name = Some("Platform operator".to_owned());
+            } else {
+                entry.actor_email = Some(u.email.clone());
+                entry.actor_name = Some(u.name.clone());
+            }
+        } else if let Some(name) = keys.get(&id) {
+            entry.actor_name = Some(name.clone());
+        }
+    }
+    Ok(page)
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -155,7 +216,7 @@ async fn list_org_audit_log(
 ) -> ApiResult<Json<Page<AuditEntry>>> {
     let request = query.validate()?;
     Ok(Json(
-        page(&state.db, access.scope.audit_log(), request).await?,
+        page(&state.db, access.scope.audit_log(), request, Reader::Tenant).await?,
     ))
 }
 
@@ -178,6 +239,12 @@ async fn list_all_audit_log(
 ) -> ApiResult<Json<Page<AuditEntry>>> {
     let request = query.validate()?;
     Ok(Json(
-        page(&state.db, audit_log::Entity::find(), request).await?,
+        page(
+            &state.db,
+            audit_log::Entity::find(),
+            request,
+            Reader::Operator,
+        )
+        .await?,
     ))
 }

@@ -279,6 +279,8 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         name: Set("Demo Operator".to_owned()),
         password_hash: Set(operator_hash),
         is_operator: Set(true),
+        locale: Set(None),
+        time_zone: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -290,6 +292,8 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         name: Set("Demo Tenant".to_owned()),
         password_hash: Set(tenant_hash),
         is_operator: Set(false),
+        locale: Set(None),
+        time_zone: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }

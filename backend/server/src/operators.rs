@@ -57,6 +57,8 @@ pub async fn create_or_promote(
                 name: Set(email.split('@').next().unwrap_or_default().to_owned()),
                 password_hash: Set(hash),
                 is_operator: Set(true),
+                locale: Set(None),
+                time_zone: Set(None),
                 created_at: Set(now),
                 updated_at: Set(now),
             }

@@ -1,6 +1,6 @@
 // Jobs: attempts, captured output (fetched after the last line seen, while
 // the job runs) and cancelling a whole array.
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRef } from "react";
 import { api, ApiError, type Schemas, unwrap } from "./client";
 import { keys } from "./queries";
@@ -8,9 +8,11 @@ import { keys } from "./queries";
 const OUTPUT_REFRESH_MS = 1_500;
 const LINES_KEPT = 5_000;
 
-export function useAttempts(orgId: string, orderId: string, live: boolean) {
+/** `stage` changes when the order does (its status, then its end): each change reads the attempts again. */
+export function useAttempts(orgId: string, orderId: string, live: boolean, stage: string) {
   return useQuery({
-    queryKey: keys.org(orgId, "attempts", orderId),
+    queryKey: keys.org(orgId, "attempts", orderId, stage),
+    placeholderData: keepPreviousData,
     queryFn: () =>
       unwrap(
         api.GET("/api/v1/orgs/{org_id}/orders/{order_id}/attempts", {

@@ -24,7 +24,7 @@ export function useOrders(orgId: string, status?: OrderStatus, arrayId?: string)
     initialPageParam: undefined as string | undefined,
     getNextPageParam: (page) => page.next_cursor ?? undefined,
     refetchInterval: (query) =>
-      query.state.data?.pages.some((p) => p.items.some((o) => !TERMINAL.has(o.status)))
+      query.state.data?.pages.some((p) => p.items.some((o) => !settled(o)))
         ? LIVE_REFRESH_MS
         : IDLE_REFRESH_MS,
   });
@@ -39,10 +39,21 @@ export function useOrder(orgId: string, orderId: string) {
           params: { path: { org_id: orgId, order_id: orderId } },
         }),
       ),
-    refetchInterval: (query) =>
-      query.state.data && TERMINAL.has(query.state.data.status) ? false : LIVE_REFRESH_MS,
+    refetchInterval: (query) => (query.state.data && settled(query.state.data) ? false : LIVE_REFRESH_MS),
   });
 }
+
+/**
+ * Whether nothing about the order will change: it has ended and its GPUs
+ * are released. A cancelled order is final at once but keeps its GPUs
+ * until its work has stopped, and only then has an end time.
+ */
+export function settled(order: Order): boolean {
+  return TERMINAL.has(order.status) && Boolean(order.ended_at);
+}
+
+/** How long after an order ended its metered usage may still grow. */
+export const METERING_SETTLE_MS = 60_000;
 
 export function useCancelOrder(orgId: string) {
   const queryClient = useQueryClient();

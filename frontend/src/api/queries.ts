@@ -55,11 +55,13 @@ export function useQuotas(orgId: string) {
   });
 }
 
-export function useOrgNames() {
+/** Every organization's name, for operators (`enabled` false elsewhere). */
+export function useOrgNames(enabled = true) {
   return useQuery({
     queryKey: keys.admin("orgs"),
     queryFn: () => unwrap(api.GET("/api/v1/admin/orgs", { params: { query: { limit: 200 } } })),
     select: (page) => new Map(page.items.map((o) => [o.id, o.name])),
+    enabled,
   });
 }
 
@@ -76,5 +78,16 @@ export function useImages() {
     queryFn: () => unwrap(api.GET("/api/v1/catalog/images", { params: { query: { limit: 200 } } })),
     select: (page) => page.items,
     staleTime: 60_000,
+  });
+}
+
+/** What the organization's usage costs over a period (this month when absent), rated as its invoice will be. */
+export function useSpend(orgId: string, period?: { from: string; to: string }) {
+  return useQuery({
+    queryKey: keys.org(orgId, "spend", period ?? "month"),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/orgs/{org_id}/spend", { params: { path: { org_id: orgId }, query: { ...period } } })),
+    refetchInterval: 30_000,
+    retry: false,
   });
 }

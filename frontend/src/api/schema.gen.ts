@@ -1133,7 +1133,8 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /** Changes the caller's name, console language or time zone. */
+        patch: operations["update_me"];
         trace?: never;
     };
     "/api/v1/me/password": {
@@ -1728,6 +1729,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/spend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What the organization's usage costs so far, by day and by order. */
+        get: operations["org_spend"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/usage": {
         parameters: {
             query?: never;
@@ -1955,6 +1973,16 @@ export interface components {
             actor_kind: string;
             /** Format: uuid */
             actor_id?: string | null;
+            /**
+             * @description Who that is: a user's email; none for an API key, the system or an
+             *     operator seen from a tenant's log.
+             */
+            actor_email?: string | null;
+            /**
+             * @description A user's name, an API key's name, or `Platform operator` in a
+             *     tenant's log.
+             */
+            actor_name?: string | null;
             /** @description What was done, such as `project.create` or `member.role_change`. */
             action: string;
             target_type: string;
@@ -2245,6 +2273,12 @@ export interface components {
             reason: string;
         };
         CreateOrder: {
+            /**
+             * @description What to call it: lowercase letters, digits and hyphens; generated
+             *     when absent, such as `h100x8-swift-otter`. Members of a job array
+             *     are called `<name>-<index>`. Names need not be unique: ids are.
+             */
+            name?: string | null;
             /** @description Instance type name or id. */
             instance_type: string;
             /**
@@ -2262,8 +2296,9 @@ export interface components {
             /**
              * Format: int64
              * @description How long it is expected to run, 60 s to a year (a job: from 1 s);
-             *     an instance ends then, and so does a job on simulated nodes, while
-             *     a job's command on a real node decides for itself.
+             *     an instance ends then, and so does a job on simulated nodes (one
+             *     without it runs 20 s there), while a job's command on a real node
+             *     decides for itself.
              */
             duration_seconds?: number | null;
             /**
@@ -2782,6 +2817,11 @@ export interface components {
          */
         LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid" | "reservation" | "cancellation_fee";
         /**
+         * @description The languages the console speaks.
+         * @enum {string}
+         */
+        Locale: "en" | "ko";
+        /**
          * @description One server-sent event of `follow=true`: `data` is a [`LogLine`] as
          *     JSON and `id` its id; the last event is `end` with `{}`.
          */
@@ -3008,6 +3048,11 @@ export interface components {
         Order: {
             /** Format: uuid */
             id: string;
+            /**
+             * @description What people call it: given when ordered, or generated from its
+             *     instance type and id, such as `h100x8-swift-otter`.
+             */
+            name: string;
             /** Format: uuid */
             org_id: string;
             /** Format: uuid */
@@ -3040,8 +3085,13 @@ export interface components {
             /** Format: date-time */
             deadline?: string | null;
             status: components["schemas"]["OrderStatus"];
-            /** @description Why it waits, while it waits. */
+            /** @description Why it waits, while it waits, in English. */
             pending_reason?: string | null;
+            /**
+             * @description The same reasons as data, while it is queued: figures, times and the
+             *     orders they name, for a client to show in its reader's language.
+             */
+            pending_details: components["schemas"]["WaitReason"][];
             /**
              * Format: date-time
              * @description When the engine expects it to start, when it can tell.
@@ -3088,6 +3138,16 @@ export interface components {
              */
             runtime?: string | null;
             hosts: components["schemas"]["HostAccess"][];
+        };
+        /** @description An order a reason mentions. */
+        OrderRef: {
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description Its name, when the reader may see it: only orders of the reader's
+             *     own organization are named.
+             */
+            name?: string | null;
         };
         OrderSla: {
             /** Format: uuid */
@@ -3205,6 +3265,16 @@ export interface components {
                 actor_kind: string;
                 /** Format: uuid */
                 actor_id?: string | null;
+                /**
+                 * @description Who that is: a user's email; none for an API key, the system or an
+                 *     operator seen from a tenant's log.
+                 */
+                actor_email?: string | null;
+                /**
+                 * @description A user's name, an API key's name, or `Platform operator` in a
+                 *     tenant's log.
+                 */
+                actor_name?: string | null;
                 /** @description What was done, such as `project.create` or `member.role_change`. */
                 action: string;
                 target_type: string;
@@ -3422,6 +3492,11 @@ export interface components {
             items: {
                 /** Format: uuid */
                 id: string;
+                /**
+                 * @description What people call it: given when ordered, or generated from its
+                 *     instance type and id, such as `h100x8-swift-otter`.
+                 */
+                name: string;
                 /** Format: uuid */
                 org_id: string;
                 /** Format: uuid */
@@ -3454,8 +3529,13 @@ export interface components {
                 /** Format: date-time */
                 deadline?: string | null;
                 status: components["schemas"]["OrderStatus"];
-                /** @description Why it waits, while it waits. */
+                /** @description Why it waits, while it waits, in English. */
                 pending_reason?: string | null;
+                /**
+                 * @description The same reasons as data, while it is queued: figures, times and the
+                 *     orders they name, for a client to show in its reader's language.
+                 */
+                pending_details: components["schemas"]["WaitReason"][];
                 /**
                  * Format: date-time
                  * @description When the engine expects it to start, when it can tell.
@@ -3792,6 +3872,11 @@ export interface components {
              */
             used_gpus: number;
         };
+        /**
+         * @description Which quota ceiling was hit.
+         * @enum {string}
+         */
+        QuotaCeiling: "maximum" | "borrowing";
         QuotaChange: {
             /** Format: uuid */
             org_id: string;
@@ -3896,6 +3981,13 @@ export interface components {
              * @description Heartbeats must come more often than this.
              */
             heartbeat_deadline_seconds: number;
+        };
+        /** @description When a node frees and whose end frees it. */
+        Release: {
+            /** Format: date-time */
+            at: string;
+            node: string;
+            order?: components["schemas"]["OrderRef"] | null;
         };
         /**
          * @description What became of one report of a batch: taken (with the order's status
@@ -4096,6 +4188,44 @@ export interface components {
             /** Format: int64 */
             credits_micros: number;
         };
+        Spend: {
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            currency: string;
+            /**
+             * Format: int64
+             * @description What the period comes to as its invoice will rate it: usage,
+             *     corrections, the standing discount, reservations and cancellation
+             *     fees, before credits. For one order: its rated usage. Metering
+             *     records usage every few seconds, so the last moments may be missing.
+             */
+            total_micros: number;
+            /** @description Rated usage per UTC day the usage started in, oldest first. */
+            days: components["schemas"]["SpendPart"][];
+            /**
+             * @description Rated usage per order, the most expensive first. Usage inside a
+             *     reservation is paid by the reservation and is not in `days` or
+             *     `orders`.
+             */
+            orders: components["schemas"]["SpendPart"][];
+        };
+        /** @description One day's or one order's usage, rated. */
+        SpendPart: {
+            /** @description The UTC day (`YYYY-MM-DD`) or the order's id. */
+            key: string;
+            /**
+             * Format: int64
+             * @description Rated usage, in micro-units of the currency, before any discount.
+             */
+            amount_micros: number;
+            /**
+             * Format: int64
+             * @description GPU-seconds billed for it.
+             */
+            gpu_seconds: number;
+        };
         SshAccess: {
             /** @description The exact command, such as `ssh -p 42017 gantry@gpu-a17.example`. */
             command: string;
@@ -4183,6 +4313,16 @@ export interface components {
             memory_gib?: number | null;
             /** Format: int32 */
             disk_gib?: number | null;
+        };
+        /**
+         * @description What a user may change about themselves; a field left out stays, one
+         *     set to null goes back to the browser's.
+         */
+        UpdateMe: {
+            name?: string | null;
+            locale?: components["schemas"]["Locale"] | null;
+            /** @description An IANA time zone such as `Asia/Seoul`. */
+            time_zone?: string | null;
         };
         UpdateOrganization: {
             name?: string | null;
@@ -4304,8 +4444,93 @@ export interface components {
             name: string;
             /** @description Whether the user operates the platform. */
             is_operator: boolean;
+            locale?: components["schemas"]["Locale"] | null;
+            /** @description The IANA time zone they chose; the browser's when none. */
+            time_zone?: string | null;
             /** Format: date-time */
             created_at: string;
+        };
+        /**
+         * @description One reason an order waits, most telling first. GPU figures are in
+         *     GPUs, fractions included.
+         */
+        WaitReason: {
+            queue: string;
+            gpu_model: string;
+            /** Format: double */
+            used_gpus: number;
+            /** Format: double */
+            limit_gpus: number;
+            /** Format: double */
+            needed_gpus: number;
+            ceiling: components["schemas"]["QuotaCeiling"];
+            /** @enum {string} */
+            kind: "quota";
+        } | {
+            gpu_model: string;
+            /** Format: double */
+            free_gpus: number;
+            /** Format: double */
+            needed_gpus: number;
+            next_release?: components["schemas"]["Release"] | null;
+            /** @enum {string} */
+            kind: "capacity";
+        } | {
+            gpu_model: string;
+            /** Format: int32 */
+            free_gpus: number;
+            /** Format: int32 */
+            gpus_per_node: number;
+            /** Format: int32 */
+            nodes_needed: number;
+            /** Format: int32 */
+            nodes_with_room: number;
+            /** Format: int32 */
+            largest_free_on_one_node: number;
+            next_release?: components["schemas"]["Release"] | null;
+            /** @enum {string} */
+            kind: "fragmentation";
+        } | {
+            /** Format: int32 */
+            nodes_with_free_gpus: number;
+            /** @enum {string} */
+            kind: "cpu_or_memory";
+        } | {
+            /** @description The reservation, maintenance window or order they are held for. */
+            holder: string;
+            /** Format: date-time */
+            from: string;
+            /** @description It would start now with a duration ending before `from`. */
+            fits_with_shorter_estimate: boolean;
+            /** @enum {string} */
+            kind: "held_for_reservation";
+        } | {
+            /** Format: int32 */
+            victims: number;
+            /** Format: date-time */
+            until?: string | null;
+            /** @enum {string} */
+            kind: "waiting_for_preemption";
+        } | {
+            /** Format: int32 */
+            ahead: number;
+            /** @enum {string} */
+            kind: "behind_higher_ranked";
+        } | {
+            /** Format: date-time */
+            at: string;
+            /** @enum {string} */
+            kind: "not_before";
+        } | {
+            region: string;
+            /** Format: date-time */
+            at: string;
+            /** @enum {string} */
+            kind: "off_peak";
+        } | {
+            text: string;
+            /** @enum {string} */
+            kind: "held";
         };
         WhatIfRequest: {
             extra_nodes?: components["schemas"]["ExtraNodes"][];
@@ -7493,6 +7718,48 @@ export interface operations {
             };
         };
     };
+    update_me: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateMe"];
+            };
+        };
+        responses: {
+            /** @description The user as changed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     change_password: {
         parameters: {
             query?: never;
@@ -9385,6 +9652,60 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SlaReport"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    org_spend: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Start of the period (inclusive); the first of this month (UTC) when
+                 *     absent.
+                 */
+                from?: string;
+                /**
+                 * @description End of the period (exclusive); now when absent. At most 400 days
+                 *     after `from`.
+                 */
+                to?: string;
+                /** @description Only this order's usage. */
+                order_id?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Spend over the period */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Spend"];
                 };
             };
             /** @description The request was refused; `code` says why. */

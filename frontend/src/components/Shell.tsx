@@ -1,12 +1,14 @@
 // The frame around every signed-in page: header with organization switcher
 // and account menu, navigation for tenants and (to operators only) the
 // operator area.
-import { AppShell, Burger, Group, Menu, NavLink, type NavLinkProps, ScrollArea, Select, Text, UnstyledButton } from "@mantine/core";
+import { Alert, AppShell, Burger, Group, Menu, NavLink, type NavLinkProps, ScrollArea, Select, Text, UnstyledButton } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
 import { useQueryClient } from "@tanstack/react-query";
 import { createLink, Outlet, useLocation, useNavigate, useParams, useRouter } from "@tanstack/react-router";
 import { type ComponentPropsWithRef, useEffect } from "react";
-import { useMe } from "../api/queries";
+import { useMe, useOrgNames } from "../api/queries";
+import { useOperatorView } from "../lib/orgId";
+import { AnchorLink } from "./links";
 import { safeNext, session, useSession } from "../api/session";
 import { rememberOrg } from "../lib/lastOrg";
 
@@ -22,7 +24,10 @@ export function Shell() {
   const location = useLocation();
   const queryClient = useQueryClient();
   const me = useMe();
-  const { orgId } = useParams({ strict: false });
+  // Operator pages name organizations too (`/admin/orgs/$orgId`): only a
+  // tenant page is in one.
+  const { orgId: routeOrg } = useParams({ strict: false });
+  const orgId = location.pathname.startsWith("/orgs/") ? routeOrg : undefined;
 
   useEffect(() => {
     // Once on its way to sign-in, the location is the sign-in page's own:
@@ -44,6 +49,8 @@ export function Shell() {
   const memberships = me.data?.memberships ?? [];
   const operator = me.data?.user?.is_operator ?? false;
   const currentOrg = orgId ?? memberships[0]?.organization.id;
+  const viewing = useOperatorView(orgId);
+  const orgNames = useOrgNames(viewing);
 
   const switchOrg = (next: string | null) => {
     if (!next || next === currentOrg) return;
@@ -66,7 +73,7 @@ export function Shell() {
             <Text fw={700} size="lg">
               Gantry
             </Text>
-            {memberships.length > 0 && (
+            {memberships.length > 0 && !viewing && (
               <Select
                 aria-label="Organization"
                 size="xs"
@@ -104,7 +111,7 @@ export function Shell() {
                 Organization
               </Text>
               <RouterNavLink label="Overview" to="/orgs/$orgId" params={{ orgId: currentOrg }} activeOptions={{ exact: true }} activeProps={{ active: true }} />
-              <RouterNavLink label="Launch" to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              {!viewing && <RouterNavLink label="Launch" to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />}
               <RouterNavLink label="Orders" to="/orgs/$orgId/orders" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label="Reservations" to="/orgs/$orgId/reservations" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label="Usage" to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
@@ -136,6 +143,14 @@ export function Shell() {
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main>
+        {viewing && orgId && (
+          <Alert color="blue" variant="light" mb="md" data-testid="operator-view" title="Read-only operator view">
+            You see {orgNames.data?.get(orgId) ?? "this organization"} as its members do, and cannot change it here.{" "}
+            <AnchorLink to="/admin/orgs/$orgId" params={{ orgId }} size="sm" c="inherit" underline="always" fw={600}>
+              Its quotas and terms
+            </AnchorLink>
+          </Alert>
+        )}
         <Outlet />
       </AppShell.Main>
     </AppShell>

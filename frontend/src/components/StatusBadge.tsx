@@ -29,4 +29,4 @@ export function StatusBadge({ status }: { status: string }) {
   );
 }
 
-export const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+export const TERMINAL = new Set(["completed", "failed", "cancelled", "timed_out"]);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { duration, gpuHours, words } from "./format";
+import { dateTime, duration, gpuHours, shortId, words } from "./format";
 
 describe("format", () => {
   test("durations read at the right scale", () => {
@@ -7,6 +7,13 @@ describe("format", () => {
     expect(duration(3725)).toBe("1 h 2 min");
     expect(duration(7200)).toBe("2 h");
     expect(duration(90_000)).toBe("1 d 1 h");
+  });
+
+  test("ids made in the same minute read differently; times carry their zone", () => {
+    expect(shortId("01a24056-490a-717a-984b-fe7e4663965b")).toBe("4663965b");
+    expect(shortId("01a24056-490a-717a-984b-0a1b2c3d4e5f")).not.toBe(shortId("01a24056-490a-717a-984b-fe7e4663965b"));
+    expect(dateTime("2026-12-04T09:30:00Z")).toMatch(/UTC|GMT|[A-Z]{2,5}|[+-]\d/);
+    expect(dateTime(null)).toBe("—");
   });
 
   test("GPU-seconds as GPU-hours, enum values as words", () => {

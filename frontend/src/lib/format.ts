@@ -11,11 +11,25 @@ export function money(micros: number, currency = "USD"): string {
   }).format(micros / MICROS);
 }
 
+/** A moment with its time zone, such as "Dec 4, 2026, 09:30 UTC". */
 export function dateTime(iso: string | null | undefined): string {
   if (!iso) return "—";
-  return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }).format(
-    new Date(iso),
-  );
+  return new Intl.DateTimeFormat(undefined, {
+    year: "numeric",
+    month: "short",
+    day: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    timeZoneName: "short",
+  }).format(new Date(iso));
+}
+
+/**
+ * The part of a UUIDv7 that tells ids apart: its last 8 hex digits are
+ * random, while its first ones are the time it was made.
+ */
+export function shortId(id: string): string {
+  return id.slice(-8);
 }
 
 export function date(iso: string | null | undefined): string {

@@ -68,7 +68,52 @@ pub struct User {
     pub name: String,
     /// Whether the user operates the platform.
     pub is_operator: bool,
+    /// The language they chose for the console; the browser's when none.
+    pub locale: Option<Locale>,
+    /// The IANA time zone they chose; the browser's when none.
+    pub time_zone: Option<String>,
     pub created_at: DateTime<Utc>,
+}
+
+/// The languages the console speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Locale {
+    En,
+    Ko,
+}
+
+impl Locale {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::En => "en",
+            Self::Ko => "ko",
+        }
+    }
+
+    fn parse(stored: &str) -> Option<Self> {
+        match stored {
+            "en" => Some(Self::En),
+            "ko" => Some(Self::Ko),
+            _ => None,
+        }
+    }
+}
+
+/// What a user may change about themselves; a field left out stays, one
+/// set to null goes back to the browser's.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMe {
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::validate::present")]
+    #[schema(value_type = Option<Locale>)]
+    pub locale: Option<Option<Locale>>,
+    /// An IANA time zone such as `Asia/Seoul`.
+    #[serde(default, deserialize_with = "crate::validate::present")]
+    #[schema(value_type = Option<String>, max_length = 64)]
+    pub time_zone: Option<Option<String>>,
 }
 
 impl From<user::Model> for User {
@@ -78,6 +123,8 @@ impl From<user::Model> for User {
             email: row.email,
             name: row.name,
             is_operator: row.is_operator,
+            locale: row.locale.as_deref().and_then(Locale::parse),
+            time_zone: row.time_zone,
             created_at: row.created_at,
         }
     }
@@ -138,11 +185,14 @@ pub struct ChangePassword {
     pub new_password: String,
 }
 
+/// The longest name a user may go by.
+const NAME_MAX: usize = 200;
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(signup))
         .routes(routes!(login))
-        .routes(routes!(me))
+        .routes(routes!(me, update_me))
         .routes(routes!(change_password))
 }
 
@@ -197,7 +247,7 @@ async fn signup(
     if let Some(weakness) = password::weakness(&request.password, &request.email) {
         fields.push("password", weakness);
     }
-    let name = fields.name("name", &request.name, 200);
+    let name = fields.name("name", &request.name, NAME_MAX);
     let org_name = fields.name("organization", &request.organization, 200);
     fields.finish()?;
     let email = email.unwrap_or_default();
@@ -227,6 +277,8 @@ async fn signup(
             name: sea_orm::Set(name),
             password_hash: sea_orm::Set(password_hash),
             is_operator: sea_orm::Set(false),
+            locale: sea_orm::Set(None),
+            time_zone: sea_orm::Set(None),
             created_at: sea_orm::Set(now),
             updated_at: sea_orm::Set(now),
         },
@@ -446,6 +498,73 @@ async fn change_password(
     .await?;
     txn.commit().await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Changes the caller's name, console language or time zone.
+#[utoipa::path(
+    patch,
+    path = "/me",
+    tag = "auth",
+    request_body = UpdateMe,
+    responses((status = 200, description = "The user as changed", body = User), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn update_me(
+    State(state): State<AppState>,
+    actor: Actor,
+    Authenticated(principal): Authenticated,
+    ApiJson(request): ApiJson<UpdateMe>,
+) -> ApiResult<Json<User>> {
+    let Principal::User { user_id } = principal else {
+        return Err(ApiError::forbidden("an API key has no profile"));
+    };
+    let mut fields = Fields::default();
+    let name = request
+        .name
+        .as_deref()
+        .map(|name| fields.name("name", name, NAME_MAX));
+    if let Some(Some(zone)) = &request.time_zone
+        && zone.parse::<chrono_tz::Tz>().is_err()
+    {
+        fields.push("time_zone", format!("{zone:?} is not an IANA time zone"));
+    }
+    fields.finish()?;
+    let txn = crate::db::write(&state.db).await?;
+    let current = user::Entity::find_by_id(user_id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| {
+            ApiError::unauthenticated("invalid_token", "the session token's user no longer exists")
+        })?;
+    let mut row: user::ActiveModel = current.into();
+    if let Some(name) = name {
+        row.name = sea_orm::Set(name);
+    }
+    if let Some(locale) = request.locale {
+        row.locale = sea_orm::Set(locale.map(|l| l.as_str().to_owned()));
+    }
+    if let Some(zone) = request.time_zone {
+        row.time_zone = sea_orm::Set(zone);
+    }
+    row.updated_at = sea_orm::Set(Utc::now());
+    let updated = sea_orm::ActiveModelTrait::update(row, &txn).await?;
+    audit::record(
+        &txn,
+        Change {
+            org_id: None,
+            action: "user.update",
+            target_type: "user",
+            target_id: Some(user_id.to_string()),
+            details: serde_json::json!({
+                "locale": updated.locale, "time_zone": updated.time_zone,
+            }),
+            actor: &actor,
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    state.identities.forget_user(user_id);
+    Ok(Json(updated.into()))
 }
 
 fn too_many_attempts(detail: String) -> ApiError {

@@ -5,3 +5,4 @@ pub mod budgets;
 pub mod invoices;
 pub mod prepaid;
 pub mod rating;
+pub mod spend;

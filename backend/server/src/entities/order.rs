@@ -8,6 +8,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub org_id: Uuid,
+    /// What people call it; none for orders made before names existed.
+    pub name: Option<String>,
     pub project_id: Option<Uuid>,
     pub created_by_kind: String,
     pub created_by: Option<Uuid>,
@@ -28,6 +30,8 @@ pub struct Model {
     pub deadline: Option<DateTimeUtc>,
     pub status: OrderStatus,
     pub pending_reason: Option<String>,
+    /// The reasons it waits as a JSON array of `orders::reasons::WaitReason`.
+    pub pending_details: Option<String>,
     pub estimated_start: Option<DateTimeUtc>,
     pub failure_reason: Option<String>,
     /// JSON access details, once running.

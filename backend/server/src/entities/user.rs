@@ -9,6 +9,11 @@ pub struct Model {
     pub name: String,
     pub password_hash: String,
     pub is_operator: bool,
+    /// The language the console speaks to them (`en`, `ko`); the
+    /// browser's when none.
+    pub locale: Option<String>,
+    /// The IANA time zone they read times in; the browser's when none.
+    pub time_zone: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -218,7 +218,8 @@ async fn upload(
     Ok(Json(LogKept { kept, truncated }))
 }
 
-fn row(
+/// One line of a job's output, as stored.
+pub fn row(
     job: &order::Model,
     node_id: Uuid,
     stream: Stream,

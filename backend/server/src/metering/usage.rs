@@ -142,7 +142,7 @@ async fn org_usage(
             "group_by=organization is for operators; an organization's usage is its own",
         ));
     }
-    let (from, to) = period(&query, state.clock.now())?;
+    let (from, to) = period(query.from, query.to, state.clock.now())?;
     let usage = summarize(
         &state.db,
         access.scope.select::<usage_record::Entity>(),
@@ -173,7 +173,7 @@ async fn all_usage(
     ApiQuery(query): ApiQuery<UsageQuery>,
     ApiQuery(filter): ApiQuery<OrgFilter>,
 ) -> ApiResult<Response> {
-    let (from, to) = period(&query, state.clock.now())?;
+    let (from, to) = period(query.from, query.to, state.clock.now())?;
     let mut select = usage_record::Entity::find();
     if let Some(org_id) = filter.org_id {
         select = select.filter(usage_record::Column::OrgId.eq(org_id));
@@ -189,16 +189,21 @@ async fn all_usage(
     Ok(respond(usage, query.format.unwrap_or_default()))
 }
 
-/// The period asked for, checked.
-fn period(query: &UsageQuery, now: DateTime<Utc>) -> ApiResult<(DateTime<Utc>, DateTime<Utc>)> {
-    let from = match query.from {
+/// The period asked for, checked: from the first of this month (UTC) to
+/// now unless told otherwise.
+pub fn period(
+    from: Option<DateTime<Utc>>,
+    to: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> ApiResult<(DateTime<Utc>, DateTime<Utc>)> {
+    let from = match from {
         Some(from) => from,
         None => Utc
             .with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0)
             .single()
             .unwrap_or(now),
     };
-    let to = query.to.unwrap_or(now);
+    let to = to.unwrap_or(now);
     if from >= to {
         return Err(ApiError::unprocessable(
             "invalid_period",
@@ -427,11 +432,11 @@ async fn names_of(
                 .into_iter()
                 .map(|o| {
                     let shape = types.get(&o.instance_type_id).map_or("?", String::as_str);
-                    let created = o.created_at.format("%Y-%m-%d %H:%M UTC");
-                    (
-                        o.id,
-                        format!("{shape} × {} ordered {created}", o.node_count),
-                    )
+                    let name = o
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| crate::orders::names::generated(shape, o.id));
+                    (o.id, name)
                 })
                 .collect()
         }
@@ -541,7 +546,7 @@ mod tests {
             .with_ymd_and_hms(2026, 12, 3, 10, 0, 0)
             .single()
             .expect("time");
-        let (from, to) = period(&UsageQuery::default(), now).expect("default period");
+        let (from, to) = period(None, None, now).expect("default period");
         assert_eq!(
             from,
             Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0)
@@ -549,16 +554,7 @@ mod tests {
                 .expect("time")
         );
         assert_eq!(to, now);
-        let backwards = UsageQuery {
-            from: Some(now),
-            to: Some(now - TimeDelta::hours(1)),
-            ..UsageQuery::default()
-        };
-        assert!(period(&backwards, now).is_err());
-        let too_long = UsageQuery {
-            from: Some(now - TimeDelta::days(500)),
-            ..UsageQuery::default()
-        };
-        assert!(period(&too_long, now).is_err());
+        assert!(period(Some(now), Some(now - TimeDelta::hours(1)), now).is_err());
+        assert!(period(Some(now - TimeDelta::days(500)), None, now).is_err());
     }
 }

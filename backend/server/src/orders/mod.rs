@@ -5,6 +5,8 @@
 pub mod admission;
 pub mod intake;
 pub mod lifecycle;
+pub mod names;
+pub mod reasons;
 pub mod reconcile;
 pub mod service;
 
@@ -15,7 +17,8 @@ use axum::extract::{RawPathParams, State};
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -54,6 +57,9 @@ pub struct NodePlacement {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Order {
     pub id: Uuid,
+    /// What people call it: given when ordered, or generated from its
+    /// instance type and id, such as `h100x8-swift-otter`.
+    pub name: String,
     pub org_id: Uuid,
     pub project_id: Option<Uuid>,
     /// `instance`: capacity kept until cancelled; `job`: a command run to
@@ -75,8 +81,11 @@ pub struct Order {
     pub duration_seconds: Option<i64>,
     pub deadline: Option<DateTime<Utc>>,
     pub status: OrderStatus,
-    /// Why it waits, while it waits.
+    /// Why it waits, while it waits, in English.
     pub pending_reason: Option<String>,
+    /// The same reasons as data, while it is queued: figures, times and the
+    /// orders they name, for a client to show in its reader's language.
+    pub pending_details: Vec<reasons::WaitReason>,
     /// When the engine expects it to start, when it can tell.
     pub estimated_start: Option<DateTime<Utc>>,
     /// Why it failed, when it did.
@@ -148,6 +157,11 @@ pub struct PortAccess {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateOrder {
+    /// What to call it: lowercase letters, digits and hyphens; generated
+    /// when absent, such as `h100x8-swift-otter`. Members of a job array
+    /// are called `<name>-<index>`. Names need not be unique: ids are.
+    #[schema(min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]{0,62}$")]
+    pub name: Option<String>,
     /// Instance type name or id.
     #[schema(min_length = 1, max_length = 64)]
     pub instance_type: String,
@@ -165,8 +179,9 @@ pub struct CreateOrder {
     /// `dev` when absent.
     pub workload_class: Option<WorkloadClass>,
     /// How long it is expected to run, 60 s to a year (a job: from 1 s);
-    /// an instance ends then, and so does a job on simulated nodes, while
-    /// a job's command on a real node decides for itself.
+    /// an instance ends then, and so does a job on simulated nodes (one
+    /// without it runs 20 s there), while a job's command on a real node
+    /// decides for itself.
     #[schema(minimum = 1, maximum = 31622400)]
     pub duration_seconds: Option<i64>,
     /// When it must have finished; in the future.
@@ -293,6 +308,32 @@ async fn views(
                 condition: crate::jobs::Condition::parse(&d.condition),
             });
     }
+    let mut details: HashMap<Uuid, Vec<reasons::WaitReason>> = rows
+        .iter()
+        .filter(|o| o.status == OrderStatus::Queued)
+        .map(|o| (o.id, reasons::parse(o.pending_details.as_deref())))
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
+    let mentioned = reasons::mentioned(details.values().flatten());
+    if !mentioned.is_empty() {
+        let named: Vec<(Uuid, Uuid, Option<String>)> = order::Entity::find()
+            .filter(order::Column::Id.is_in(mentioned))
+            .select_only()
+            .columns([order::Column::Id, order::Column::OrgId, order::Column::Name])
+            .into_tuple()
+            .all(db)
+            .await?;
+        let orgs: HashMap<Uuid, Uuid> = rows.iter().map(|o| (o.id, o.org_id)).collect();
+        for (id, reasons_of) in &mut details {
+            let org = orgs.get(id).copied();
+            let names: HashMap<Uuid, String> = named
+                .iter()
+                .filter(|(_, owner, _)| Some(*owner) == org)
+                .filter_map(|(order, _, name)| name.clone().map(|name| (*order, name)))
+                .collect();
+            reasons::name_orders(reasons_of.iter_mut(), &names);
+        }
+    }
     let mut placements: HashMap<Uuid, Vec<NodePlacement>> = HashMap::new();
     for a in live {
         placements
@@ -315,54 +356,62 @@ async fn views(
     }
     Ok(rows
         .into_iter()
-        .map(|o| Order {
-            instance_type: catalog
+        .map(|o| {
+            let instance_type = catalog
                 .instance_type_name(o.instance_type_id)
                 .unwrap_or_default()
-                .to_owned(),
-            gpu_model: catalog
-                .gpu_model_name(o.gpu_model_id)
-                .unwrap_or_default()
-                .to_owned(),
-            region: o
-                .region_id
-                .and_then(|r| catalog.region_name(r))
-                .map(str::to_owned),
-            placement: placements.remove(&o.id).unwrap_or_default(),
-            job: crate::jobs::view(&o, dependencies.remove(&o.id).unwrap_or_default()),
-            access: o
-                .access
-                .as_deref()
-                .and_then(|a| serde_json::from_str(a).ok()),
-            ssh_key_ids: json_list(o.ssh_key_ids.as_deref()),
-            ports: json_list(o.ports.as_deref()),
-            image: o
-                .image_id
-                .and_then(|i| catalog.image_name(i))
-                .map(str::to_owned),
-            reservation_id: o.reservation_id,
-            id: o.id,
-            org_id: o.org_id,
-            project_id: o.project_id,
-            kind: o.kind,
-            gpus_per_node: o.gpus_per_node,
-            gpu_milli: o.gpu_milli,
-            mig_profile: o.mig_profile,
-            node_count: o.node_count,
-            priority_class: o.priority_class,
-            pricing_class: o.pricing_class,
-            workload_class: o.workload_class,
-            duration_seconds: o.duration_seconds,
-            deadline: o.deadline,
-            status: o.status,
-            pending_reason: o.pending_reason,
-            estimated_start: o.estimated_start,
-            failure_reason: o.failure_reason,
-            attempts: o.attempts,
-            created_at: o.created_at,
-            updated_at: o.updated_at,
-            started_at: o.started_at,
-            ended_at: o.ended_at,
+                .to_owned();
+            Order {
+                name: o
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| names::generated(&instance_type, o.id)),
+                instance_type,
+                gpu_model: catalog
+                    .gpu_model_name(o.gpu_model_id)
+                    .unwrap_or_default()
+                    .to_owned(),
+                region: o
+                    .region_id
+                    .and_then(|r| catalog.region_name(r))
+                    .map(str::to_owned),
+                placement: placements.remove(&o.id).unwrap_or_default(),
+                job: crate::jobs::view(&o, dependencies.remove(&o.id).unwrap_or_default()),
+                access: o
+                    .access
+                    .as_deref()
+                    .and_then(|a| serde_json::from_str(a).ok()),
+                ssh_key_ids: json_list(o.ssh_key_ids.as_deref()),
+                ports: json_list(o.ports.as_deref()),
+                image: o
+                    .image_id
+                    .and_then(|i| catalog.image_name(i))
+                    .map(str::to_owned),
+                reservation_id: o.reservation_id,
+                id: o.id,
+                org_id: o.org_id,
+                project_id: o.project_id,
+                kind: o.kind,
+                gpus_per_node: o.gpus_per_node,
+                gpu_milli: o.gpu_milli,
+                mig_profile: o.mig_profile,
+                node_count: o.node_count,
+                priority_class: o.priority_class,
+                pricing_class: o.pricing_class,
+                workload_class: o.workload_class,
+                duration_seconds: o.duration_seconds,
+                deadline: o.deadline,
+                status: o.status,
+                pending_details: details.remove(&o.id).unwrap_or_default(),
+                pending_reason: o.pending_reason,
+                estimated_start: o.estimated_start,
+                failure_reason: o.failure_reason,
+                attempts: o.attempts,
+                created_at: o.created_at,
+                updated_at: o.updated_at,
+                started_at: o.started_at,
+                ended_at: o.ended_at,
+            }
         })
         .collect())
 }

@@ -73,6 +73,13 @@ pub async fn create(
     let mut fields = Fields::default();
     fields.range("node_count", node_count, 1, NODE_COUNT_MAX);
     let command = request.job.as_ref().map(|job| job.validate(&mut fields));
+    if let Some(name) = &request.name {
+        super::names::check(
+            &mut fields,
+            name,
+            request.job.as_ref().and_then(|j| j.array_count),
+        );
+    }
     if let Some(duration) = request.duration_seconds {
         let min = if command.is_some() { 1 } else { DURATION_MIN };
         fields.range("duration_seconds", duration, min, DURATION_MAX);
@@ -229,59 +236,76 @@ pub async fn create(
     let json = |ids: String| (ids != "[]").then_some(ids);
     let stored_keys = json(serde_json::to_string(&ssh_key_ids).unwrap_or_default());
     let stored_ports = json(serde_json::to_string(&ports).unwrap_or_default());
-    let member = |index: i32| order::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        org_id: Set(scope.org_id),
-        project_id: Set(request.project_id),
-        created_by_kind: Set(caller.actor.kind.to_owned()),
-        created_by: Set(caller.actor.id),
-        kind: Set(kind.to_owned()),
-        instance_type_id: Set(instance.id),
-        gpu_model_id: Set(model.id),
-        gpus_per_node: Set(instance.gpus_per_node),
-        gpu_milli: Set(instance.gpu_milli),
-        mig_profile: Set(instance.mig_profile.clone()),
-        node_count: Set(node_count),
-        region_id: Set(region.map(|r| r.id)),
-        priority_class: Set(priority_class),
-        pricing_class: Set(pricing_class),
-        workload_class: Set(request.workload_class.unwrap_or(if job.is_some() {
-            WorkloadClass::Batch
-        } else {
-            WorkloadClass::Dev
-        })),
-        duration_seconds: Set(request.duration_seconds),
-        deadline: Set(request.deadline),
-        status: Set(OrderStatus::Queued),
-        pending_reason: Set(Some("waiting for the scheduler".to_owned())),
-        estimated_start: Set(None),
-        failure_reason: Set(None),
-        access: Set(None),
-        attempts: Set(0),
-        // Only the first member answers a retried request.
-        idempotency_key: Set(if index == 0 {
-            caller.idempotency_key.clone()
-        } else {
-            None
-        }),
-        job: Set(stored.clone()),
-        max_runtime_seconds: Set(job.and_then(|j| j.max_runtime_seconds)),
-        retry_on_failure: Set(job.is_some_and(|j| j.retry.on_failure)),
-        max_retries: Set(job.map_or(0, |j| j.retry.max_retries)),
-        array_id: Set(array_id),
-        array_index: Set(array_id.map(|_| index)),
-        exit_code: Set(None),
-        log_bytes: Set(0),
-        ssh_key_ids: Set(stored_keys.clone()),
-        ports: Set(stored_ports.clone()),
-        image_id: Set(image.map(|i| i.id)),
-        reservation_id: Set(reservation.as_ref().map(|r| r.id)),
-        started_at: Set(None),
-        ended_at: Set(None),
-        created_at: Set(now),
-        updated_at: Set(now),
+    let member = |index: i32| {
+        let id = Uuid::now_v7();
+        // An array's members share its name, given or drawn from its id.
+        let name = match (&request.name, array_id) {
+            (Some(name), Some(_)) => super::names::member(name, index),
+            (None, Some(array)) => {
+                super::names::member(&super::names::generated(&instance.name, array), index)
+            }
+            (Some(name), None) => name.clone(),
+            (None, None) => super::names::generated(&instance.name, id),
+        };
+        order::ActiveModel {
+            id: Set(id),
+            name: Set(Some(name)),
+            org_id: Set(scope.org_id),
+            project_id: Set(request.project_id),
+            created_by_kind: Set(caller.actor.kind.to_owned()),
+            created_by: Set(caller.actor.id),
+            kind: Set(kind.to_owned()),
+            instance_type_id: Set(instance.id),
+            gpu_model_id: Set(model.id),
+            gpus_per_node: Set(instance.gpus_per_node),
+            gpu_milli: Set(instance.gpu_milli),
+            mig_profile: Set(instance.mig_profile.clone()),
+            node_count: Set(node_count),
+            region_id: Set(region.map(|r| r.id)),
+            priority_class: Set(priority_class),
+            pricing_class: Set(pricing_class),
+            workload_class: Set(request.workload_class.unwrap_or(if job.is_some() {
+                WorkloadClass::Batch
+            } else {
+                WorkloadClass::Dev
+            })),
+            duration_seconds: Set(request.duration_seconds),
+            deadline: Set(request.deadline),
+            status: Set(OrderStatus::Queued),
+            pending_reason: Set(Some("waiting for the scheduler".to_owned())),
+            pending_details: Set(None),
+            estimated_start: Set(None),
+            failure_reason: Set(None),
+            access: Set(None),
+            attempts: Set(0),
+            // Only the first member answers a retried request.
+            idempotency_key: Set(if index == 0 {
+                caller.idempotency_key.clone()
+            } else {
+                None
+            }),
+            job: Set(stored.clone()),
+            max_runtime_seconds: Set(job.and_then(|j| j.max_runtime_seconds)),
+            retry_on_failure: Set(job.is_some_and(|j| j.retry.on_failure)),
+            max_retries: Set(job.map_or(0, |j| j.retry.max_retries)),
+            array_id: Set(array_id),
+            array_index: Set(array_id.map(|_| index)),
+            exit_code: Set(None),
+            log_bytes: Set(0),
+            ssh_key_ids: Set(stored_keys.clone()),
+            ports: Set(stored_ports.clone()),
+            image_id: Set(image.map(|i| i.id)),
+            reservation_id: Set(reservation.as_ref().map(|r| r.id)),
+            started_at: Set(None),
+            ended_at: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        }
     };
     let members: Vec<order::ActiveModel> = (0..count).map(member).collect();
+    let members_name = members
+        .first()
+        .and_then(|m| m.name.clone().take().flatten());
     let ids: Vec<Uuid> = members.iter().filter_map(|m| m.id.clone().take()).collect();
     let edges = job.map_or_else(Vec::new, |job| {
         crate::jobs::arrays::dependency_edges(&ids, &job.depends_on)
@@ -292,6 +316,7 @@ pub async fn create(
         target_type: "order",
         target_id: ids.first().map(Uuid::to_string),
         details: serde_json::json!({
+            "name": members_name,
             "instance_type": instance.name,
             "node_count": node_count,
             "pricing_class": pricing_class,

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::Driver;
 use crate::classes::{AllocationState, OrderStatus};
 use crate::clock::Clock;
 use crate::entities::{allocation, node, order};
+use crate::jobs::logs::Stream;
 use crate::orders::lifecycle;
 use crate::orders::{HostAccess, OrderAccess, SshAccess};
 use crate::scheduling::SchedulerHandle;
@@ -141,13 +142,14 @@ async fn bring_up(
     let txn = crate::db::write(db).await?;
     let up = lifecycle::came_up(&txn, order_id, access, now).await?;
     txn.commit().await?;
-    // A job runs for its length from the start it recorded, then ends by
-    // itself, as its command would.
+    // A job runs for its length from the start it recorded (one that gave
+    // none, as long as a short command takes), then ends by itself, as its
+    // command would.
     if up
         && let Some(job) = order::Entity::find_by_id(order_id).one(db).await?
         && job.kind == crate::jobs::KIND
-        && let Some(seconds) = job.duration_seconds
     {
+        let seconds = job.duration_seconds.unwrap_or(JOB_SECONDS_UNSTATED);
         let end = now + chrono::Duration::seconds(seconds);
         let length = (end - clock.now()).to_std().unwrap_or_default();
         let (db, clock, scheduler) = (db.clone(), clock.clone(), scheduler.clone());
@@ -163,9 +165,13 @@ async fn bring_up(
     Ok(false)
 }
 
+/// How long a simulated job that states no duration runs.
+pub const JOB_SECONDS_UNSTATED: i64 = 20;
+
 /// A simulated job's command exits 0: it completes and its GPUs are free
-/// at once. False when it was no longer running (cancelled, timed out).
-async fn complete(
+/// at once, and its output says that no command ran. False when it was no
+/// longer running (cancelled, timed out).
+pub async fn complete(
     db: &DatabaseConnection,
     order_id: Uuid,
     now: DateTime<Utc>,
@@ -180,6 +186,30 @@ async fn complete(
         .exec(&txn)
         .await?;
     if ended.rows_affected == 1 {
+        let held = allocation::Entity::find()
+            .filter(allocation::Column::OrderId.eq(order_id))
+            .filter(allocation::Column::State.ne(AllocationState::Released))
+            .one(&txn)
+            .await?;
+        let job = order::Entity::find_by_id(order_id).one(&txn).await?;
+        if let (Some(job), Some(held)) = (job, held) {
+            let node = node::Entity::find_by_id(held.node_id).one(&txn).await?;
+            let line = format!(
+                "[gantry] simulated node {}: the command was not run; it exits 0 after {} s",
+                node.map(|n| n.name).unwrap_or_default(),
+                job.duration_seconds.unwrap_or(JOB_SECONDS_UNSTATED)
+            );
+            crate::jobs::logs::row(&job, held.node_id, Stream::Stderr, line, now)
+                .insert(&txn)
+                .await?;
+        }
+        // Its attempt ends with the exit code, as an agent reports one.
+        allocation::Entity::update_many()
+            .col_expr(allocation::Column::ExitCode, Expr::value(Some(0)))
+            .filter(allocation::Column::OrderId.eq(order_id))
+            .filter(allocation::Column::State.ne(AllocationState::Released))
+            .exec(&txn)
+            .await?;
         lifecycle::stop(&txn, order_id, now).await?;
         lifecycle::stopped(&txn, order_id, None, now).await?;
     }

@@ -18,6 +18,7 @@ use crate::catalog::shares::{GpuShape, slices_of};
 use crate::classes::{AllocationState, OrderStatus};
 use crate::entities::{allocation, gpu_claim, gpu_share, order};
 use crate::orders::lifecycle;
+use crate::orders::reasons::{self, WaitReason};
 
 /// What a cycle changed.
 #[derive(Debug, Default, Clone, Copy)]
@@ -110,7 +111,12 @@ pub async fn apply(
                         .map(ToString::to_string)
                         .collect::<Vec<_>>()
                         .join("; ");
-                    (!text.is_empty()).then_some(text)
+                    let details: Vec<WaitReason> =
+                        waiting.reasons.iter().map(WaitReason::from).collect();
+                    (
+                        (!text.is_empty()).then_some(text),
+                        reasons::stored(&details),
+                    )
                 },
             )
         })
@@ -119,7 +125,10 @@ pub async fn apply(
         let current = orders.get(&held.order_id)?;
         let kind_changed = current.pending_reason.as_ref() != Some(&held.reason);
         changed_reason(current, kind_changed, None, now, || {
-            Some(held.reason.clone())
+            let details = [WaitReason::Held {
+                text: held.reason.clone(),
+            }];
+            (Some(held.reason.clone()), reasons::stored(&details))
         })
     }));
     applied.waiting = record_reasons(&txn, &reasons, now).await?;
@@ -172,6 +181,10 @@ async fn start(
             )
             .col_expr(
                 order::Column::PendingReason,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                order::Column::PendingDetails,
                 Expr::value(Option::<String>::None),
             )
             .col_expr(
@@ -272,6 +285,8 @@ async fn start(
 struct Reason {
     order: Uuid,
     reason: Option<String>,
+    /// The reasons as data (`orders::reasons`), stored JSON.
+    details: Option<String>,
     estimate: Option<DateTime<Utc>>,
 }
 
@@ -281,25 +296,28 @@ struct Reason {
 const REASON_REFRESH_SECONDS: i64 = 5;
 
 /// The reason and estimate to write for a waiting order, when they are to
-/// be written over what it shows; `reason` makes the text only then.
+/// be written over what it shows; `reason` makes the text and the stored
+/// details only then.
 fn changed_reason(
     current: &order::Model,
     kind_changed: bool,
     estimate: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
-    reason: impl FnOnce() -> Option<String>,
+    reason: impl FnOnce() -> (Option<String>, Option<String>),
 ) -> Option<Reason> {
+    // Reasons written before they were kept as data get their data now.
+    let undetailed = current.pending_reason.is_some() && current.pending_details.is_none();
     let due = due(
         current.estimated_start,
         current.updated_at,
-        kind_changed,
+        kind_changed || undetailed,
         estimate,
         now,
     );
     if due == Due::No {
         return None;
     }
-    let reason = reason();
+    let (reason, details) = reason();
     let shown = current.pending_reason.as_deref();
     if due == Due::IfMoved && !moved(shown, current.estimated_start, reason.as_deref(), estimate) {
         return None;
@@ -307,6 +325,7 @@ fn changed_reason(
     Some(Reason {
         order: current.id,
         reason,
+        details,
         estimate,
     })
 }
@@ -367,13 +386,19 @@ async fn record_reasons(
     let mut written = 0;
     for chunk in reasons.chunks(BATCH) {
         let mut reason = CaseStatement::new();
+        let mut details = CaseStatement::new();
         let mut estimate = CaseStatement::new();
         for r in chunk {
             reason = reason.case(order::Column::Id.eq(r.order), Expr::value(r.reason.clone()));
+            details = details.case(
+                order::Column::Id.eq(r.order),
+                Expr::value(r.details.clone()),
+            );
             estimate = estimate.case(order::Column::Id.eq(r.order), Expr::value(r.estimate));
         }
         let changed = order::Entity::update_many()
             .col_expr(order::Column::PendingReason, reason.into())
+            .col_expr(order::Column::PendingDetails, details.into())
             .col_expr(order::Column::EstimatedStart, estimate.into())
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
             .filter(order::Column::Id.is_in(chunk.iter().map(|r| r.order)))

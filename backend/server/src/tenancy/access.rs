@@ -3,8 +3,12 @@
 //! [`OrgAccess`] reads `{org_id}` from the path, finds the caller's role in
 //! that organization and checks it against the route's requirement. A caller
 //! with no role there gets 404 (the organization's existence does not leak);
-//! one with too small a role gets 403. Every query on tenant data then goes
-//! through [`OrgScope`], which adds the `org_id` filter itself.
+//! one with too small a role gets 403. A platform operator who is not a
+//! member may read any organization (safe methods only, as a `viewer` that
+//! passes read requirements), so the console can show operators a tenant's
+//! orders, usage and invoices as the tenant sees them, and change nothing.
+//! Every query on tenant data then goes through [`OrgScope`], which adds the
+//! `org_id` filter itself.
 
 use std::marker::PhantomData;
 
@@ -17,7 +21,8 @@ use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
 use crate::entities::{
-    api_key, audit_log, invoice, membership, order, project, reservation, usage_record,
+    api_key, audit_log, invoice, membership, order, organization, project, reservation,
+    usage_record,
 };
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
@@ -28,6 +33,8 @@ pub struct OrgScope {
     pub org_id: Uuid,
     pub role: OrgRole,
     pub principal: Principal,
+    /// A platform operator reading an organization it is not a member of.
+    pub operator_view: bool,
 }
 
 /// A table whose rows belong to one organization.
@@ -119,10 +126,19 @@ impl<N: need::Need> FromRequestParts<AppState> for OrgAccess<N> {
             .await
             .map_err(ApiError::internal)?;
         let org_id = path_uuid(&params, "org_id", Resource::Organization)?;
-        let role = role_in(state, &principal, org_id)
-            .await?
-            .ok_or_else(|| ApiError::not_found(Resource::Organization, org_id))?;
-        if !role.satisfies(N::REQUIREMENT) {
+        let (role, operator_view) = match role_in(state, &principal, org_id).await? {
+            Some(role) => (role, false),
+            None if operator_may_read(state, &principal, org_id).await? => {
+                if !parts.method.is_safe() {
+                    return Err(ApiError::forbidden(
+                        "operators see tenant organizations read-only; change them through /admin",
+                    ));
+                }
+                (OrgRole::Viewer, true)
+            }
+            None => return Err(ApiError::not_found(Resource::Organization, org_id)),
+        };
+        if !operator_view && !role.satisfies(N::REQUIREMENT) {
             return Err(ApiError::forbidden(format!(
                 "this action needs {}; the caller is {}",
                 N::REQUIREMENT.describe(),
@@ -135,6 +151,7 @@ impl<N: need::Need> FromRequestParts<AppState> for OrgAccess<N> {
                 org_id,
                 role,
                 principal,
+                operator_view,
             },
             actor,
             _need: PhantomData,
@@ -159,4 +176,25 @@ async fn role_in(
             .await?
             .and_then(|identity| identity.role_in(org_id))),
     }
+}
+
+/// Whether `principal` is a platform operator and the organization exists.
+async fn operator_may_read(
+    state: &AppState,
+    principal: &Principal,
+    org_id: Uuid,
+) -> Result<bool, ApiError> {
+    let Principal::User { user_id } = principal else {
+        return Ok(false);
+    };
+    let operator = state
+        .identities
+        .user(&state.db, *user_id)
+        .await?
+        .is_some_and(|identity| identity.user.is_operator);
+    Ok(operator
+        && organization::Entity::find_by_id(org_id)
+            .one(&state.db)
+            .await?
+            .is_some())
 }

@@ -1,11 +1,11 @@
-import { Code, Paper, Table } from "@mantine/core";
+import { Code, Paper, Table, Text } from "@mantine/core";
 import { useInfiniteQuery } from "@tanstack/react-query";
-import { api, unwrap } from "../../api/client";
+import { api, type Schemas, unwrap } from "../../api/client";
 import { keys, useOrgNames } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
 import { LoadMore } from "../../components/LoadMore";
 import { PageHeader } from "../../components/PageHeader";
-import { dateTime } from "../../lib/format";
+import { dateTime, shortId } from "../../lib/format";
 
 export function AuditLogPage() {
   const names = useOrgNames().data ?? new Map<string, string>();
@@ -40,15 +40,14 @@ export function AuditLogPage() {
                     .map((e) => (
                       <Table.Tr key={e.id}>
                         <Table.Td>{dateTime(e.created_at)}</Table.Td>
-                        <Table.Td>{e.org_id ? (names.get(e.org_id) ?? e.org_id.slice(0, 8)) : "platform"}</Table.Td>
+                        <Table.Td>{e.org_id ? (names.get(e.org_id) ?? shortId(e.org_id)) : "platform"}</Table.Td>
                         <Table.Td>
-                          {e.actor_kind}
-                          {e.actor_id ? ` ${e.actor_id.slice(0, 8)}` : ""}
+                          <Actor entry={e} />
                         </Table.Td>
                         <Table.Td>{e.action}</Table.Td>
                         <Table.Td>
                           {e.target_type}
-                          {e.target_id ? ` ${e.target_id.slice(0, 8)}` : ""}
+                          {e.target_id ? ` ${shortId(e.target_id)}` : ""}
                         </Table.Td>
                         <Table.Td maw={360}>
                           <Code fz="xs" style={{ whiteSpace: "pre-wrap", wordBreak: "break-all" }}>
@@ -64,6 +63,22 @@ export function AuditLogPage() {
           </Paper>
         )}
       </Loadable>
+    </>
+  );
+}
+
+/** Who acted: a user by name and email, an API key by its name. */
+export function Actor({ entry }: { entry: Schemas["AuditEntry"] }) {
+  if (entry.actor_kind === "api_key") return <>API key {entry.actor_name ?? (entry.actor_id ? shortId(entry.actor_id) : "")}</>;
+  if (!entry.actor_name && !entry.actor_email) return <>{entry.actor_kind === "anonymous" ? "system" : entry.actor_kind}</>;
+  return (
+    <>
+      {entry.actor_name}
+      {entry.actor_email && (
+        <Text size="xs" c="dimmed">
+          {entry.actor_email}
+        </Text>
+      )}
     </>
   );
 }

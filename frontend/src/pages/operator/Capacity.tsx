@@ -15,7 +15,7 @@ import {
   tenantColour,
   type GpuCell,
 } from "../../lib/capacity";
-import { dateTime } from "../../lib/format";
+import { dateTime, shortId } from "../../lib/format";
 import classes from "./Capacity.module.css";
 
 export function CapacityPage() {
@@ -107,17 +107,17 @@ function style(cell: GpuCell) {
 }
 
 function describe(cell: GpuCell, names: Map<string, string>, index: number): string {
-  const tenant = (orgId: string | null) => (orgId ? (names.get(orgId) ?? orgId.slice(0, 8)) : "held");
+  const tenant = (orgId: string | null) => (orgId ? (names.get(orgId) ?? shortId(orgId)) : "held");
   switch (cell.kind) {
     case "free":
       return `GPU ${index}: free${cell.mig ? " (MIG mode)" : ""}`;
     case "unhealthy":
       return `GPU ${index}: unhealthy`;
     case "held":
-      return `GPU ${index}: ${tenant(cell.orgId)} (order ${cell.orderId.slice(0, 8)})`;
+      return `GPU ${index}: ${tenant(cell.orgId)} (order ${shortId(cell.orderId)})`;
     case "shared": {
       const used = cell.parts.reduce((sum, p) => sum + p.share, 0);
-      const parts = cell.parts.map((p) => `${tenant(p.orgId)} ${p.label} (order ${p.orderId.slice(0, 8)})`);
+      const parts = cell.parts.map((p) => `${tenant(p.orgId)} ${p.label} (order ${shortId(p.orderId)})`);
       return `GPU ${index}: shared${cell.mig ? " (MIG)" : ""}: ${parts.join(", ")}; ${Math.round((1 - used) * 100)}% free`;
     }
   }
@@ -159,7 +159,7 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
         <Group gap={4} key={org}>
           <div className={classes.gpu} style={{ background: tenantColour(org) }} />
           <Text size="sm">
-            {names.get(org) ?? org.slice(0, 8)} ({count})
+            {names.get(org) ?? shortId(org)} ({count})
           </Text>
         </Group>
       ))}

@@ -9,7 +9,7 @@ import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { fraction } from "../../lib/capacity";
-import { dateTime } from "../../lib/format";
+import { dateTime, shortId } from "../../lib/format";
 import { CredentialActions, IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
 
@@ -93,16 +93,21 @@ export function NodeDetailPage() {
                         <Table.Td>{g.nvlink_domain}</Table.Td>
                         <Table.Td>{g.healthy ? "healthy" : <Text c="red">unhealthy</Text>}</Table.Td>
                         <Table.Td>
-                          {g.order_id
-                            ? `${names.get(g.org_id ?? "") ?? "tenant"} · order ${g.order_id.slice(0, 8)}`
-                            : g.shares.length > 0
-                              ? g.shares
-                                  .map(
-                                    (s) =>
-                                      `${names.get(s.org_id ?? "") ?? "tenant"} ${g.mig_enabled ? "MIG instance" : fraction(s.units)} · order ${s.order_id.slice(0, 8)}`,
-                                  )
-                                  .join("; ")
-                              : "free"}
+                          {g.order_id ? (
+                            <OrderHolder orgId={g.org_id} orderId={g.order_id} label={names.get(g.org_id ?? "") ?? "tenant"} />
+                          ) : g.shares.length > 0 ? (
+                            g.shares.map((s) => (
+                              <div key={s.order_id}>
+                                <OrderHolder
+                                  orgId={s.org_id}
+                                  orderId={s.order_id}
+                                  label={`${names.get(s.org_id ?? "") ?? "tenant"} ${g.mig_enabled ? "MIG instance" : fraction(s.units)}`}
+                                />
+                              </div>
+                            ))
+                          ) : (
+                            "free"
+                          )}
                         </Table.Td>
                         <Table.Td ff="monospace" fz="xs">
                           {g.hardware_uuid}
@@ -179,4 +184,20 @@ function Telemetry({ readings }: { readings: Schemas["GpuReading"][] }) {
     };
   }, [readings]);
   return <Chart label="GPU utilization over time" option={option} />;
+}
+
+/** Who holds a GPU, linked to the order (read-only for an operator outside the organization). */
+function OrderHolder({ orgId, orderId, label }: { orgId: string | null | undefined; orderId: string; label: string }) {
+  return (
+    <>
+      {label} ·{" "}
+      {orgId ? (
+        <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId }} size="sm" ff="monospace">
+          order {shortId(orderId)}
+        </AnchorLink>
+      ) : (
+        `order ${shortId(orderId)}`
+      )}
+    </>
+  );
 }

@@ -8,7 +8,7 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { money } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
-import { AnchorLink } from "../../components/links";
+import { AnchorLink, ButtonLink } from "../../components/links";
 
 type Row = Schemas["QuotaSpec"] & { used_gpus?: number };
 
@@ -23,6 +23,11 @@ export function OrganizationPage() {
           <AnchorLink to="/admin/orgs" size="sm">
             ← All organizations
           </AnchorLink>
+        }
+        actions={
+          <ButtonLink to="/orgs/$orgId" params={{ orgId }} variant="light">
+            View as the tenant (read-only)
+          </ButtonLink>
         }
       />
       <Grid>

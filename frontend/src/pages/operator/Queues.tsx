@@ -6,6 +6,8 @@ import { keys, useOrgNames } from "../../api/queries";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
+import { WaitReasons } from "../../components/WaitReasons";
+import { OrderName } from "../../components/links";
 import { dateTime, words } from "../../lib/format";
 
 function useAdminOrders(status: Schemas["OrderStatus"]) {
@@ -66,14 +68,16 @@ export function QueuesPage() {
                           {orders.map((o, position) => (
                             <Table.Tr key={o.id}>
                               <Table.Td>{position + 1}</Table.Td>
-                              <Table.Td ff="monospace">{o.id.slice(0, 8)}</Table.Td>
+                              <Table.Td>
+                                <OrderName order={o} />
+                              </Table.Td>
                               <Table.Td>
                                 {o.node_count} × {o.instance_type}
                               </Table.Td>
                               <Table.Td>{words(o.priority_class)}</Table.Td>
                               <Table.Td>{dateTime(o.created_at)}</Table.Td>
                               <Table.Td maw={360}>
-                                <Text size="sm">{o.pending_reason ?? "—"}</Text>
+                                <Text size="sm">{o.pending_details.length > 0 ? <WaitReasons orgId={o.org_id} order={o} short /> : (o.pending_reason ?? "—")}</Text>
                               </Table.Td>
                               <Table.Td>{dateTime(o.estimated_start)}</Table.Td>
                             </Table.Tr>

@@ -3,12 +3,12 @@
 import { Alert, Badge, Code, Group, Paper, ScrollArea, SimpleGrid, Table, Text, Title } from "@mantine/core";
 import type { Schemas } from "../../api/client";
 import { useAttempts, useCancelArray, useOutput } from "../../api/jobs";
-import type { Order } from "../../api/orders";
+import { type Order, settled } from "../../api/orders";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { AnchorLink } from "../../components/links";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { TERMINAL } from "../../components/StatusBadge";
-import { dateTime, duration, words } from "../../lib/format";
+import { dateTime, duration, words, shortId } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 
 export function JobSummary({ orgId, order, job }: { orgId: string; order: Order; job: Schemas["JobView"] }) {
@@ -40,7 +40,7 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
             <span key={d.order_id}>
               {i > 0 && ", "}
               <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: d.order_id }} size="sm" ff="monospace">
-                {d.order_id.slice(0, 8)}
+                {shortId(d.order_id)}
               </AnchorLink>{" "}
               ({words(d.condition)})
             </span>
@@ -52,7 +52,7 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
           <Text size="sm">
             Member {job.array_index} of array{" "}
             <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} search={{ array: job.array_id }} size="sm" ff="monospace">
-              {job.array_id.slice(0, 8)}
+              {shortId(job.array_id)}
             </AnchorLink>
           </Text>
           {!TERMINAL.has(order.status) && (
@@ -92,7 +92,7 @@ function Fact({ label, value }: { label: string; value: string }) {
 }
 
 export function Attempts({ orgId, order }: { orgId: string; order: Order }) {
-  const attempts = useAttempts(orgId, order.id, !TERMINAL.has(order.status));
+  const attempts = useAttempts(orgId, order.id, !settled(order), order.ended_at ?? order.status);
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
@@ -154,7 +154,7 @@ export function Output({ orgId, order }: { orgId: string; order: Order }) {
       )}
       {output.data && output.data.lines.length === 0 ? (
         <Text c="dimmed" size="sm">
-          No output yet.
+          {output.data.ended ? "It wrote no output." : "No output yet."}
         </Text>
       ) : (
         <ScrollArea h={320} type="auto">

@@ -24,6 +24,7 @@ const values: Values = {
   sshKeyIds: [],
   ports: "",
   reservationId: "",
+  name: "",
 };
 
 describe("jobOf", () => {

@@ -57,6 +57,7 @@ export type Values = {
   sshKeyIds: string[];
   ports: string;
   reservationId: string;
+  name: string;
 };
 
 /** `8888, 6006` as port numbers; null when empty. */
@@ -104,8 +105,10 @@ export function LaunchPage() {
       sshKeyIds: [],
       ports: "",
       reservationId: "",
+      name: "",
     },
     validate: {
+      name: (v) => (v === "" || /^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : "Lowercase letters, digits and hyphens, starting with a letter or digit"),
       command: (v, all) => (all.kind === "job" && !v.trim() ? "Enter the command the job runs" : null),
       env: (v) =>
         v
@@ -151,6 +154,7 @@ export function LaunchPage() {
         api.POST("/api/v1/orgs/{org_id}/orders", {
           params: { path: { org_id: orgId } },
           body: {
+            name: v.name || null,
             instance_type: v.instanceType,
             node_count: v.nodeCount,
             region: v.region || null,
@@ -173,6 +177,7 @@ export function LaunchPage() {
     onError: (error) => {
       if (error instanceof ApiError) {
         const fields: Record<string, keyof Values> = {
+          name: "name",
           instance_type: "instanceType",
           node_count: "nodeCount",
           region: "region",
@@ -217,6 +222,14 @@ export function LaunchPage() {
                   />
                 </div>
                 {values.kind === "job" && <JobFields form={form} />}
+                <TextInput
+                  label="Name"
+                  description="How it is listed; left empty, one is made up, such as h100x8-swift-otter."
+                  placeholder={values.instanceType ? `${values.instanceType}-…` : "optional"}
+                  maxLength={63}
+                  key={form.key("name")}
+                  {...form.getInputProps("name")}
+                />
                 <Select
                   label="Instance type"
                   placeholder={types.isPending ? "Loading the catalog…" : "Choose a GPU shape"}

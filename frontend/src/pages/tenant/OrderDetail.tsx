@@ -1,14 +1,17 @@
 import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Timeline, Title } from "@mantine/core";
 import { useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
-import { api, type Schemas, unwrapJson } from "../../api/client";
-import { gpusOf, regionOf, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
+import { api, type Schemas, unwrap, unwrapJson } from "../../api/client";
+import { gpusOf, METERING_SETTLE_MS, regionOf, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
 import { keys } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge, TERMINAL } from "../../components/StatusBadge";
-import { dateTime, duration, gpuHours, words } from "../../lib/format";
+import { dateTime, duration, gpuHours, money, shortId, words } from "../../lib/format";
+import { useNow } from "../../lib/now";
+import { useOperatorView } from "../../lib/orgId";
+import { WaitReasons } from "../../components/WaitReasons";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { Attempts, JobSummary, Output } from "./JobPanels";
 import { AnchorLink } from "../../components/links";
@@ -21,19 +24,32 @@ export function OrderDetailPage() {
 
 function OrderView({ orgId, order }: { orgId: string; order: Order }) {
   const cancel = useCancelOrder(orgId);
+  const viewing = useOperatorView(orgId);
   const done = TERMINAL.has(order.status);
-  const runtime = runtimeSeconds(order);
+  // Runtime ticks while it runs; the order itself is fetched less often.
+  const now = useNow(1_000, Boolean(order.started_at) && !order.ended_at);
+  const runtime = runtimeSeconds(order, now);
   return (
     <>
       <PageHeader
-        title={`${order.kind === "job" ? "Job" : "Order"} ${order.id.slice(0, 8)}`}
+        title={order.name}
         subtitle={
-          <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
-            ← All orders
-          </AnchorLink>
+          <Group gap="xs">
+            <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
+              ← All orders
+            </AnchorLink>
+            <Text size="sm" c="dimmed">
+              {order.kind === "job" ? "Job" : "Instance"} ·{" "}
+              <Text span ff="monospace" size="sm" title={order.id}>
+                {shortId(order.id)}
+              </Text>
+            </Text>
+            <CopyValue value={order.id} label="Copy id" />
+          </Group>
         }
         actions={
-          !done && (
+          !done &&
+          !viewing && (
             <ConfirmButton
               label="Cancel order"
               title="Cancel this order?"
@@ -62,9 +78,9 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                 <Title order={4}>Status</Title>
                 <StatusBadge status={order.status} />
               </Group>
-              {order.pending_reason && (
+              {order.status === "queued" && (order.pending_details.length > 0 || order.pending_reason) && (
                 <Alert color="yellow" title="Why it waits" mb="sm">
-                  {order.pending_reason}
+                  <WaitReasons orgId={orgId} order={order} />
                   {order.estimated_start && <Text size="sm" mt={4}>Estimated start: {dateTime(order.estimated_start)}</Text>}
                 </Alert>
               )}
@@ -81,7 +97,9 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                   <Text size="sm" c="dimmed">{order.started_at ? dateTime(order.started_at) : "not yet"}</Text>
                 </Timeline.Item>
                 <Timeline.Item title="Ended">
-                  <Text size="sm" c="dimmed">{order.ended_at ? dateTime(order.ended_at) : "—"}</Text>
+                  <Text size="sm" c="dimmed" data-testid="ended-at">
+                    {order.ended_at ? dateTime(order.ended_at) : "—"}
+                  </Text>
                 </Timeline.Item>
               </Timeline>
             </Paper>
@@ -91,7 +109,11 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
               </Title>
               {order.placement.length === 0 ? (
                 <Text c="dimmed" size="sm">
-                  Not placed yet.
+                  {order.ended_at
+                    ? `Its GPUs were released when it ended${order.job ? "; the attempts show where it ran" : ""}.`
+                    : order.started_at
+                      ? "Its GPUs are being released."
+                      : "Not placed yet."}
                 </Text>
               ) : (
                 <Table aria-label="Placement">
@@ -210,12 +232,12 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
   );
 }
 
-function CopyValue({ value }: { value: string }) {
+function CopyValue({ value, label = "Copy" }: { value: string; label?: string }) {
   return (
     <CopyButton value={value}>
       {({ copied, copy }) => (
         <Button size="compact-xs" variant="subtle" onClick={copy}>
-          {copied ? "Copied" : "Copy"}
+          {copied ? "Copied" : label}
         </Button>
       )}
     </CopyButton>
@@ -233,9 +255,23 @@ function Fact({ label, value }: { label: string; value: string }) {
   );
 }
 
-/** Metered GPU time so far, beside the GPUs' measured utilization. */
+/** Metered GPU time and cost so far, beside the GPUs' measured utilization. */
 function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
-  const running = !TERMINAL.has(order.status);
+  // Metering catches up a little after the order ends.
+  const now = useNow(5_000);
+  const growing = !order.ended_at || now - Date.parse(order.ended_at) < METERING_SETTLE_MS;
+  const spend = useQuery({
+    queryKey: keys.org(orgId, "order-spend", order.id),
+    queryFn: () =>
+      unwrap(
+        api.GET("/api/v1/orgs/{org_id}/spend", {
+          params: { path: { org_id: orgId }, query: { order_id: order.id, from: order.created_at } },
+        }),
+      ),
+    enabled: Boolean(order.started_at),
+    refetchInterval: growing ? 5_000 : false,
+    retry: false,
+  });
   const usage = useQuery({
     queryKey: keys.org(orgId, "order-usage", order.id),
     queryFn: () =>
@@ -247,8 +283,8 @@ function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
           },
         }),
       ),
-    enabled: order.started_at !== null && order.started_at !== undefined,
-    refetchInterval: running ? 5_000 : false,
+    enabled: Boolean(order.started_at),
+    refetchInterval: growing ? 5_000 : false,
   });
   const group = usage.data?.groups.find((g) => g.key === order.id);
   return (
@@ -273,6 +309,17 @@ function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
             </Text>
             <Text size="xs" c="dimmed">
               {group?.billable_gpu_seconds ?? 0} GPU-seconds
+            </Text>
+          </div>
+          <div>
+            <Text size="xs" c="dimmed">
+              Cost so far
+            </Text>
+            <Text size="xl" fw={600} data-testid="order-cost">
+              {spend.data ? money(spend.data.total_micros, spend.data.currency) : "—"}
+            </Text>
+            <Text size="xs" c="dimmed">
+              {spend.isError ? "visible to billing roles" : "as the invoice rates it"}
             </Text>
           </div>
           <div>

@@ -7,14 +7,16 @@ import { Loadable } from "../../components/Loadable";
 import { LoadMore } from "../../components/LoadMore";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
+import { WaitReasons } from "../../components/WaitReasons";
 import { dateTime, duration } from "../../lib/format";
-import { useOrgId } from "../../lib/orgId";
-import { AnchorLink, ButtonLink } from "../../components/links";
+import { useOperatorView, useOrgId } from "../../lib/orgId";
+import { ButtonLink, OrderName } from "../../components/links";
 
 const FILTERS = ["all", "queued", "running", "completed", "failed", "timed_out", "cancelled", "preempted"] as const;
 
 export function OrdersPage() {
   const orgId = useOrgId();
+  const viewing = useOperatorView(orgId);
   const search = useSearch({ strict: false }) as { status?: string; array?: string };
   const navigate = useNavigate();
   const status = FILTERS.includes(search.status as (typeof FILTERS)[number]) ? search.status : "all";
@@ -26,9 +28,11 @@ export function OrdersPage() {
         title="Orders"
         subtitle="GPU capacity your organization ordered; statuses refresh on their own."
         actions={
-          <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
-            Launch
-          </ButtonLink>
+          !viewing && (
+            <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
+              Launch
+            </ButtonLink>
+          )
         }
       />
       <ScrollArea type="auto" mb="md" offsetScrollbars="x">
@@ -78,9 +82,7 @@ export function OrdersPage() {
                       return (
                         <Table.Tr key={order.id}>
                           <Table.Td>
-                            <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: order.id }} ff="monospace" size="sm">
-                              {order.id.slice(0, 8)}
-                            </AnchorLink>
+                            <OrderName order={order} />
                           </Table.Td>
                           <Table.Td>
                             {order.kind}
@@ -94,9 +96,12 @@ export function OrdersPage() {
                           </Table.Td>
                           <Table.Td maw={320}>
                             <Text size="sm" lineClamp={2}>
-                              {order.pending_reason ??
+                              {order.status === "queued" ? (
+                                <WaitReasons orgId={orgId} order={order} short />
+                              ) : (
                                 order.failure_reason ??
-                                (order.placement.map((p) => p.node_name).join(", ") || "—")}
+                                (order.placement.map((p) => p.node_name).join(", ") || "—")
+                              )}
                             </Text>
                           </Table.Td>
                           <Table.Td>{dateTime(order.created_at)}</Table.Td>

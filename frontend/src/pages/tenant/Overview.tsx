@@ -3,16 +3,18 @@ import { useQuery } from "@tanstack/react-query";
 
 import { api, unwrap } from "../../api/client";
 import { gpuCount, useOrders } from "../../api/orders";
-import { keys, useQuotas } from "../../api/queries";
+import { keys, useQuotas, useSpend } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
+import { WaitReasons } from "../../components/WaitReasons";
 import { dateTime, money } from "../../lib/format";
-import { useOrgId } from "../../lib/orgId";
+import { useOperatorView, useOrgId } from "../../lib/orgId";
 import { AnchorLink, ButtonLink } from "../../components/links";
 
 export function OverviewPage() {
   const orgId = useOrgId();
+  const viewing = useOperatorView(orgId);
   const orders = useOrders(orgId);
   const quotas = useQuotas(orgId);
   const billing = useQuery({
@@ -20,6 +22,7 @@ export function OverviewPage() {
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
     retry: false,
   });
+  const spend = useSpend(orgId);
   const waiting = useQuery({
     queryKey: keys.org(orgId, "queue-limits"),
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/queue-limits", { params: { path: { org_id: orgId } } })),
@@ -39,9 +42,11 @@ export function OverviewPage() {
       <PageHeader
         title="Overview"
         actions={
-          <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
-            Launch GPUs
-          </ButtonLink>
+          !viewing && (
+            <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
+              Launch GPUs
+            </ButtonLink>
+          )
         }
       />
       <Grid>
@@ -53,12 +58,13 @@ export function OverviewPage() {
         </Grid.Col>
         <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
           <Stat
+            testId="spend-month"
             label="Spend this month"
-            value={billing.data ? money(billing.data.month_spend_micros) : "—"}
+            value={spend.data ? money(spend.data.total_micros, spend.data.currency) : "—"}
             detail={
               billing.data?.terms.monthly_budget_micros
                 ? `of ${money(billing.data.terms.monthly_budget_micros)} budget`
-                : billing.isError
+                : spend.isError
                   ? "visible to billing roles"
                   : "no budget set"
             }
@@ -98,8 +104,8 @@ export function OverviewPage() {
                       {live.slice(0, 10).map((o) => (
                         <Table.Tr key={o.id}>
                           <Table.Td>
-                            <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} ff="monospace" size="sm">
-                              {o.id.slice(0, 8)}
+                            <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} size="sm">
+                              {o.name}
                             </AnchorLink>
                           </Table.Td>
                           <Table.Td>{o.instance_type}</Table.Td>
@@ -108,7 +114,7 @@ export function OverviewPage() {
                           </Table.Td>
                           <Table.Td>
                             <Text size="sm" lineClamp={1}>
-                              {o.pending_reason ?? o.placement.map((p) => p.node_name).join(", ")}
+                              {o.status === "queued" ? <WaitReasons orgId={orgId} order={o} short /> : o.placement.map((p) => p.node_name).join(", ")}
                             </Text>
                           </Table.Td>
                         </Table.Tr>
@@ -128,7 +134,7 @@ export function OverviewPage() {
                 {troubles.map((o) => (
                   <Alert key={o.id} color={o.status === "failed" ? "red" : "orange"} p="xs">
                     <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} size="sm">
-                      {o.id.slice(0, 8)}
+                      {o.name}
                     </AnchorLink>{" "}
                     {o.status}: {o.failure_reason ?? o.pending_reason ?? "no reason given"}
                   </Alert>
@@ -185,13 +191,13 @@ export function OverviewPage() {
   );
 }
 
-function Stat({ label, value, detail }: { label: string; value: string; detail: string }) {
+function Stat({ label, value, detail, testId }: { label: string; value: string; detail: string; testId?: string }) {
   return (
     <Paper withBorder p="md">
       <Text size="xs" c="dimmed" tt="uppercase" fw={700}>
         {label}
       </Text>
-      <Text size="xl" fw={700}>
+      <Text size="xl" fw={700} data-testid={testId}>
         {value}
       </Text>
       <Text size="xs" c="dimmed">

@@ -6,7 +6,7 @@ import { keys } from "../../api/queries";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { dateTime, duration, money, permyriad, words } from "../../lib/format";
+import { dateTime, duration, money, permyriad, words, shortId } from "../../lib/format";
 import { useOrgId } from "../../lib/orgId";
 
 export function thisMonth(): string {
@@ -102,7 +102,7 @@ export function SlaReportView({ report }: { report: Schemas["SlaReport"] }) {
             .map((o) => (
               <Group key={o.order_id} justify="space-between" py={4}>
                 <Text size="sm" ff="monospace">
-                  {o.order_id.slice(0, 8)}
+                  {shortId(o.order_id)}
                 </Text>
                 <Text size="sm">
                   {permyriad(o.availability_permyriad)} · down {duration(o.downtime_seconds)} ·{" "}

@@ -2,7 +2,7 @@ import { Grid, Paper, SegmentedControl, Table, Text, Title } from "@mantine/core
 import { useQuery } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { api, type Schemas, unwrap, unwrapJson } from "../../api/client";
-import { keys } from "../../api/queries";
+import { keys, useSpend } from "../../api/queries";
 import { Chart } from "../../components/Chart";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
@@ -13,6 +13,14 @@ import { useOrgId } from "../../lib/orgId";
 const RANGES = { "7": "Last 7 days", "30": "Last 30 days", "90": "Last 90 days" } as const;
 type Range = keyof typeof RANGES;
 const BREAKDOWNS = ["gpu_model", "project", "region", "order"] as const;
+
+/** Every UTC day of the period, `YYYY-MM-DD`, so a day without usage still has its place. */
+export function daysOf(span: { from: string; to: string }): string[] {
+  const days: string[] = [];
+  const end = Date.parse(span.to);
+  for (let t = Date.parse(span.from); t < end; t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10));
+  return days;
+}
 
 function window(days: number) {
   const to = new Date();
@@ -46,10 +54,8 @@ export function UsagePage() {
     queryFn: () =>
       unwrap(api.GET("/api/v1/orgs/{org_id}/invoices", { params: { path: { org_id: orgId }, query: { limit: 24 } } })),
   });
-  const billing = useQuery({
-    queryKey: keys.org(orgId, "billing"),
-    queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
-  });
+  const month = useSpend(orgId);
+  const spend = useSpend(orgId, span);
 
   return (
     <>
@@ -69,11 +75,14 @@ export function UsagePage() {
         <Grid.Col span={{ base: 12, lg: 7 }}>
           <Paper withBorder p="md">
             <Title order={4} mb="xs">
-              GPU-hours per day
+              GPU-hours and cost per day
             </Title>
             <Loadable query={byDay}>
-              {(data) =>
-                data.groups.length === 0 ? (
+              {(data) => {
+                const days = daysOf(span);
+                const byKey = new Map(data.groups.map((g) => [g.key, g]));
+                const cost = new Map((spend.data?.days ?? []).map((d) => [d.key, d.amount_micros]));
+                return data.groups.length === 0 ? (
                   <EmptyState title="No usage in this period" />
                 ) : (
                   <>
@@ -82,22 +91,26 @@ export function UsagePage() {
                       {data.totals.excluded_gpu_seconds > 0 && `, ${gpuHours(data.totals.excluded_gpu_seconds)} excluded (failures)`}
                     </Text>
                     <Chart
-                      label="GPU-hours per day"
+                      label="GPU-hours and cost per day"
                       option={{
                         tooltip: { trigger: "axis" },
-                        legend: {},
-                        grid: { left: 48, right: 16, top: 40, bottom: 32 },
-                        xAxis: { type: "category", data: data.groups.map((g) => g.key) },
-                        yAxis: { type: "value", name: "GPU-h" },
+                        legend: { bottom: 0 },
+                        grid: { left: 56, right: 64, top: 32, bottom: 56 },
+                        xAxis: { type: "category", data: days },
+                        yAxis: [
+                          { type: "value", name: "GPU-h", nameGap: 12 },
+                          { type: "value", name: spend.data?.currency ?? "USD", nameGap: 12, splitLine: { show: false } },
+                        ],
                         series: [
-                          { name: "Billable", type: "bar", stack: "h", data: data.groups.map((g) => +(g.billable_gpu_seconds / 3600).toFixed(2)) },
-                          { name: "Excluded", type: "bar", stack: "h", data: data.groups.map((g) => +(g.excluded_gpu_seconds / 3600).toFixed(2)) },
+                          { name: "Billable GPU-h", type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.billable_gpu_seconds ?? 0) / 3600).toFixed(2)) },
+                          { name: "Excluded GPU-h", type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.excluded_gpu_seconds ?? 0) / 3600).toFixed(2)) },
+                          { name: "Cost", type: "line", yAxisIndex: 1, data: days.map((d) => (cost.get(d) ?? 0) / 1_000_000) },
                         ],
                       }}
                     />
                   </>
-                )
-              }
+                );
+              }}
             </Loadable>
           </Paper>
         </Grid.Col>
@@ -112,8 +125,9 @@ export function UsagePage() {
                   .filter((i) => i.status !== "void")
                   .sort((a, b) => a.period_start.localeCompare(b.period_start))
                   .map((i) => ({ month: i.period_start.slice(0, 7), total: i.total_micros, currency: i.currency }));
-                if (billing.data?.spend_month) {
-                  months.push({ month: `${billing.data.spend_month.slice(0, 7)} (so far)`, total: billing.data.month_spend_micros, currency: "USD" });
+                const current = month.data?.from.slice(0, 7);
+                if (month.data && current && !months.some((m) => m.month === current)) {
+                  months.push({ month: `${current} (so far)`, total: month.data.total_micros, currency: month.data.currency });
                 }
                 if (months.length === 0) return <EmptyState title="No charges yet" />;
                 return (
