@@ -3,7 +3,7 @@
 // e2e/artifacts/.
 import AxeBuilder from "@axe-core/playwright";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, onTestFinished, test } from "vitest";
 import {
   apiCall,
   apiToken,
@@ -53,11 +53,33 @@ async function truncated(page: Page, selector: string): Promise<string[]> {
   return [...cut];
 }
 
+/** Picks a language in the account menu, whose button reads `account` in the language shown. */
+async function chooseLanguage(page: Page, account: string, language: "English" | "한국어") {
+  await page.getByRole("button", { name: account }).click();
+  await page.getByRole("menuitem", { name: language }).click();
+}
+
+/**
+ * Visits each page: it loads without a problem, passes the accessibility
+ * check, and is kept as a screenshot named after it and the language.
+ */
+async function tour(page: Page, pages: readonly (readonly [string, string])[], language: "en" | "ko") {
+  for (const [name, path] of pages) {
+    await page.goto(path);
+    await page.locator("main h2").first().waitFor();
+    await expect.poll(() => page.locator("main .mantine-Loader-root:visible").count(), { timeout: 15_000, message: `${name} keeps loading` }).toBe(0);
+    expect(await page.evaluate(() => document.documentElement.lang)).toBe(language);
+    expect(await page.getByRole("alert").filter({ hasText: /wrong|잘못|refused|거절/i }).count(), `${name} shows a problem`).toBe(0);
+    await screenshot(page, `${language}-${name}`);
+    await accessible(page, `${language} ${name}`);
+  }
+}
+
 /** No serious accessibility violations on the page as it stands. */
-async function accessible(page: Page) {
+async function accessible(page: Page, where = "") {
   const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa"]).analyze();
   const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  expect(serious.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join("; ")})`)).toEqual([]);
+  expect(serious.map((v) => `${where} ${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join("; ")})`)).toEqual([]);
 }
 
 beforeAll(async () => {
@@ -493,6 +515,76 @@ describe("the console", () => {
     await page.getByRole("link", { name: `order ${held?.id.slice(-8) ?? ""}` }).first().click();
     await page.getByRole("heading", { name: held?.name ?? "" }).waitFor();
     await page.getByTestId("operator-view").waitFor();
+  });
+
+  test("every page reads in English and in Korean, kept on each account, with times in the chosen zone", async () => {
+    // Whatever happens here, the accounts speak English to the tests after it.
+    onTestFinished(async () => {
+      for (const who of [ALICE, OPERATOR]) {
+        await apiCall(server, await apiToken(server, who), "PATCH", "/me", { locale: null, time_zone: null });
+      }
+    });
+    const tenant = await session();
+    await signIn(tenant.page, ALICE);
+    await tenant.page.getByRole("heading", { name: "Overview" }).waitFor();
+    const tenantPages = [
+      ["overview", `/orgs/${alphaOrg}`],
+      ["orders", `/orgs/${alphaOrg}/orders`],
+      ["order", `/orgs/${alphaOrg}/orders/${alphaOrder}`],
+      ["launch", `/orgs/${alphaOrg}/launch`],
+      ["reservations", `/orgs/${alphaOrg}/reservations`],
+      ["usage", `/orgs/${alphaOrg}/usage`],
+      ["invoices", `/orgs/${alphaOrg}/invoices`],
+      ["sla", `/orgs/${alphaOrg}/sla`],
+      ["settings", `/orgs/${alphaOrg}/settings`],
+      ["catalog", "/catalog"],
+    ] as const;
+    await tour(tenant.page, tenantPages, "en");
+
+    // The tenant picks Korean and Seoul's time in the account menu.
+    await tenant.page.goto(`/orgs/${alphaOrg}`);
+    await tenant.page.getByRole("heading", { name: "Overview" }).waitFor();
+    await chooseLanguage(tenant.page, "Account", "한국어");
+    await tenant.page.getByRole("heading", { name: "개요" }).waitFor();
+    expect(await tenant.page.evaluate(() => document.documentElement.lang)).toBe("ko");
+    await tenant.page.getByRole("button", { name: "계정" }).click();
+    await tenant.page.getByRole("combobox", { name: "시간대" }).fill("Asia/Seoul");
+    await tenant.page.getByRole("option", { name: "Asia/Seoul", exact: true }).click();
+    await tour(tenant.page, tenantPages, "ko");
+    await tenant.page.goto(`/orgs/${alphaOrg}/orders/${alphaOrder}`);
+    await expect.poll(() => tenant.page.getByTestId("ended-at").textContent()).toMatch(/GMT\+9|KST/);
+    await tenant.page.getByText("취소됨").first().waitFor();
+
+    // Kept on the account: a browser that never saw the choice speaks Korean after sign-in.
+    const elsewhere = await session();
+    await signIn(elsewhere.page, ALICE);
+    await elsewhere.page.getByRole("heading", { name: "개요" }).waitFor();
+    expect(await elsewhere.page.evaluate(() => document.documentElement.lang)).toBe("ko");
+    await chooseLanguage(elsewhere.page, "계정", "English");
+    await elsewhere.page.getByRole("heading", { name: "Overview" }).waitFor();
+    await elsewhere.page.getByRole("button", { name: "Account" }).click();
+    await elsewhere.page.getByRole("combobox", { name: "Time zone" }).fill("Browser");
+    await elsewhere.page.getByRole("option", { name: /^Browser's/ }).click();
+
+    const operator = await session();
+    await signIn(operator.page, OPERATOR);
+    const nodes = await apiCall<{ items: { id: string }[] }>(server, await apiToken(server, OPERATOR), "GET", "/admin/nodes?limit=1");
+    const operatorPages = [
+      ["capacity", "/admin/capacity"],
+      ["calendar", "/admin/calendar"],
+      ["queues", "/admin/queues"],
+      ["organizations", "/admin/orgs"],
+      ["organization", `/admin/orgs/${alphaOrg}`],
+      ["nodes", "/admin/nodes"],
+      ["node", `/admin/nodes/${nodes.items[0]?.id ?? ""}`],
+      ["catalog-admin", "/admin/catalog"],
+      ["sla-reports", "/admin/sla"],
+      ["audit", "/admin/audit"],
+    ] as const;
+    await tour(operator.page, operatorPages, "en");
+    await chooseLanguage(operator.page, "Account", "한국어");
+    await tour(operator.page, operatorPages, "ko");
+    await chooseLanguage(operator.page, "계정", "English");
   });
 
   test("the API reference renders from the bundled Swagger UI", async () => {

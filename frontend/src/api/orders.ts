@@ -5,6 +5,7 @@ import { api, type Schemas, unwrap } from "./client";
 import { keys } from "./queries";
 import { TERMINAL } from "../components/StatusBadge";
 import { gpuShape } from "../lib/capacity";
+import { i18n } from "../i18n";
 
 export type Order = Schemas["Order"];
 type OrderStatus = Schemas["OrderStatus"];
@@ -86,7 +87,7 @@ export function gpuCount(order: Order): number {
 export function regionOf(order: Order): string {
   if (order.region) return order.region;
   const running = [...new Set(order.placement.map((p) => p.region))].join(", ");
-  return running ? `any (runs in ${running})` : "any";
+  return running ? i18n.t("shape.regionRuns", { regions: running }) : i18n.t("shape.regionAny");
 }
 
 /** Its GPUs in words: `16 × H100`, `¼ of one H100`, `MIG 1g.10gb of one H100`. */

@@ -1,6 +1,7 @@
 import { Button, type ButtonProps, Group, Modal, Text } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
 import type { ReactNode } from "react";
+import { useTranslation } from "react-i18next";
 
 /** A destructive action behind a confirmation that says what will happen. */
 export function ConfirmButton({
@@ -19,6 +20,7 @@ export function ConfirmButton({
   onConfirm: () => void;
 }) {
   const [opened, { open, close }] = useDisclosure(false);
+  const { t } = useTranslation();
   return (
     <>
       <Button color="red" variant="light" onClick={open} loading={loading} {...button}>
@@ -28,7 +30,7 @@ export function ConfirmButton({
         <Text size="sm">{message}</Text>
         <Group justify="flex-end" mt="lg">
           <Button variant="default" onClick={close}>
-            Keep it
+            {t("common.keepIt")}
           </Button>
           <Button
             color="red"

@@ -2,6 +2,7 @@ import { Table } from "@mantine/core";
 import type { ReactNode } from "react";
 import { dayRows } from "../lib/calendar";
 import classes from "./HourGrid.module.css";
+import { i18n } from "../i18n";
 
 const HOURS = Array.from({ length: 24 }, (_, h) => h);
 
@@ -24,7 +25,7 @@ export function HourGrid<T extends { starts_at: string }>({
       <table className={classes.calendar} aria-label={label}>
         <thead>
           <tr>
-            <th scope="col">Day</th>
+            <th scope="col">{i18n.t("shape.day")}</th>
             {HOURS.map((h) => (
               <th key={h} scope="col">
                 {String(h).padStart(2, "0")}

@@ -2,13 +2,14 @@ import { Alert, Center, Loader } from "@mantine/core";
 import type { UseQueryResult } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { messageOf } from "../api/client";
+import { i18n } from "../i18n";
 
 /** A query's loading spinner, its error as the server put it, or its data. */
 export function Loadable<T>({ query, children }: { query: UseQueryResult<T>; children: (data: T) => ReactNode }) {
   if (query.isPending) {
     return (
       <Center p="xl">
-        <Loader aria-label="Loading" />
+        <Loader aria-label={i18n.t("common.loading")} />
       </Center>
     );
   }
@@ -16,7 +17,7 @@ export function Loadable<T>({ query, children }: { query: UseQueryResult<T>; chi
   return <>{children(query.data)}</>;
 }
 
-export function ProblemAlert({ error, title = "Something went wrong" }: { error: unknown; title?: string }) {
+export function ProblemAlert({ error, title = i18n.t("common.somethingWrong") }: { error: unknown; title?: string }) {
   return (
     <Alert color="red" title={title} role="alert">
       {messageOf(error)}

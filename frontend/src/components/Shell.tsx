@@ -1,22 +1,30 @@
 // The frame around every signed-in page: header with organization switcher
-// and account menu, navigation for tenants and (to operators only) the
-// operator area.
+// and account menu (language, time zone, sign-out), navigation for tenants
+// and (to operators only) the operator area.
 import { Alert, AppShell, Burger, Group, Menu, NavLink, type NavLinkProps, ScrollArea, Select, Text, UnstyledButton } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
-import { useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { createLink, Outlet, useLocation, useNavigate, useParams, useRouter } from "@tanstack/react-router";
-import { type ComponentPropsWithRef, useEffect } from "react";
-import { useMe, useOrgNames } from "../api/queries";
-import { useOperatorView } from "../lib/orgId";
-import { AnchorLink } from "./links";
+import { type ComponentPropsWithRef, useEffect, useMemo } from "react";
+import { useTranslation } from "react-i18next";
+import { api, unwrap } from "../api/client";
+import { keys, useMe, useOrgNames } from "../api/queries";
 import { safeNext, session, useSession } from "../api/session";
+import { chooseLanguage, isLanguage, LANGUAGES, type Language } from "../i18n";
 import { rememberOrg } from "../lib/lastOrg";
+import { useOperatorView } from "../lib/orgId";
+import { preferences, setPreferences } from "../lib/preferences";
+import { notifyError } from "../lib/notify";
+import { AnchorLink } from "./links";
 
 // Filled when active: the light variant's tinted text misses AA contrast.
 const NavAnchor = (props: NavLinkProps & ComponentPropsWithRef<"a">) => <NavLink component="a" variant="filled" {...props} />;
 const RouterNavLink = createLink(NavAnchor);
 
+const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
 export function Shell() {
+  const { t, i18n } = useTranslation();
   const [opened, { toggle, close }] = useDisclosure();
   const { state, expired } = useSession();
   const navigate = useNavigate();
@@ -46,8 +54,29 @@ export function Shell() {
   // Close the mobile navigation after a move.
   useEffect(() => close(), [location.pathname, close]);
 
+  // What the user chose on their account wins over this browser's memory.
+  const user = me.data?.user;
+  useEffect(() => {
+    if (!user) return;
+    if (isLanguage(user.locale) && user.locale !== i18n.language) chooseLanguage(user.locale);
+    const zone = user.time_zone ?? undefined;
+    if (zone !== preferences().timeZone) setPreferences({ timeZone: zone });
+  }, [user, i18n.language]);
+
+  type Change = { locale?: Language | null; time_zone?: string | null };
+  const save = useMutation({
+    mutationFn: (change: Change) => unwrap(api.PATCH("/api/v1/me", { body: change })),
+    // The account says the new choice at once, so the effect above does not
+    // put the old one back while the request is on its way.
+    onMutate: (change: Change) =>
+      queryClient.setQueryData<typeof me.data>(keys.me, (old) => (old?.user ? { ...old, user: { ...old.user, ...change } } : old)),
+    onSettled: () => void queryClient.invalidateQueries({ queryKey: keys.me }),
+    onError: (error) => notifyError(error),
+  });
+  const zones = useMemo(() => Intl.supportedValuesOf("timeZone"), []);
+
   const memberships = me.data?.memberships ?? [];
-  const operator = me.data?.user?.is_operator ?? false;
+  const operator = user?.is_operator ?? false;
   const currentOrg = orgId ?? memberships[0]?.organization.id;
   const viewing = useOperatorView(orgId);
   const orgNames = useOrgNames(viewing);
@@ -69,13 +98,13 @@ export function Shell() {
       <AppShell.Header>
         <Group h="100%" px="md" justify="space-between" wrap="nowrap">
           <Group gap="sm" wrap="nowrap" miw={0}>
-            <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label="Toggle navigation" />
+            <Burger opened={opened} onClick={toggle} hiddenFrom="sm" size="sm" aria-label={t("nav.toggle")} />
             <Text fw={700} size="lg">
-              Gantry
+              {t("common.appName")}
             </Text>
             {memberships.length > 0 && !viewing && (
               <Select
-                aria-label="Organization"
+                aria-label={t("nav.organization")}
                 size="xs"
                 w={{ base: 150, sm: 220 }}
                 data={memberships.map((m) => ({ value: m.organization.id, label: m.organization.name }))}
@@ -85,69 +114,101 @@ export function Shell() {
               />
             )}
           </Group>
-          <Menu position="bottom-end" withinPortal>
+          <Menu position="bottom-end" withinPortal closeOnItemClick={false}>
             <Menu.Target>
-              <UnstyledButton aria-label="Account" style={{ flexShrink: 0 }}>
+              <UnstyledButton aria-label={t("nav.account")} style={{ flexShrink: 0 }}>
                 <Text size="sm" visibleFrom="sm">
-                  {me.data?.user?.email ?? "Account"}
+                  {user?.email ?? t("nav.account")}
                 </Text>
                 <Text size="sm" hiddenFrom="sm">
-                  Account
+                  {t("nav.account")}
                 </Text>
               </UnstyledButton>
             </Menu.Target>
-            <Menu.Dropdown>
-              {operator && <Menu.Label>Platform operator</Menu.Label>}
-              <Menu.Item onClick={() => void session.signOut()}>Sign out</Menu.Item>
+            <Menu.Dropdown miw={260}>
+              {operator && <Menu.Label>{t("nav.platformOperator")}</Menu.Label>}
+              <Menu.Label>{t("nav.language")}</Menu.Label>
+              {(Object.entries(LANGUAGES) as [Language, string][]).map(([code, name]) => (
+                <Menu.Item
+                  key={code}
+                  lang={code}
+                  fw={code === i18n.language ? 700 : undefined}
+                  aria-current={code === i18n.language ? "true" : undefined}
+                  onClick={() => {
+                    chooseLanguage(code);
+                    if (user) save.mutate({ locale: code });
+                  }}
+                >
+                  {name}
+                </Menu.Item>
+              ))}
+              <Menu.Label>{t("nav.timeZone")}</Menu.Label>
+              <Select
+                aria-label={t("nav.timeZone")}
+                size="xs"
+                mx="xs"
+                mb="xs"
+                searchable
+                comboboxProps={{ withinPortal: false }}
+                data={[{ value: "", label: t("nav.browserTimeZone", { zone: BROWSER_ZONE }) }, ...zones.map((z) => ({ value: z, label: z }))]}
+                value={user?.time_zone ?? ""}
+                onChange={(zone) => {
+                  setPreferences({ timeZone: zone || undefined });
+                  save.mutate({ time_zone: zone || null });
+                }}
+                allowDeselect={false}
+              />
+              <Menu.Divider />
+              <Menu.Item onClick={() => void session.signOut()}>{t("nav.signOut")}</Menu.Item>
             </Menu.Dropdown>
           </Menu>
         </Group>
       </AppShell.Header>
-      <AppShell.Navbar p="xs" aria-label="Main">
+      <AppShell.Navbar p="xs" aria-label={t("nav.main")}>
         <ScrollArea>
           {currentOrg && (
             <>
               <Text size="xs" c="dimmed" tt="uppercase" fw={700} px="sm" pt="xs">
-                Organization
+                {t("nav.organization")}
               </Text>
-              <RouterNavLink label="Overview" to="/orgs/$orgId" params={{ orgId: currentOrg }} activeOptions={{ exact: true }} activeProps={{ active: true }} />
-              {!viewing && <RouterNavLink label="Launch" to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />}
-              <RouterNavLink label="Orders" to="/orgs/$orgId/orders" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label="Reservations" to="/orgs/$orgId/reservations" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label="Usage" to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label="Invoices" to="/orgs/$orgId/invoices" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label="SLA" to="/orgs/$orgId/sla" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label="Members & API keys" to="/orgs/$orgId/settings" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.overview")} to="/orgs/$orgId" params={{ orgId: currentOrg }} activeOptions={{ exact: true }} activeProps={{ active: true }} />
+              {!viewing && <RouterNavLink label={t("nav.launch")} to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />}
+              <RouterNavLink label={t("nav.orders")} to="/orgs/$orgId/orders" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.reservations")} to="/orgs/$orgId/reservations" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.usage")} to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.invoices")} to="/orgs/$orgId/invoices" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.sla")} to="/orgs/$orgId/sla" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.members")} to="/orgs/$orgId/settings" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
             </>
           )}
-          <RouterNavLink label="Catalog & prices" to="/catalog" activeProps={{ active: true }} />
+          <RouterNavLink label={t("nav.catalog")} to="/catalog" activeProps={{ active: true }} />
           {operator && (
             <>
               <Text size="xs" c="dimmed" tt="uppercase" fw={700} px="sm" pt="md">
-                Operator
+                {t("nav.operator")}
               </Text>
-              <RouterNavLink label="Capacity map" to="/admin/capacity" activeProps={{ active: true }} />
-              <RouterNavLink label="Reservation calendar" to="/admin/calendar" activeProps={{ active: true }} />
-              <RouterNavLink label="Queues" to="/admin/queues" activeProps={{ active: true }} />
-              <RouterNavLink label="Organizations & quotas" to="/admin/orgs" activeProps={{ active: true }} />
-              <RouterNavLink label="Nodes" to="/admin/nodes" activeProps={{ active: true }} />
-              <RouterNavLink label="Edit catalog & prices" to="/admin/catalog" activeProps={{ active: true }} />
-              <RouterNavLink label="SLA reports" to="/admin/sla" activeProps={{ active: true }} />
-              <RouterNavLink label="Audit log" to="/admin/audit" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.capacity")} to="/admin/capacity" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.calendar")} to="/admin/calendar" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.queues")} to="/admin/queues" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.orgs")} to="/admin/orgs" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.nodes")} to="/admin/nodes" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.editCatalog")} to="/admin/catalog" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.slaReports")} to="/admin/sla" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.audit")} to="/admin/audit" activeProps={{ active: true }} />
             </>
           )}
           <Text size="xs" c="dimmed" tt="uppercase" fw={700} px="sm" pt="md">
-            Developers
+            {t("nav.developers")}
           </Text>
-          <RouterNavLink label="API reference" to="/api-reference" activeProps={{ active: true }} />
+          <RouterNavLink label={t("nav.apiReference")} to="/api-reference" activeProps={{ active: true }} />
         </ScrollArea>
       </AppShell.Navbar>
       <AppShell.Main>
         {viewing && orgId && (
-          <Alert color="blue" variant="light" mb="md" data-testid="operator-view" title="Read-only operator view">
-            You see {orgNames.data?.get(orgId) ?? "this organization"} as its members do, and cannot change it here.{" "}
+          <Alert color="blue" variant="light" mb="md" data-testid="operator-view" title={t("nav.operatorViewTitle")}>
+            {t("nav.operatorViewBody", { name: orgNames.data?.get(orgId) ?? t("nav.thisOrganization") })}{" "}
             <AnchorLink to="/admin/orgs/$orgId" params={{ orgId }} size="sm" c="inherit" underline="always" fw={600}>
-              Its quotas and terms
+              {t("nav.operatorViewLink")}
             </AnchorLink>
           </Alert>
         )}

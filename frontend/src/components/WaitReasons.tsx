@@ -1,9 +1,12 @@
 // Why an order waits, from the reasons the API gives as data: figures in
-// words, times as dates in the reader's zone, and the orders they name as
-// links. The API's English line is the fallback for reasons without data.
+// words, times as dates in the reader's zone and language, and the orders
+// they name as links. The API's English line is the fallback for an order
+// whose reasons have no data.
 import { List, Text } from "@mantine/core";
 import type { ReactNode } from "react";
+import { Trans, useTranslation } from "react-i18next";
 import type { Schemas } from "../api/client";
+import { i18n } from "../i18n";
 import { dateTime, shortId } from "../lib/format";
 import { AnchorLink } from "./links";
 
@@ -11,83 +14,87 @@ type Reason = Schemas["WaitReason"];
 type Release = Schemas["Release"];
 
 function gpus(n: number): string {
-  return `${Number.isInteger(n) ? n : n.toFixed(3).replace(/0+$/, "")} GPU${n === 1 ? "" : "s"}`;
-}
-
-function plural(n: number, one: string, many: string): string {
-  return `${n} ${n === 1 ? one : many}`;
+  return i18n.t("reasons.gpus", { count: n });
 }
 
 function ReleaseNote({ orgId, release }: { orgId: string; release: Release | null | undefined }) {
   if (!release) return null;
+  const values = { node: release.node, at: dateTime(release.at) };
   const order = release.order;
+  if (!order) return <> {i18n.t("reasons.release", values)}</>;
+  if (!order.name) return <> {i18n.t("reasons.releaseOther", values)}</>;
   return (
     <>
       {" "}
-      Node {release.node} frees at {dateTime(release.at)}
-      {order && (
-        <>
-          {" "}
-          when{" "}
-          {order.name ? (
-            <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: order.id }} size="sm">
-              {order.name}
-            </AnchorLink>
-          ) : (
-            <>another organization's order</>
-          )}{" "}
-          ends
-        </>
-      )}
-      .
+      <Trans
+        i18nKey="reasons.releaseWhen"
+        values={{ ...values, order: order.name }}
+        components={{ link: <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: order.id }} size="sm" /> }}
+      />
     </>
   );
 }
 
-/** One reason as a sentence. */
+/** One reason as a sentence in the reader's language. */
 export function reasonText(orgId: string, reason: Reason): ReactNode {
+  const t = i18n.t;
   switch (reason.kind) {
     case "quota":
-      return `Quota: ${reason.queue} uses ${gpus(reason.used_gpus)} of ${gpus(reason.limit_gpus)} ${reason.gpu_model} (${
-        reason.ceiling === "maximum" ? "maximum" : "guarantee plus borrowing"
-      }) and needs ${gpus(reason.needed_gpus)} more.`;
+      return t("reasons.quota", {
+        queue: reason.queue,
+        model: reason.gpu_model,
+        used: gpus(reason.used_gpus),
+        limit: gpus(reason.limit_gpus),
+        needed: gpus(reason.needed_gpus),
+        ceiling: t(reason.ceiling === "maximum" ? "reasons.ceilingMaximum" : "reasons.ceilingBorrowing"),
+      });
     case "capacity":
       return (
         <>
-          {gpus(reason.free_gpus)} {reason.gpu_model} free where it may run; it needs {gpus(reason.needed_gpus)}.
+          {t("reasons.capacity", { free: gpus(reason.free_gpus), model: reason.gpu_model, needed: gpus(reason.needed_gpus) })}
           <ReleaseNote orgId={orgId} release={reason.next_release} />
         </>
       );
     case "fragmentation":
       return (
         <>
-          {gpus(reason.free_gpus)} {reason.gpu_model} free in all, but {reason.nodes_with_room} of the {reason.nodes_needed} nodes it needs
-          have {reason.gpus_per_node} free together (at most {reason.largest_free_on_one_node} on one node).
+          {t("reasons.fragmentation", {
+            free: gpus(reason.free_gpus),
+            model: reason.gpu_model,
+            withRoom: reason.nodes_with_room,
+            nodes: reason.nodes_needed,
+            perNode: reason.gpus_per_node,
+            largest: reason.largest_free_on_one_node,
+          })}
           <ReleaseNote orgId={orgId} release={reason.next_release} />
         </>
       );
     case "cpu_or_memory":
-      return `${plural(reason.nodes_with_free_gpus, "node has", "nodes have")} the GPUs free but not the CPU or memory beside them.`;
+      return t("reasons.cpuOrMemory", { count: reason.nodes_with_free_gpus });
     case "held_for_reservation":
-      return `Its GPUs are held for reservation ${shortId(reason.holder)} from ${dateTime(reason.from)}${
-        reason.fits_with_shorter_estimate ? "; with a duration ending before then it would start now" : ""
-      }.`;
+      return [
+        t("reasons.heldForReservation", { holder: shortId(reason.holder), from: dateTime(reason.from) }),
+        reason.fits_with_shorter_estimate ? t("reasons.heldShorter") : "",
+      ].join(" ");
     case "waiting_for_preemption":
-      return `${plural(reason.victims, "workload is", "workloads are")} stopping for it${
-        reason.until ? `; their GPUs are free at ${dateTime(reason.until)}` : ""
-      }.`;
+      return [
+        t("reasons.preemption", { count: reason.victims }),
+        reason.until ? t("reasons.preemptionUntil", { at: dateTime(reason.until) }) : "",
+      ].join(" ");
     case "behind_higher_ranked":
-      return `Behind ${plural(reason.ahead, "higher-ranked order", "higher-ranked orders")} for the same GPUs.`;
+      return t("reasons.behind", { count: reason.ahead });
     case "not_before":
-      return `Not before ${dateTime(reason.at)}, as asked.`;
+      return t("reasons.notBefore", { at: dateTime(reason.at) });
     case "off_peak":
-      return `Waiting for the off-peak window in ${reason.region} at ${dateTime(reason.at)}; its deadline still holds.`;
+      return t("reasons.offPeak", { region: reason.region, at: dateTime(reason.at) });
     case "held":
       return reason.text;
   }
 }
 
 export function WaitReasons({ orgId, order, short = false }: { orgId: string; order: Schemas["Order"]; short?: boolean }) {
+  // Re-renders in a new language.
+  useTranslation();
   const reasons = order.pending_details;
   const [first] = reasons;
   if (!first) return <>{order.pending_reason}</>;

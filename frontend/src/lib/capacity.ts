@@ -1,6 +1,7 @@
 // The operator's capacity picture from the node list: who holds each GPU,
 // and how much of what is free can actually be placed.
 import type { Schemas } from "../api/client";
+import { i18n } from "../i18n";
 
 type Node = Schemas["Node"];
 
@@ -43,9 +44,9 @@ export function gpuShape(t: {
   gpu_milli?: number | null;
   mig_profile?: string | null;
 }): string {
-  if (t.mig_profile) return `MIG ${t.mig_profile} of one ${t.gpu_model}`;
-  if (t.gpu_milli) return `${fraction(t.gpu_milli)} of one ${t.gpu_model}`;
-  return `${t.gpus_per_node} × ${t.gpu_model}`;
+  if (t.mig_profile) return i18n.t("shape.mig", { profile: t.mig_profile, model: t.gpu_model });
+  if (t.gpu_milli) return i18n.t("shape.fraction", { fraction: fraction(t.gpu_milli), model: t.gpu_model });
+  return i18n.t("shape.whole", { count: t.gpus_per_node, model: t.gpu_model });
 }
 
 export function cellOf(gpu: Schemas["NodeGpu"]): GpuCell {
@@ -158,4 +159,10 @@ export function tenantColour(orgId: string): string {
   let hash = 0;
   for (const ch of orgId) hash = (hash * 31 + ch.charCodeAt(0)) >>> 0;
   return `hsl(${hash % 360} 65% 45%)`;
+}
+
+/** A node's state as people read it: a draining node that holds no work any more is drained. */
+export function nodeState(node: Node): string {
+  const holds = node.gpus.some((g) => g.order_id || g.shares.length > 0);
+  return node.state === "draining" && !holds ? "drained" : node.state;
 }

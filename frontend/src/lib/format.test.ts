@@ -1,7 +1,19 @@
 import { describe, expect, test } from "vitest";
-import { dateTime, duration, gpuHours, shortId, words } from "./format";
+import { i18n } from "../i18n";
+import { dateTime, duration, gpuHours, money, shortId, words } from "./format";
 
 describe("format", () => {
+  test("Korean reads numbers, durations and words its own way", async () => {
+    await i18n.changeLanguage("ko");
+    try {
+      expect(duration(3725)).toBe("1시간 2분");
+      expect(words("running")).toBe("실행 중");
+      expect(money(1_500_000)).toMatch(/US\$1\.50|\$1\.50/);
+    } finally {
+      await i18n.changeLanguage("en");
+    }
+  });
+
   test("durations read at the right scale", () => {
     expect(duration(42)).toBe("42 s");
     expect(duration(3725)).toBe("1 h 2 min");
@@ -18,7 +30,8 @@ describe("format", () => {
 
   test("GPU-seconds as GPU-hours, enum values as words", () => {
     expect(gpuHours(5400)).toMatch(/^1[.,]5$/);
-    expect(words("fine_tuning")).toBe("fine tuning");
+    expect(words("fine_tuning")).toBe("fine-tuning");
+    expect(words("not_yet_translated")).toBe("not yet translated");
     expect(words(null)).toBe("—");
   });
 });

@@ -1,9 +1,20 @@
-// Numbers, money, dates and durations in the user's locale and time zone.
+// Numbers, money, dates and durations in the reader's language and time
+// zone.
+import { i18n } from "../i18n";
+import { preferences } from "./preferences";
+
+function locale(): string {
+  return i18n.language || "en";
+}
+
+function timeZone(): string | undefined {
+  return preferences().timeZone;
+}
 
 const MICROS = 1_000_000;
 
 export function money(micros: number, currency = "USD"): string {
-  return new Intl.NumberFormat(undefined, {
+  return new Intl.NumberFormat(locale(), {
     style: "currency",
     currency,
     minimumFractionDigits: 2,
@@ -14,7 +25,8 @@ export function money(micros: number, currency = "USD"): string {
 /** A moment with its time zone, such as "Dec 4, 2026, 09:30 UTC". */
 export function dateTime(iso: string | null | undefined): string {
   if (!iso) return "—";
-  return new Intl.DateTimeFormat(undefined, {
+  return new Intl.DateTimeFormat(locale(), {
+    timeZone: timeZone(),
     year: "numeric",
     month: "short",
     day: "numeric",
@@ -34,35 +46,39 @@ export function shortId(id: string): string {
 
 export function date(iso: string | null | undefined): string {
   if (!iso) return "—";
-  return new Intl.DateTimeFormat(undefined, { dateStyle: "medium" }).format(new Date(iso));
+  return new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeZone: timeZone() }).format(new Date(iso));
 }
 
 /** 3725 → "1 h 2 min"; under a minute in seconds. */
 export function duration(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s} s`;
+  if (s < 60) return i18n.t("duration.seconds", { count: s });
   const days = Math.floor(s / 86_400);
   const hours = Math.floor((s % 86_400) / 3600);
   const minutes = Math.floor((s % 3600) / 60);
-  if (days > 0) return hours > 0 ? `${days} d ${hours} h` : `${days} d`;
-  if (hours > 0) return minutes > 0 ? `${hours} h ${minutes} min` : `${hours} h`;
-  return `${minutes} min`;
+  const d = i18n.t("duration.days", { count: days });
+  const h = i18n.t("duration.hours", { count: hours });
+  const m = i18n.t("duration.minutes", { count: minutes });
+  if (days > 0) return hours > 0 ? `${d} ${h}` : d;
+  if (hours > 0) return minutes > 0 ? `${h} ${m}` : h;
+  return m;
 }
 
 export function gpuHours(gpuSeconds: number): string {
-  return new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 }).format(gpuSeconds / 3600);
+  return new Intl.NumberFormat(locale(), { maximumFractionDigits: 2 }).format(gpuSeconds / 3600);
 }
 
 /** Basis points of a percent (permyriad) as a percentage: 9990 → "99.90 %". */
 export function permyriad(value: number): string {
-  return `${new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 3 }).format(value / 100)} %`;
+  return `${new Intl.NumberFormat(locale(), { minimumFractionDigits: 2, maximumFractionDigits: 3 }).format(value / 100)} %`;
 }
 
 export function number(value: number): string {
-  return new Intl.NumberFormat().format(value);
+  return new Intl.NumberFormat(locale()).format(value);
 }
 
-/** snake_case enum values as words: "on_demand" → "on demand". */
+/** An API enum value in the reader's words: "on_demand" → "on demand", "온디맨드". */
 export function words(value: string | null | undefined): string {
-  return value ? value.replaceAll("_", " ") : "—";
+  if (!value) return "—";
+  return i18n.t(`enum.${value}`, { defaultValue: value.replaceAll("_", " ") });
 }

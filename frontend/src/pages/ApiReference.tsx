@@ -6,6 +6,7 @@ import { useEffect, useRef } from "react";
 import SwaggerUIBundle from "swagger-ui-dist/swagger-ui-es-bundle.js";
 import { session } from "../api/session";
 import { PageHeader } from "../components/PageHeader";
+import { t } from "../i18n";
 
 export function ApiReferencePage() {
   const element = useRef<HTMLDivElement>(null);
@@ -26,7 +27,7 @@ export function ApiReferencePage() {
   }, []);
   return (
     <>
-      <PageHeader title="API reference" subtitle="Every route of the REST API (OpenAPI 3.1); “Try it out” runs as you." />
+      <PageHeader title={t("apiReference.title")} subtitle={t("apiReference.subtitle")} />
       <Paper withBorder p="xs">
         <div ref={element} />
       </Paper>

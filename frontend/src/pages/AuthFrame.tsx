@@ -1,7 +1,10 @@
-import { Center, Paper, Stack, Text, Title } from "@mantine/core";
+import { Button, Center, Group, Paper, Stack, Text, Title } from "@mantine/core";
 import { useEffect, type ReactNode } from "react";
+import { useTranslation } from "react-i18next";
+import { chooseLanguage, LANGUAGES, type Language } from "../i18n";
 
 export function AuthFrame({ title, children, footer }: { title: string; children: ReactNode; footer: ReactNode }) {
+  const { t, i18n } = useTranslation();
   useEffect(() => {
     document.title = `${title} · Gantry`;
   }, [title]);
@@ -11,7 +14,7 @@ export function AuthFrame({ title, children, footer }: { title: string; children
         <Stack gap="md">
           <div>
             <Text fw={700} c="indigo">
-              Gantry
+              {t("common.appName")}
             </Text>
             <Title order={2}>{title}</Title>
           </div>
@@ -19,6 +22,20 @@ export function AuthFrame({ title, children, footer }: { title: string; children
           <Text size="sm" c="dimmed">
             {footer}
           </Text>
+          <Group gap="xs" justify="flex-end">
+            {(Object.entries(LANGUAGES) as [Language, string][]).map(([code, name]) => (
+              <Button
+                key={code}
+                lang={code}
+                size="compact-xs"
+                variant={code === i18n.language ? "light" : "subtle"}
+                aria-pressed={code === i18n.language}
+                onClick={() => chooseLanguage(code)}
+              >
+                {name}
+              </Button>
+            ))}
+          </Group>
         </Stack>
       </Paper>
     </Center>

@@ -3,10 +3,12 @@ import { useMe } from "../api/queries";
 import { Loadable } from "../components/Loadable";
 import { lastOrg } from "../lib/lastOrg";
 import { EmptyState } from "../components/EmptyState";
+import { useTranslation } from "react-i18next";
 
 /** `/` opens the organization last worked in, or the operator's map. */
 export function HomeRedirect() {
   const me = useMe();
+  const { t } = useTranslation();
   return (
     <Loadable query={me}>
       {(data) => {
@@ -16,9 +18,7 @@ export function HomeRedirect() {
         if (target) return <Navigate to="/orgs/$orgId" params={{ orgId: target }} replace />;
         if (data.user?.is_operator) return <Navigate to="/admin/capacity" replace />;
         return (
-          <EmptyState title="No organization yet">
-            You are not a member of any organization. Ask an owner to add you.
-          </EmptyState>
+          <EmptyState title={t("common.noOrganizationTitle")}>{t("common.noOrganizationBody")}</EmptyState>
         );
       }}
     </Loadable>

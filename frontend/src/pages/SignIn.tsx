@@ -7,17 +7,19 @@ import { safeNext, session, useSession } from "../api/session";
 import { ProblemAlert } from "../components/Loadable";
 import { AuthFrame } from "./AuthFrame";
 import { AnchorLink } from "../components/links";
+import { useTranslation } from "react-i18next";
 
 export function SignInPage() {
   const { next } = useSearch({ from: "/sign-in" });
   const { expired } = useSession();
   const navigate = useNavigate();
   const queryClient = useQueryClient();
+  const { t } = useTranslation();
   const form = useForm({
     initialValues: { email: "", password: "" },
     validate: {
-      email: (v) => (/^\S+@\S+$/.test(v) ? null : "Enter your email address"),
-      password: (v) => (v ? null : "Enter your password"),
+      email: (v) => (/^\S+@\S+$/.test(v) ? null : t("auth.enterEmail")),
+      password: (v) => (v ? null : t("auth.enterPassword")),
     },
   });
   const signIn = useMutation({
@@ -33,26 +35,24 @@ export function SignInPage() {
   });
   return (
     <AuthFrame
-      title="Sign in"
+      title={t("auth.signIn")}
       footer={
         <>
-          New here?{" "}
-          <AnchorLink to="/sign-up">
-            Create an account
-          </AnchorLink>
+          {t("auth.newHere")}{" "}
+          <AnchorLink to="/sign-up">{t("auth.createAccountLink")}</AnchorLink>
         </>
       }
     >
       {expired && !signIn.isPending && (
-        <Alert color="yellow">Your session expired. Sign in again to continue.</Alert>
+        <Alert color="yellow">{t("auth.expired")}</Alert>
       )}
       <form onSubmit={form.onSubmit((values) => signIn.mutate(values))} noValidate>
         <Stack>
-          <TextInput label="Email" type="email" autoComplete="username" required {...form.getInputProps("email")} />
-          <PasswordInput label="Password" autoComplete="current-password" required {...form.getInputProps("password")} />
-          {signIn.isError && <ProblemAlert error={signIn.error} title="Could not sign in" />}
+          <TextInput label={t("auth.email")} type="email" autoComplete="username" required {...form.getInputProps("email")} />
+          <PasswordInput label={t("auth.password")} autoComplete="current-password" required {...form.getInputProps("password")} />
+          {signIn.isError && <ProblemAlert error={signIn.error} title={t("auth.couldNotSignIn")} />}
           <Button type="submit" loading={signIn.isPending}>
-            Sign in
+            {t("auth.signIn")}
           </Button>
         </Stack>
       </form>

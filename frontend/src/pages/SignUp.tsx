@@ -7,19 +7,21 @@ import { session } from "../api/session";
 import { ProblemAlert } from "../components/Loadable";
 import { AuthFrame } from "./AuthFrame";
 import { AnchorLink } from "../components/links";
+import { useTranslation } from "react-i18next";
 
 const MIN_PASSWORD = 10;
 
 export function SignUpPage() {
   const navigate = useNavigate();
   const queryClient = useQueryClient();
+  const { t } = useTranslation();
   const form = useForm({
     initialValues: { name: "", email: "", organization: "", password: "" },
     validate: {
-      name: (v) => (v.trim() ? null : "Enter your name"),
-      email: (v) => (/^\S+@\S+$/.test(v) ? null : "Enter an email address"),
-      organization: (v) => (v.trim() ? null : "Name your organization"),
-      password: (v) => (v.length >= MIN_PASSWORD ? null : `Use at least ${MIN_PASSWORD} characters`),
+      name: (v) => (v.trim() ? null : t("auth.enterName")),
+      email: (v) => (/^\S+@\S+$/.test(v) ? null : t("auth.enterAnEmail")),
+      organization: (v) => (v.trim() ? null : t("auth.nameOrganization")),
+      password: (v) => (v.length >= MIN_PASSWORD ? null : t("auth.passwordTooShort", { count: MIN_PASSWORD })),
     },
   });
   const signUp = useMutation({
@@ -38,36 +40,34 @@ export function SignUpPage() {
   });
   return (
     <AuthFrame
-      title="Create your account"
+      title={t("auth.createTitle")}
       footer={
         <>
-          Already have an account?{" "}
-          <AnchorLink to="/sign-in">
-            Sign in
-          </AnchorLink>
+          {t("auth.haveAccount")}{" "}
+          <AnchorLink to="/sign-in">{t("auth.signIn")}</AnchorLink>
         </>
       }
     >
       <form onSubmit={form.onSubmit((values) => signUp.mutate(values))} noValidate>
         <Stack>
-          <TextInput label="Your name" autoComplete="name" required {...form.getInputProps("name")} />
-          <TextInput label="Email" type="email" autoComplete="email" required {...form.getInputProps("email")} />
+          <TextInput label={t("auth.yourName")} autoComplete="name" required {...form.getInputProps("name")} />
+          <TextInput label={t("auth.email")} type="email" autoComplete="email" required {...form.getInputProps("email")} />
           <TextInput
-            label="Organization"
-            description="Your team or company; you will own it."
+            label={t("auth.organization")}
+            description={t("auth.organizationHint")}
             required
             {...form.getInputProps("organization")}
           />
           <PasswordInput
-            label="Password"
-            description={`At least ${MIN_PASSWORD} characters.`}
+            label={t("auth.password")}
+            description={t("auth.passwordHint", { count: MIN_PASSWORD })}
             autoComplete="new-password"
             required
             {...form.getInputProps("password")}
           />
-          {signUp.isError && <ProblemAlert error={signUp.error} title="Could not create the account" />}
+          {signUp.isError && <ProblemAlert error={signUp.error} title={t("auth.couldNotCreate")} />}
           <Button type="submit" loading={signUp.isPending}>
-            Create account
+            {t("auth.createAccount")}
           </Button>
         </Stack>
       </form>

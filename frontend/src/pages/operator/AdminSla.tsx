@@ -9,6 +9,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { words } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
 import { isMonth, SlaReportView, thisMonth } from "../tenant/Sla";
+import { t } from "../../i18n";
 
 export function AdminSlaPage() {
   const [month, setMonth] = useState(thisMonth());
@@ -22,9 +23,9 @@ export function AdminSlaPage() {
   return (
     <>
       <PageHeader
-        title="SLA reports"
-        subtitle="Per tenant: availability and queue wait per class, incidents with their evidence, credits."
-        actions={<TextInput label="Month" type="month" value={month} onChange={(e) => setMonth(e.currentTarget.value)} error={valid ? undefined : "YYYY-MM"} />}
+        title={t("adminSla.title")}
+        subtitle={t("adminSla.subtitle")}
+        actions={<TextInput label={t("adminSla.month")} type="month" value={month} onChange={(e) => setMonth(e.currentTarget.value)} error={valid ? undefined : t("adminSla.monthFormat")} />}
       />
       <Stack>
         <Policies />
@@ -32,7 +33,7 @@ export function AdminSlaPage() {
           <Loadable query={reports}>
             {(list) =>
               list.length === 0 ? (
-                <EmptyState title="No measured orders this month" />
+                <EmptyState title={t("adminSla.noneTitle")} />
               ) : (
                 list.map((report) => (
                   <Paper withBorder p="md" key={report.org_id}>
@@ -62,7 +63,7 @@ function Policies() {
   const save = useMutation({
     mutationFn: (list: Schemas["SlaPolicy"][]) => unwrap(api.PUT("/api/v1/admin/sla/policies", { body: { policies: list } })),
     onSuccess: (saved) => {
-      notifySuccess("SLA policies saved.");
+      notifySuccess(t("adminSla.saved"));
       setRows(null);
       queryClient.setQueryData(keys.admin("sla-policies"), saved);
     },
@@ -72,18 +73,18 @@ function Policies() {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        Policies
+        {t("adminSla.policies")}
       </Title>
       <Loadable query={policies}>
         {() => (
           <>
-            <Table aria-label="SLA policies">
+            <Table aria-label={t("adminSla.policiesAria")}>
               <Table.Thead>
                 <Table.Tr>
-                  <Table.Th>Class</Table.Th>
-                  <Table.Th>Availability target (%)</Table.Th>
-                  <Table.Th>Start within (s)</Table.Th>
-                  <Table.Th>Credit tiers</Table.Th>
+                  <Table.Th>{t("adminSla.class")}</Table.Th>
+                  <Table.Th>{t("adminSla.target")}</Table.Th>
+                  <Table.Th>{t("adminSla.startWithin")}</Table.Th>
+                  <Table.Th>{t("adminSla.tiers")}</Table.Th>
                 </Table.Tr>
               </Table.Thead>
               <Table.Tbody>
@@ -92,7 +93,7 @@ function Policies() {
                     <Table.Td>{words(p.priority_class)}</Table.Td>
                     <Table.Td>
                       <NumberInput
-                        aria-label={`Availability target of ${p.priority_class}`}
+                        aria-label={t("adminSla.targetOf", { class: words(p.priority_class) })}
                         size="xs"
                         min={0}
                         max={100}
@@ -103,7 +104,7 @@ function Policies() {
                     </Table.Td>
                     <Table.Td>
                       <NumberInput
-                        aria-label={`Queue wait target of ${p.priority_class}`}
+                        aria-label={t("adminSla.waitOf", { class: words(p.priority_class) })}
                         size="xs"
                         min={0}
                         allowDecimal={false}
@@ -112,16 +113,16 @@ function Policies() {
                       />
                     </Table.Td>
                     <Table.Td>
-                      {p.credit_tiers.map((t) => `${t.credit_percent} % below ${t.below_permyriad / 100} %`).join(" · ") || "none"}
+                      {p.credit_tiers.map((tier) => t("adminSla.tier", { credit: tier.credit_percent, below: tier.below_permyriad / 100 })).join(" · ") || t("common.none")}
                     </Table.Td>
                   </Table.Tr>
                 ))}
               </Table.Tbody>
             </Table>
-            {save.isError && <ProblemAlert error={save.error} title="The policies were not saved" />}
+            {save.isError && <ProblemAlert error={save.error} title={t("adminSla.failed")} />}
             <Group mt="sm">
               <Button onClick={() => rows && save.mutate(rows)} loading={save.isPending} disabled={!rows}>
-                Save policies
+                {t("adminSla.save")}
               </Button>
             </Group>
           </>

@@ -6,6 +6,7 @@ import { Loadable } from "../../components/Loadable";
 import { LoadMore } from "../../components/LoadMore";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, shortId } from "../../lib/format";
+import { t } from "../../i18n";
 
 export function AuditLogPage() {
   const names = useOrgNames().data ?? new Map<string, string>();
@@ -18,20 +19,20 @@ export function AuditLogPage() {
   });
   return (
     <>
-      <PageHeader title="Audit log" subtitle="Every change, who made it, from where; newest first." />
+      <PageHeader title={t("audit.title")} subtitle={t("audit.subtitle")} />
       <Loadable query={entries}>
         {(data) => (
           <Paper withBorder>
             <Table.ScrollContainer minWidth={900}>
-              <Table striped aria-label="Audit log">
+              <Table striped aria-label={t("audit.title")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>When</Table.Th>
-                    <Table.Th>Organization</Table.Th>
-                    <Table.Th>Actor</Table.Th>
-                    <Table.Th>Action</Table.Th>
-                    <Table.Th>Target</Table.Th>
-                    <Table.Th>Details</Table.Th>
+                    <Table.Th>{t("audit.when")}</Table.Th>
+                    <Table.Th>{t("audit.organization")}</Table.Th>
+                    <Table.Th>{t("audit.actor")}</Table.Th>
+                    <Table.Th>{t("audit.action")}</Table.Th>
+                    <Table.Th>{t("audit.target")}</Table.Th>
+                    <Table.Th>{t("audit.details")}</Table.Th>
                   </Table.Tr>
                 </Table.Thead>
                 <Table.Tbody>
@@ -40,7 +41,7 @@ export function AuditLogPage() {
                     .map((e) => (
                       <Table.Tr key={e.id}>
                         <Table.Td>{dateTime(e.created_at)}</Table.Td>
-                        <Table.Td>{e.org_id ? (names.get(e.org_id) ?? shortId(e.org_id)) : "platform"}</Table.Td>
+                        <Table.Td>{e.org_id ? (names.get(e.org_id) ?? shortId(e.org_id)) : t("audit.platform")}</Table.Td>
                         <Table.Td>
                           <Actor entry={e} />
                         </Table.Td>
@@ -69,8 +70,8 @@ export function AuditLogPage() {
 
 /** Who acted: a user by name and email, an API key by its name. */
 export function Actor({ entry }: { entry: Schemas["AuditEntry"] }) {
-  if (entry.actor_kind === "api_key") return <>API key {entry.actor_name ?? (entry.actor_id ? shortId(entry.actor_id) : "")}</>;
-  if (!entry.actor_name && !entry.actor_email) return <>{entry.actor_kind === "anonymous" ? "system" : entry.actor_kind}</>;
+  if (entry.actor_kind === "api_key") return <>{t("audit.apiKey", { name: entry.actor_name ?? (entry.actor_id ? shortId(entry.actor_id) : "") })}</>;
+  if (!entry.actor_name && !entry.actor_email) return <>{entry.actor_kind === "anonymous" ? t("audit.system") : entry.actor_kind}</>;
   return (
     <>
       {entry.actor_name}

@@ -8,6 +8,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { MaintenancePanel } from "./Maintenance";
 import { dateTime } from "../../lib/format";
 import { HourGrid, hourGridClasses, hourLabel } from "../../components/HourGrid";
+import { t } from "../../i18n";
 
 const DAYS_SHOWN = 14;
 const ALL_REGIONS = "";
@@ -25,21 +26,21 @@ export function CalendarPage() {
   return (
     <>
       <PageHeader
-        title="Reservation calendar"
-        subtitle="Hour by hour (UTC): GPUs held by reservations and maintenance, committed to running work, and free, with the reservations behind them; schedule maintenance below."
+        title={t("calendar.title")}
+        subtitle={t("calendar.subtitle")}
       />
       <Group mb="md">
         <Select
-          label="GPU model"
+          label={t("calendar.gpuModel")}
           data={models.data ?? []}
           value={chosen || null}
           onChange={(v) => v && setModel(v)}
           allowDeselect={false}
         />
         <Select
-          label="Region"
+          label={t("calendar.region")}
           data={[
-            { value: ALL_REGIONS, label: "All regions" },
+            { value: ALL_REGIONS, label: t("calendar.allRegions") },
             ...(regions.data ?? []).map((r) => ({ value: r.name, label: r.name })),
           ]}
           value={region}
@@ -50,15 +51,15 @@ export function CalendarPage() {
       <Loadable query={calendar}>
         {(data) => (
           <>
-            <Paper withBorder p="md" aria-label="Capacity by hour">
+            <Paper withBorder p="md" aria-label={t("shape.capacityByHour")}>
               <Text size="sm" c="dimmed" mb="xs">
-                Each hour shows free / all healthy {data.gpu_model} GPUs; blue is reserved, grey committed.
+                {t("calendar.legend", { model: data.gpu_model })}
               </Text>
               <HourGrid
                 slots={data.slots}
-                label={`${data.gpu_model} GPUs by hour (UTC)`}
+                label={t("calendar.gridLabel", { model: data.gpu_model })}
                 cell={(s, day, hour) => {
-                  const label = `${day} ${hourLabel(hour)} UTC: ${s.reserved} reserved, ${s.committed} committed, ${s.free} free of ${s.gpus}`;
+                  const label = t("calendar.slot", { day, hour: hourLabel(hour), reserved: s.reserved, committed: s.committed, free: s.free, gpus: s.gpus });
                   const reserved = s.gpus ? (100 * s.reserved) / s.gpus : 0;
                   const taken = s.gpus ? (100 * (s.reserved + s.committed)) / s.gpus : 0;
                   return (
@@ -78,21 +79,21 @@ export function CalendarPage() {
               />
             </Paper>
             <Title order={4} mt="lg" mb="xs">
-              Reservations in these two weeks
+              {t("calendar.inPeriod")}
             </Title>
             {data.reservations.length === 0 ? (
-              <EmptyState title="No reservations">None of the {data.gpu_model} GPUs are reserved in this period.</EmptyState>
+              <EmptyState title={t("calendar.noneTitle")}>{t("calendar.noneBody", { model: data.gpu_model })}</EmptyState>
             ) : (
               <Paper withBorder>
                 <Table.ScrollContainer minWidth={800}>
-                  <Table striped aria-label="Reservations in the calendar">
+                  <Table striped aria-label={t("calendar.tableAria")}>
                     <Table.Thead>
                       <Table.Tr>
-                        <Table.Th>Organization</Table.Th>
-                        <Table.Th>Name</Table.Th>
-                        <Table.Th>Capacity</Table.Th>
-                        <Table.Th>Window</Table.Th>
-                        <Table.Th>Nodes</Table.Th>
+                        <Table.Th>{t("calendar.organization")}</Table.Th>
+                        <Table.Th>{t("calendar.name")}</Table.Th>
+                        <Table.Th>{t("calendar.capacity")}</Table.Th>
+                        <Table.Th>{t("calendar.window")}</Table.Th>
+                        <Table.Th>{t("calendar.nodes")}</Table.Th>
                       </Table.Tr>
                     </Table.Thead>
                     <Table.Tbody>
@@ -101,7 +102,7 @@ export function CalendarPage() {
                           <Table.Td>{names.get(r.org_id) ?? r.org_id}</Table.Td>
                           <Table.Td>{r.name}</Table.Td>
                           <Table.Td>
-                            {r.count} × {r.instance_type} in {r.region}
+                            {t("calendar.capacityLine", { count: r.count, type: r.instance_type, region: r.region })}
                           </Table.Td>
                           <Table.Td>
                             {dateTime(r.starts_at)} – {dateTime(r.ends_at)}

@@ -15,8 +15,10 @@ import {
   tenantColour,
   type GpuCell,
 } from "../../lib/capacity";
-import { dateTime, shortId } from "../../lib/format";
+import { dateTime, shortId, words } from "../../lib/format";
 import classes from "./Capacity.module.css";
+import { t } from "../../i18n";
+import { Trans } from "react-i18next";
 
 export function CapacityPage() {
   const nodes = useAllNodes();
@@ -25,8 +27,8 @@ export function CapacityPage() {
   return (
     <>
       <PageHeader
-        title="Capacity map"
-        subtitle="Every GPU by region and rack, coloured by the tenant holding it; idle identical nodes are folded."
+        title={t("capacity.title")}
+        subtitle={t("capacity.subtitle")}
       />
       <Loadable query={nodes}>
         {(list) => (
@@ -37,11 +39,11 @@ export function CapacityPage() {
               <Paper withBorder p="sm" key={group.key}>
                 <Group justify="space-between" mb="xs">
                   <Title order={5}>
-                    {group.region} · rack {group.rack}
+                    {t("capacity.rack", { region: group.region, rack: group.rack })}
                   </Title>
                   {group.idle.map((fold) => (
                     <Badge key={fold.instanceType} variant="outline" color="gray">
-                      + {fold.count} idle {fold.instanceType} ({fold.count * fold.gpus} free GPUs)
+                      {t("capacity.idle", { count: fold.count, type: fold.instanceType, gpus: fold.count * fold.gpus })}
                     </Badge>
                   ))}
                 </Group>
@@ -66,14 +68,14 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
       <Link to="/admin/nodes/$nodeId" params={{ nodeId: node.id }} className={classes.name}>
         {node.name}
       </Link>
-      <div className={classes.gpus} role="list" aria-label={`GPUs of ${node.name}`}>
+      <div className={classes.gpus} role="list" aria-label={t("capacity.gpusOf", { node: node.name })}>
         {node.gpus.map((gpu) => {
           const cell = cellOf(gpu);
           const reserved = reservationOn(node, gpu.index);
           const label =
             describe(cell, names, gpu.index) +
             (reserved
-              ? `; reserved for ${names.get(reserved.org_id) ?? reserved.org_id} (${reserved.name}) ${dateTime(reserved.starts_at)} – ${dateTime(reserved.ends_at)}`
+              ? t("capacity.reservedFor", { org: names.get(reserved.org_id) ?? reserved.org_id, name: reserved.name, from: dateTime(reserved.starts_at), to: dateTime(reserved.ends_at) })
               : "");
           return (
             <Tooltip key={gpu.index} label={label} openDelay={150}>
@@ -92,8 +94,8 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
         })}
       </div>
       {blocked && (
-        <Badge size="xs" color={node.state === "unhealthy" ? "red" : "orange"}>
-          {node.state}
+        <Badge size="xs" color={node.state === "unhealthy" ? "red.4" : "orange.4"}>
+          {words(node.state)}
         </Badge>
       )}
     </div>
@@ -107,18 +109,18 @@ function style(cell: GpuCell) {
 }
 
 function describe(cell: GpuCell, names: Map<string, string>, index: number): string {
-  const tenant = (orgId: string | null) => (orgId ? (names.get(orgId) ?? shortId(orgId)) : "held");
+  const tenant = (orgId: string | null) => (orgId ? (names.get(orgId) ?? shortId(orgId)) : t("capacity.held"));
   switch (cell.kind) {
     case "free":
-      return `GPU ${index}: free${cell.mig ? " (MIG mode)" : ""}`;
+      return t(cell.mig ? "capacity.freeMig" : "capacity.free", { index });
     case "unhealthy":
-      return `GPU ${index}: unhealthy`;
+      return t("capacity.unhealthy", { index });
     case "held":
-      return `GPU ${index}: ${tenant(cell.orgId)} (order ${shortId(cell.orderId)})`;
+      return t("capacity.heldBy", { index, tenant: tenant(cell.orgId), order: shortId(cell.orderId) });
     case "shared": {
       const used = cell.parts.reduce((sum, p) => sum + p.share, 0);
-      const parts = cell.parts.map((p) => `${tenant(p.orgId)} ${p.label} (order ${shortId(p.orderId)})`);
-      return `GPU ${index}: shared${cell.mig ? " (MIG)" : ""}: ${parts.join(", ")}; ${Math.round((1 - used) * 100)}% free`;
+      const parts = cell.parts.map((p) => t("capacity.part", { tenant: tenant(p.orgId), share: p.label, order: shortId(p.orderId) }));
+      return t(cell.mig ? "capacity.sharedMig" : "capacity.shared", { index, parts: parts.join(", "), free: Math.round((1 - used) * 100) });
     }
   }
 }
@@ -131,18 +133,18 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
       for (const org of holders) tenants.set(org, (tenants.get(org) ?? 0) + 1);
     }
   return (
-    <Group gap="md" aria-label="Legend">
+    <Group gap="md" aria-label={t("shape.legend")}>
       <Group gap={4}>
-        <div className={classes.gpu} data-kind="free" /> <Text size="sm">free</Text>
+        <div className={classes.gpu} data-kind="free" /> <Text size="sm">{t("capacity.legendFree")}</Text>
       </Group>
       <Group gap={4}>
-        <div className={classes.gpu} data-kind="unhealthy" /> <Text size="sm">unhealthy</Text>
+        <div className={classes.gpu} data-kind="unhealthy" /> <Text size="sm">{t("capacity.legendUnhealthy")}</Text>
       </Group>
       <Group gap={4}>
-        <div className={classes.gpu} data-kind="free" data-blocked /> <Text size="sm">cordoned / draining node</Text>
+        <div className={classes.gpu} data-kind="free" data-blocked /> <Text size="sm">{t("capacity.legendBlocked")}</Text>
       </Group>
       <Group gap={4}>
-        <div className={classes.gpu} data-kind="free" data-reserved /> <Text size="sm">reserved (now or later)</Text>
+        <div className={classes.gpu} data-kind="free" data-reserved /> <Text size="sm">{t("capacity.legendReserved")}</Text>
       </Group>
       <Group gap={4}>
         <div
@@ -150,10 +152,10 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
           data-kind="shared"
           style={{ backgroundImage: "linear-gradient(to top, var(--mantine-color-gray-6) 0 50%, transparent 50%)" }}
         />{" "}
-        <Text size="sm">shared (filled by each tenant&apos;s share)</Text>
+        <Text size="sm">{t("capacity.legendShared")}</Text>
       </Group>
       <Group gap={4}>
-        <div className={classes.gpu} data-kind="free" data-mig /> <Text size="sm">MIG mode</Text>
+        <div className={classes.gpu} data-kind="free" data-mig /> <Text size="sm">{t("capacity.legendMig")}</Text>
       </Group>
       {[...tenants.entries()].map(([org, count]) => (
         <Group gap={4} key={org}>
@@ -177,18 +179,18 @@ function Shapes({ nodes }: { nodes: Schemas["Node"][] }) {
           <Group justify="space-between">
             <Text fw={600}>{m.model}</Text>
             <Text size="sm" c="dimmed">
-              {m.total} GPUs
+              {t("capacity.total", { count: m.total })}
             </Text>
           </Group>
           <Text size="sm">
-            <b>{m.free}</b> free · <b>{m.schedulable}</b> schedulable · largest single-node shape <b>{m.largest}</b>
+            <Trans i18nKey="capacity.summary" values={{ free: m.free, schedulable: m.schedulable, largest: m.largest }} components={{ b: <b /> }} />
           </Text>
-          <Table mt="xs" aria-label={`Placeable shapes of ${m.model}`}>
+          <Table mt="xs" aria-label={t("capacity.placeable", { model: m.model })}>
             <Table.Thead>
               <Table.Tr>
                 {SHAPES.map((s) => (
                   <Table.Th key={s} ta="center">
-                    {s} GPU{s > 1 ? "s" : ""}
+                    {t("capacity.shape", { count: s })}
                   </Table.Th>
                 ))}
               </Table.Tr>

@@ -20,6 +20,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
 import { ImagesTable, NewImage } from "./ImagesAdmin";
+import { t } from "../../i18n";
 
 const CLASSES: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
 
@@ -27,32 +28,32 @@ export function CatalogAdminPage() {
   const types = useInstanceTypes();
   return (
     <>
-      <PageHeader title="Catalog & prices" subtitle="Prices are versioned: a new price takes effect at its date and never rewrites the past." />
+      <PageHeader title={t("catalogAdmin.title")} subtitle={t("catalogAdmin.subtitle")} />
       <Grid>
         <Grid.Col span={{ base: 12, lg: 8 }}>
           <Loadable query={types}>
             {(list) => (
               <Paper withBorder>
                 <Table.ScrollContainer minWidth={720}>
-                  <Table striped aria-label="Price versions">
+                  <Table striped aria-label={t("catalogAdmin.versions")}>
                     <Table.Thead>
                       <Table.Tr>
-                        <Table.Th>Type</Table.Th>
-                        <Table.Th>Class</Table.Th>
-                        <Table.Th>Region</Table.Th>
-                        <Table.Th ta="right">Per node-hour</Table.Th>
-                        <Table.Th>Effective from</Table.Th>
+                        <Table.Th>{t("catalogAdmin.type")}</Table.Th>
+                        <Table.Th>{t("catalogAdmin.class")}</Table.Th>
+                        <Table.Th>{t("catalogAdmin.region")}</Table.Th>
+                        <Table.Th ta="right">{t("catalogAdmin.perNodeHour")}</Table.Th>
+                        <Table.Th>{t("catalogAdmin.effectiveFrom")}</Table.Th>
                       </Table.Tr>
                     </Table.Thead>
                     <Table.Tbody>
-                      {list.flatMap((t) =>
-                        [...t.prices]
+                      {list.flatMap((type) =>
+                        [...type.prices]
                           .sort((a, b) => `${a.pricing_class}${a.region ?? ""}${a.effective_from}`.localeCompare(`${b.pricing_class}${b.region ?? ""}${b.effective_from}`))
                           .map((p) => (
                             <Table.Tr key={p.id}>
-                              <Table.Td>{t.name}</Table.Td>
+                              <Table.Td>{type.name}</Table.Td>
                               <Table.Td>{words(p.pricing_class)}</Table.Td>
-                              <Table.Td>{p.region ?? "all"}</Table.Td>
+                              <Table.Td>{p.region ?? t("catalogAdmin.all")}</Table.Td>
                               <Table.Td ta="right">{money(p.hourly_micros)}</Table.Td>
                               <Table.Td>{dateTime(p.effective_from)}</Table.Td>
                             </Table.Tr>
@@ -65,7 +66,7 @@ export function CatalogAdminPage() {
             )}
           </Loadable>
           <Title order={3} mt="lg" mb="sm">
-            Images
+            {t("catalogAdmin.images")}
           </Title>
           <ImagesTable />
         </Grid.Col>
@@ -87,8 +88,8 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
   const form = useForm({
     initialValues: { instanceType: "", pricingClass: "on_demand", region: "", hourly: 0 as number | string, effectiveFrom: "" },
     validate: {
-      instanceType: (v) => (v ? null : "Choose an instance type"),
-      hourly: (v) => (typeof v === "number" && v > 0 ? null : "A positive hourly price"),
+      instanceType: (v) => (v ? null : t("catalogAdmin.typeRequired")),
+      hourly: (v) => (typeof v === "number" && v > 0 ? null : t("catalogAdmin.pricePositive")),
     },
   });
   const create = useMutation({
@@ -105,7 +106,7 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
         }),
       ),
     onSuccess: () => {
-      notifySuccess("Price version added.");
+      notifySuccess(t("catalogAdmin.priceAdded"));
       form.reset();
       void queryClient.invalidateQueries({ queryKey: keys.catalog("instance-types") });
     },
@@ -113,23 +114,23 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        New price version
+        {t("catalogAdmin.newPrice")}
       </Title>
       <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
         <Stack gap="xs">
-          <Select label="Instance type" data={types.map((t) => ({ value: t.id, label: t.name }))} required searchable {...form.getInputProps("instanceType")} />
-          <Select label="Pricing class" data={CLASSES.map((c) => ({ value: c, label: words(c) }))} allowDeselect={false} {...form.getInputProps("pricingClass")} />
+          <Select label={t("catalogAdmin.instanceType")} data={types.map((type) => ({ value: type.id, label: type.name }))} required searchable {...form.getInputProps("instanceType")} />
+          <Select label={t("catalogAdmin.pricingClass")} data={CLASSES.map((c) => ({ value: c, label: words(c) }))} allowDeselect={false} {...form.getInputProps("pricingClass")} />
           <Select
-            label="Region"
-            data={[{ value: "", label: "all regions" }, ...(regions.data ?? []).map((r) => ({ value: r.name, label: r.name }))]}
+            label={t("catalogAdmin.region")}
+            data={[{ value: "", label: t("catalogAdmin.allRegions") }, ...(regions.data ?? []).map((r) => ({ value: r.name, label: r.name }))]}
             allowDeselect={false}
             {...form.getInputProps("region")}
           />
-          <NumberInput label="Per node-hour" min={0} decimalScale={4} required {...form.getInputProps("hourly")} />
-          <TextInput label="Effective from" description="Empty: now" type="datetime-local" {...form.getInputProps("effectiveFrom")} />
-          {create.isError && <ProblemAlert error={create.error} title="The price was refused" />}
+          <NumberInput label={t("catalogAdmin.perNodeHour")} min={0} decimalScale={4} required {...form.getInputProps("hourly")} />
+          <TextInput label={t("catalogAdmin.effectiveFrom")} description={t("catalogAdmin.effectiveHint")} type="datetime-local" {...form.getInputProps("effectiveFrom")} />
+          {create.isError && <ProblemAlert error={create.error} title={t("catalogAdmin.priceRefused")} />}
           <Button type="submit" loading={create.isPending}>
-            Add price
+            {t("catalogAdmin.addPrice")}
           </Button>
         </Stack>
       </form>
@@ -156,8 +157,8 @@ function NewInstanceType() {
       mig_profile: "",
     },
     validate: {
-      name: (v) => (/^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : "Lower-case letters, digits and dashes"),
-      gpu_model: (v) => (v ? null : "Choose a GPU model"),
+      name: (v) => (/^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : t("catalogAdmin.nameFormat")),
+      gpu_model: (v) => (v ? null : t("catalogAdmin.modelRequired")),
     },
   });
   const create = useMutation({
@@ -171,8 +172,8 @@ function NewInstanceType() {
           },
         }),
       ),
-    onSuccess: (t) => {
-      notifySuccess(`${t.name} added; give it prices before tenants can order it.`);
+    onSuccess: (type) => {
+      notifySuccess(t("catalogAdmin.typeAdded", { name: type.name }));
       form.reset();
       void queryClient.invalidateQueries({ queryKey: keys.catalog("instance-types") });
     },
@@ -180,25 +181,25 @@ function NewInstanceType() {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        New instance type
+        {t("catalogAdmin.newType")}
       </Title>
       <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
         <Stack gap="xs">
-          <TextInput label="Name" placeholder="h100x2" required {...form.getInputProps("name")} />
-          <Select label="GPU model" data={models.data ?? []} required {...form.getInputProps("gpu_model")} />
+          <TextInput label={t("catalogAdmin.name")} placeholder={t("catalogAdmin.nameExample")} required {...form.getInputProps("name")} />
+          <Select label={t("catalogAdmin.gpuModel")} data={models.data ?? []} required {...form.getInputProps("gpu_model")} />
           <SegmentedControl
-            aria-label="What it sells of the GPU"
+            aria-label={t("catalogAdmin.sells")}
             data={[
-              { value: "whole", label: "Whole GPUs" },
-              { value: "fraction", label: "Fraction of a GPU" },
-              { value: "mig", label: "MIG instance" },
+              { value: "whole", label: t("catalogAdmin.whole") },
+              { value: "fraction", label: t("catalogAdmin.fraction") },
+              { value: "mig", label: t("catalogAdmin.mig") },
             ]}
             {...form.getInputProps("share")}
           />
           {form.values.share === "fraction" && (
             <NumberInput
-              label="Share of one GPU (thousandths)"
-              description="In steps of 125: 250 is a quarter. Shares one GPU with other orders."
+              label={t("catalogAdmin.share")}
+              description={t("catalogAdmin.shareHint")}
               min={125}
               max={875}
               step={125}
@@ -208,30 +209,30 @@ function NewInstanceType() {
           )}
           {form.values.share === "mig" && (
             <TextInput
-              label="MIG profile"
-              description="As NVIDIA names it for the model, such as 1g.10gb or 3g.40gb; runs on GPUs in MIG mode."
-              placeholder="1g.10gb"
+              label={t("catalogAdmin.migProfile")}
+              description={t("catalogAdmin.migHint")}
+              placeholder={t("catalogAdmin.migExample")}
               {...form.getInputProps("mig_profile")}
             />
           )}
           <Group grow>
             <NumberInput
-              label="GPUs per node"
+              label={t("catalogAdmin.gpusPerNode")}
               min={1}
               max={16}
               allowDecimal={false}
               disabled={form.values.share !== "whole"}
               {...form.getInputProps("gpus_per_node")}
             />
-            <NumberInput label="vCPUs" min={1} allowDecimal={false} {...form.getInputProps("vcpus")} />
+            <NumberInput label={t("catalogAdmin.vcpus")} min={1} allowDecimal={false} {...form.getInputProps("vcpus")} />
           </Group>
           <Group grow>
-            <NumberInput label="Memory (GiB)" min={1} allowDecimal={false} {...form.getInputProps("memory_gib")} />
-            <NumberInput label="Disk (GiB)" min={0} allowDecimal={false} {...form.getInputProps("disk_gib")} />
+            <NumberInput label={t("catalogAdmin.memory")} min={1} allowDecimal={false} {...form.getInputProps("memory_gib")} />
+            <NumberInput label={t("catalogAdmin.disk")} min={0} allowDecimal={false} {...form.getInputProps("disk_gib")} />
           </Group>
-          {create.isError && <ProblemAlert error={create.error} title="The instance type was refused" />}
+          {create.isError && <ProblemAlert error={create.error} title={t("catalogAdmin.typeRefused")} />}
           <Button type="submit" loading={create.isPending}>
-            Add instance type
+            {t("catalogAdmin.addType")}
           </Button>
         </Stack>
       </form>

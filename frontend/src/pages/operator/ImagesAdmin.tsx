@@ -6,6 +6,7 @@ import { keys, useImages } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { notifyError, notifySuccess } from "../../lib/notify";
+import { t } from "../../i18n";
 
 /** The images orders may name: an OCI reference for container nodes, a prepared root file system for sandbox nodes. */
 export function ImagesTable() {
@@ -16,7 +17,7 @@ export function ImagesTable() {
     mutationFn: (id: string) =>
       unwrap(api.PATCH("/api/v1/admin/catalog/images/{image_id}", { params: { path: { image_id: id } }, body: { is_default: true } })),
     onSuccess: (image) => {
-      notifySuccess(`${image.name} is now the default image.`);
+      notifySuccess(t("images.nowDefault", { name: image.name }));
       refresh();
     },
     onError: (error) => notifyError(error),
@@ -30,11 +31,11 @@ export function ImagesTable() {
     <Loadable query={images}>
       {(list) => (
         <Paper withBorder>
-          <Table aria-label="Images">
+          <Table aria-label={t("images.tableAria")}>
             <Table.Thead>
               <Table.Tr>
-                <Table.Th>Image</Table.Th>
-                <Table.Th>Reference</Table.Th>
+                <Table.Th>{t("images.image")}</Table.Th>
+                <Table.Th>{t("images.reference")}</Table.Th>
                 <Table.Th />
               </Table.Tr>
             </Table.Thead>
@@ -43,7 +44,7 @@ export function ImagesTable() {
                 <Table.Tr>
                   <Table.Td colSpan={3}>
                     <Text size="sm" c="dimmed">
-                      No images yet: workloads run on the node's own system.
+                      {t("images.none")}
                     </Text>
                   </Table.Td>
                 </Table.Tr>
@@ -54,8 +55,8 @@ export function ImagesTable() {
                     <Group gap="xs">
                       <Text size="sm">{image.name}</Text>
                       {image.is_default && (
-                        <Badge size="sm" variant="light">
-                          default
+                        <Badge size="sm" color="indigo.2">
+                          {t("images.default")}
                         </Badge>
                       )}
                     </Group>
@@ -70,15 +71,15 @@ export function ImagesTable() {
                     <Group gap="xs" wrap="nowrap">
                       {!image.is_default && (
                         <Button size="xs" variant="default" onClick={() => makeDefault.mutate(image.id)}>
-                          Make default
+                          {t("images.makeDefault")}
                         </Button>
                       )}
                       <ConfirmButton
                         size="xs"
-                        label="Delete"
-                        title={`Delete ${image.name}?`}
-                        message="Orders can no longer name it; an image that waiting or running orders use is kept."
-                        confirmLabel="Delete"
+                        label={t("images.delete")}
+                        title={t("images.deleteTitle", { name: image.name })}
+                        message={t("images.deleteBody")}
+                        confirmLabel={t("images.delete")}
                         onConfirm={() => remove.mutate(image.id)}
                       />
                     </Group>
@@ -98,14 +99,14 @@ export function NewImage() {
   const form = useForm({
     initialValues: { name: "", reference: "", description: "", is_default: false },
     validate: {
-      name: (v) => (/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(v) ? null : "Letters, digits, '.', '_' and '-'"),
-      reference: (v) => (v.trim() && !/\s/.test(v) ? null : "An image reference without spaces"),
+      name: (v) => (/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(v) ? null : t("images.nameFormat")),
+      reference: (v) => (v.trim() && !/\s/.test(v) ? null : t("images.referenceFormat")),
     },
   });
   const create = useMutation({
     mutationFn: (body: typeof form.values) => unwrap(api.POST("/api/v1/admin/catalog/images", { body })),
     onSuccess: (image) => {
-      notifySuccess(`${image.name} added; sandbox nodes need its root file system in their image directory.`);
+      notifySuccess(t("images.added", { name: image.name }));
       form.reset();
       void queryClient.invalidateQueries({ queryKey: keys.catalog("images") });
     },
@@ -113,17 +114,17 @@ export function NewImage() {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        New image
+        {t("images.newImage")}
       </Title>
       <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
         <Stack gap="xs">
-          <TextInput label="Name" placeholder="pytorch-24.05" required {...form.getInputProps("name")} />
-          <TextInput label="OCI reference" placeholder="nvcr.io/nvidia/pytorch:24.05-py3" required {...form.getInputProps("reference")} />
-          <TextInput label="Description" {...form.getInputProps("description")} />
-          <Checkbox label="Default for orders that name none" {...form.getInputProps("is_default", { type: "checkbox" })} />
-          {create.isError && <ProblemAlert error={create.error} title="The image was refused" />}
+          <TextInput label={t("images.name")} placeholder={t("images.nameExample")} required {...form.getInputProps("name")} />
+          <TextInput label={t("images.oci")} placeholder={t("images.ociExample")} required {...form.getInputProps("reference")} />
+          <TextInput label={t("images.description")} {...form.getInputProps("description")} />
+          <Checkbox label={t("images.isDefault")} {...form.getInputProps("is_default", { type: "checkbox" })} />
+          {create.isError && <ProblemAlert error={create.error} title={t("images.refused")} />}
           <Button type="submit" loading={create.isPending}>
-            Add image
+            {t("images.add")}
           </Button>
         </Stack>
       </form>

@@ -7,6 +7,7 @@ import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { dateTime } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
+import { t } from "../../i18n";
 
 /** Maintenance windows: schedule one on a node, see and cancel them. */
 export function MaintenancePanel() {
@@ -34,7 +35,7 @@ export function MaintenancePanel() {
       { ask, force },
       {
         onSuccess: (w) => {
-          notifySuccess(`Maintenance of ${w.node_name} scheduled`);
+          notifySuccess(t("maintenance.scheduled", { node: w.node_name }));
           setReason("");
         },
       },
@@ -43,11 +44,11 @@ export function MaintenancePanel() {
   return (
     <Stack>
       <Title order={4} mt="lg">
-        Maintenance
+        {t("maintenance.title")}
       </Title>
       <Paper withBorder p="md">
         <form
-          aria-label="Schedule maintenance"
+          aria-label={t("maintenance.formAria")}
           onSubmit={(event) => {
             event.preventDefault();
             submit(false);
@@ -55,7 +56,7 @@ export function MaintenancePanel() {
         >
           <Group align="flex-end" grow>
             <Select
-              label="Node"
+              label={t("maintenance.node")}
               searchable
               data={(nodes.data ?? []).map((n) => n.name)}
               value={node}
@@ -64,44 +65,44 @@ export function MaintenancePanel() {
             />
             <TextInput
               type="datetime-local"
-              label="Start (UTC)"
-              description="Now when empty."
+              label={t("maintenance.start")}
+              description={t("maintenance.startHint")}
               value={start}
               onChange={(e) => setStart(e.currentTarget.value)}
             />
-            <NumberInput label="Hours" min={1} max={2160} value={hours} onChange={setHours} required />
-            <TextInput label="Reason" value={reason} onChange={(e) => setReason(e.currentTarget.value)} required />
+            <NumberInput label={t("maintenance.hours")} min={1} max={2160} value={hours} onChange={setHours} required />
+            <TextInput label={t("maintenance.reason")} value={reason} onChange={(e) => setReason(e.currentTarget.value)} required />
             <Button type="submit" disabled={!ask} loading={schedule.isPending}>
-              Schedule
+              {t("maintenance.schedule")}
             </Button>
           </Group>
         </form>
         {schedule.isError && (
-          <Alert color={breaks ? "yellow" : "red"} title="Not scheduled" role="alert" mt="sm">
+          <Alert color={breaks ? "yellow" : "red"} title={t("maintenance.notScheduled")} role="alert" mt="sm">
             {messageOf(schedule.error)}
             {breaks && (
               <Button mt="xs" size="compact-sm" color="red" onClick={() => submit(true)}>
-                Schedule anyway and break them
+                {t("maintenance.force")}
               </Button>
             )}
           </Alert>
         )}
       </Paper>
-      {cancel.isError && <ProblemAlert error={cancel.error} title="The window was not cancelled" />}
+      {cancel.isError && <ProblemAlert error={cancel.error} title={t("maintenance.cancelFailed")} />}
       <Loadable query={windows}>
         {(list) =>
           list.length === 0 ? (
             <Text size="sm" c="dimmed">
-              No maintenance scheduled.
+              {t("maintenance.none")}
             </Text>
           ) : (
             <Paper withBorder>
-              <Table striped aria-label="Maintenance windows">
+              <Table striped aria-label={t("maintenance.tableAria")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>Node</Table.Th>
-                    <Table.Th>Window</Table.Th>
-                    <Table.Th>Reason</Table.Th>
+                    <Table.Th>{t("maintenance.node")}</Table.Th>
+                    <Table.Th>{t("maintenance.window")}</Table.Th>
+                    <Table.Th>{t("maintenance.reason")}</Table.Th>
                     <Table.Th />
                   </Table.Tr>
                 </Table.Thead>
@@ -116,10 +117,10 @@ export function MaintenancePanel() {
                       <Table.Td>
                         <ConfirmButton
                           size="compact-sm"
-                          label="Cancel"
-                          title={`Cancel the maintenance of ${w.node_name}?`}
-                          message="The node takes work again at once."
-                          confirmLabel="Cancel maintenance"
+                          label={t("maintenance.cancel")}
+                          title={t("maintenance.cancelTitle", { node: w.node_name })}
+                          message={t("maintenance.cancelBody")}
+                          confirmLabel={t("maintenance.cancelConfirm")}
                           onConfirm={() => cancel.mutate(w.id)}
                         />
                       </Table.Td>

@@ -4,6 +4,24 @@ import { useNodeAction } from "../../api/admin";
 import { api, type Schemas, unwrap } from "../../api/client";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { notifyError, notifySuccess } from "../../lib/notify";
+import { useOrgNames } from "../../api/queries";
+import { shortId, words } from "../../lib/format";
+import { t } from "../../i18n";
+
+/** Who holds GPUs on the node: each tenant with the orders it would lose there. */
+export function holdersOf(node: Schemas["Node"], names: Map<string, string> | undefined): string {
+  const byTenant = new Map<string, Set<string>>();
+  for (const gpu of node.gpus) {
+    const held = [
+      ...(gpu.order_id ? [{ org: gpu.org_id ?? "", order: gpu.order_id }] : []),
+      ...gpu.shares.map((s) => ({ org: s.org_id ?? "", order: s.order_id })),
+    ];
+    for (const { org, order } of held) byTenant.set(org, (byTenant.get(org) ?? new Set()).add(shortId(order)));
+  }
+  return [...byTenant]
+    .map(([org, orders]) => t("nodeActions.holder", { tenant: names?.get(org) ?? t("nodeActions.tenant"), orders: [...orders].join(", ") }))
+    .join("; ");
+}
 
 /** Cordon (no new work), drain (move work off) and return to service. */
 export function NodeActions({ node }: { node: Schemas["Node"] }) {
@@ -12,51 +30,53 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
   // it out of service then breaks them knowingly.
   const reserved = node.reservations.map((r) => r.name);
   const breaks = reserved.length
-    ? ` It holds GPUs of reservations ${reserved.join(", ")}; they can no longer be honoured.`
+    ? t("nodeActions.breaks", { names: reserved.join(", ") })
     : "";
   const run = (action: "cordon" | "drain" | "uncordon") =>
     act.mutate(
       { nodeId: node.id, action, force: reserved.length > 0 },
       {
-        onSuccess: (n) => notifySuccess(`${n.name} is ${n.state}.`),
+        onSuccess: (n) => notifySuccess(t("nodeActions.done", { node: n.name, state: words(n.state) })),
         onError: (error) => notifyError(error),
       },
     );
-  const held = node.gpus.filter((g) => g.order_id).length;
+  const held = node.gpus.filter((g) => g.order_id || g.shares.length > 0).length;
+  const names = useOrgNames().data;
+  const holders = holdersOf(node, names);
   return (
     <Group gap="xs" wrap="nowrap">
       {node.state === "ready" &&
         (reserved.length ? (
           <ConfirmButton
             size="xs"
-            label="Cordon"
-            title={`Cordon ${node.name}?`}
-            message={`The node takes no new work until it is returned to service.${breaks}`}
-            confirmLabel="Cordon"
+            label={t("nodeActions.cordon")}
+            title={t("nodeActions.cordonTitle", { node: node.name })}
+            message={t("nodeActions.noNewWork") + breaks}
+            confirmLabel={t("nodeActions.cordon")}
             onConfirm={() => run("cordon")}
           />
         ) : (
           <Button size="xs" variant="default" onClick={() => run("cordon")} loading={act.isPending}>
-            Cordon
+            {t("nodeActions.cordon")}
           </Button>
         ))}
       {(node.state === "ready" || node.state === "cordoned") && (
         <ConfirmButton
           size="xs"
-          label="Drain"
-          title={`Drain ${node.name}?`}
+          label={t("nodeActions.drain")}
+          title={t("nodeActions.drainTitle", { node: node.name })}
           message={
             (held > 0
-              ? `${held} GPUs are in use. Their work is stopped and requeued (development instances fail) and the node takes no new work.`
-              : "The node takes no new work until it is returned to service.") + breaks
+              ? t("nodeActions.drainBusy", { count: held, holders })
+              : t("nodeActions.noNewWork")) + breaks
           }
-          confirmLabel="Drain"
+          confirmLabel={t("nodeActions.drain")}
           onConfirm={() => run("drain")}
         />
       )}
       {node.state !== "ready" && node.state !== "unhealthy" && (
         <Button size="xs" variant="light" onClick={() => run("uncordon")} loading={act.isPending}>
-          Return to service
+          {t("nodeActions.returnToService")}
         </Button>
       )}
     </Group>
@@ -67,8 +87,8 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
 export function IsolationBadge({ node }: { node: Schemas["Node"] }) {
   if (node.driver === "simulated") return null;
   return (
-    <Badge size="sm" variant="light" color={node.isolated ? "teal" : "orange"}>
-      {node.isolated ? `${node.runtime ?? "sandbox"} · isolated` : "not isolated"}
+    <Badge size="sm" color={node.isolated ? "teal.3" : "orange.4"}>
+      {node.isolated ? t("nodeActions.isolated", { runtime: words(node.runtime ?? "sandbox") }) : t("nodeActions.notIsolated")}
     </Badge>
   );
 }
@@ -78,27 +98,27 @@ export function CredentialActions({ node }: { node: Schemas["Node"] }) {
   const rotate = useMutation({
     mutationFn: () =>
       unwrap(api.POST("/api/v1/admin/nodes/{node_id}/credential/rotate", { params: { path: { node_id: node.id } } })),
-    onSuccess: () => notifySuccess(`${node.name} gets a new credential at its next heartbeat.`),
+    onSuccess: () => notifySuccess(t("nodeActions.rotated", { node: node.name })),
     onError: (error) => notifyError(error),
   });
   const revoke = useMutation({
     mutationFn: () =>
       unwrap(api.POST("/api/v1/admin/nodes/{node_id}/credential/revoke", { params: { path: { node_id: node.id } } })),
-    onSuccess: () => notifySuccess(`${node.name}'s credential is revoked.`),
+    onSuccess: () => notifySuccess(t("nodeActions.revoked", { node: node.name })),
     onError: (error) => notifyError(error),
   });
   if (node.driver !== "agent") return null;
   return (
     <Group gap="xs" wrap="nowrap">
       <Button size="xs" variant="default" onClick={() => rotate.mutate()} loading={rotate.isPending}>
-        Rotate credential
+        {t("nodeActions.rotate")}
       </Button>
       <ConfirmButton
         size="xs"
-        label="Revoke credential"
-        title={`Revoke ${node.name}'s credential?`}
-        message="Its agent is refused from its next call; the node registers again only with a join token issued for it. Its workloads keep running until it is back or declared lost."
-        confirmLabel="Revoke"
+        label={t("nodeActions.revokeLabel")}
+        title={t("nodeActions.revokeTitle", { node: node.name })}
+        message={t("nodeActions.revokeBody")}
+        confirmLabel={t("nodeActions.revoke")}
         onConfirm={() => revoke.mutate()}
       />
     </Group>

@@ -8,10 +8,11 @@ import { Chart } from "../../components/Chart";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
-import { fraction } from "../../lib/capacity";
-import { dateTime, shortId } from "../../lib/format";
+import { fraction, nodeState } from "../../lib/capacity";
+import { dateTime, shortId, words } from "../../lib/format";
 import { CredentialActions, IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
+import { t } from "../../i18n";
 
 export function NodeDetailPage() {
   const { nodeId } = useParams({ strict: false }) as { nodeId: string };
@@ -35,7 +36,7 @@ export function NodeDetailPage() {
             title={n.name}
             subtitle={
               <AnchorLink to="/admin/nodes" size="sm">
-                ← All nodes
+                {t("node.all")}
               </AnchorLink>
             }
             actions={<NodeActions node={n} />}
@@ -43,15 +44,15 @@ export function NodeDetailPage() {
           <Stack>
             <Paper withBorder p="md">
               <Group gap="lg">
-                <StatusBadge status={n.state} />
+                <StatusBadge status={nodeState(n)} />
                 <Text size="sm">
-                  {n.region} · rack {n.rack || "—"} · {n.instance_type ?? "custom"} · {n.driver}
+                  {t("node.where", { region: n.region, rack: n.rack || "—", type: n.instance_type ?? t("node.custom"), driver: words(n.driver) })}
                 </Text>
                 <Text size="sm">
-                  {n.cpu_milli / 1000} vCPU · {Math.round(n.memory_mib / 1024)} GiB
+                  {t("node.resources", { vcpus: n.cpu_milli / 1000, memory: Math.round(n.memory_mib / 1024) })}
                 </Text>
                 <Text size="sm" c="dimmed">
-                  last heartbeat {dateTime(n.last_heartbeat_at)}
+                  {t("node.heartbeat", { at: dateTime(n.last_heartbeat_at) })}
                 </Text>
                 <IsolationBadge node={n} />
                 <CredentialActions node={n} />
@@ -68,17 +69,17 @@ export function NodeDetailPage() {
             </Paper>
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
-                GPUs
+                {t("node.gpus")}
               </Title>
               <Table.ScrollContainer minWidth={700}>
-                <Table aria-label="GPUs">
+                <Table aria-label={t("node.gpus")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Index</Table.Th>
-                      <Table.Th>Model</Table.Th>
-                      <Table.Th>NVLink domain</Table.Th>
-                      <Table.Th>Health</Table.Th>
-                      <Table.Th>Held by</Table.Th>
+                      <Table.Th>{t("node.index")}</Table.Th>
+                      <Table.Th>{t("node.model")}</Table.Th>
+                      <Table.Th>{t("node.nvlink")}</Table.Th>
+                      <Table.Th>{t("node.health")}</Table.Th>
+                      <Table.Th>{t("node.heldBy")}</Table.Th>
                       <Table.Th>UUID</Table.Th>
                     </Table.Tr>
                   </Table.Thead>
@@ -88,25 +89,25 @@ export function NodeDetailPage() {
                         <Table.Td>{g.index}</Table.Td>
                         <Table.Td>
                           {g.model}
-                          {g.mig_enabled && ` · MIG ${g.mig_devices.length} × ${g.mig_devices[0]?.profile ?? "no instances"}`}
+                          {g.mig_enabled && t("node.mig", { count: g.mig_devices.length, profile: g.mig_devices[0]?.profile ?? t("node.noInstances") })}
                         </Table.Td>
                         <Table.Td>{g.nvlink_domain}</Table.Td>
-                        <Table.Td>{g.healthy ? "healthy" : <Text c="red">unhealthy</Text>}</Table.Td>
+                        <Table.Td>{g.healthy ? t("node.healthy") : <Text c="red">{t("node.unhealthy")}</Text>}</Table.Td>
                         <Table.Td>
                           {g.order_id ? (
-                            <OrderHolder orgId={g.org_id} orderId={g.order_id} label={names.get(g.org_id ?? "") ?? "tenant"} />
+                            <OrderHolder orgId={g.org_id} orderId={g.order_id} label={names.get(g.org_id ?? "") ?? t("node.tenant")} />
                           ) : g.shares.length > 0 ? (
                             g.shares.map((s) => (
                               <div key={s.order_id}>
                                 <OrderHolder
                                   orgId={s.org_id}
                                   orderId={s.order_id}
-                                  label={`${names.get(s.org_id ?? "") ?? "tenant"} ${g.mig_enabled ? "MIG instance" : fraction(s.units)}`}
+                                  label={`${names.get(s.org_id ?? "") ?? t("node.tenant")} ${g.mig_enabled ? t("node.migInstance") : fraction(s.units)}`}
                                 />
                               </div>
                             ))
                           ) : (
-                            "free"
+                            t("node.free")
                           )}
                         </Table.Td>
                         <Table.Td ff="monospace" fz="xs">
@@ -121,15 +122,15 @@ export function NodeDetailPage() {
             {n.reservations.length > 0 && (
               <Paper withBorder p="md">
                 <Title order={4} mb="sm">
-                  Reservations
+                  {t("node.reservations")}
                 </Title>
-                <Table aria-label="Reservations on this node">
+                <Table aria-label={t("node.reservationsAria")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Organization</Table.Th>
-                      <Table.Th>Name</Table.Th>
-                      <Table.Th>Window</Table.Th>
-                      <Table.Th>GPUs</Table.Th>
+                      <Table.Th>{t("node.organization")}</Table.Th>
+                      <Table.Th>{t("node.name")}</Table.Th>
+                      <Table.Th>{t("node.window")}</Table.Th>
+                      <Table.Th>{t("node.gpus")}</Table.Th>
                     </Table.Tr>
                   </Table.Thead>
                   <Table.Tbody>
@@ -149,13 +150,13 @@ export function NodeDetailPage() {
             )}
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
-                Telemetry, last 15 minutes
+                {t("node.telemetry")}
               </Title>
               <Loadable query={telemetry}>
                 {(readings) =>
                   readings.length === 0 ? (
                     <Text c="dimmed" size="sm">
-                      No readings: {n.driver === "simulated" ? "simulated nodes report none" : "the agent sent none recently"}.
+                      {n.driver === "simulated" ? t("node.noReadingsSimulated") : t("node.noReadingsAgent")}
                     </Text>
                   ) : (
                     <Telemetry readings={readings} />
@@ -180,10 +181,10 @@ function Telemetry({ readings }: { readings: Schemas["GpuReading"][] }) {
       grid: { left: 40, right: 16, top: 40, bottom: 32 },
       xAxis: { type: "time" },
       yAxis: { type: "value", min: 0, max: 100, name: "util %" },
-      series: [...byGpu.entries()].map(([index, data]) => ({ name: `GPU ${index}`, type: "line", showSymbol: false, data })),
+      series: [...byGpu.entries()].map(([index, data]) => ({ name: t("node.gpu", { index }), type: "line", showSymbol: false, data })),
     };
   }, [readings]);
-  return <Chart label="GPU utilization over time" option={option} />;
+  return <Chart label={t("node.utilizationChart")} option={option} />;
 }
 
 /** Who holds a GPU, linked to the order (read-only for an operator outside the organization). */
@@ -193,10 +194,10 @@ function OrderHolder({ orgId, orderId, label }: { orgId: string | null | undefin
       {label} ·{" "}
       {orgId ? (
         <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId }} size="sm" ff="monospace">
-          order {shortId(orderId)}
+          {t("node.order", { id: shortId(orderId) })}
         </AnchorLink>
       ) : (
-        `order ${shortId(orderId)}`
+        t("node.order", { id: shortId(orderId) })
       )}
     </>
   );

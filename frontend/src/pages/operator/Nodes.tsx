@@ -6,9 +6,11 @@ import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
-import { dateTime } from "../../lib/format";
+import { dateTime, words } from "../../lib/format";
 import { IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
+import { t } from "../../i18n";
+import { nodeState } from "../../lib/capacity";
 
 const STATES = ["all", "ready", "cordoned", "draining", "unhealthy"] as const;
 
@@ -17,26 +19,26 @@ export function NodesPage() {
   const [state, setState] = useState<(typeof STATES)[number]>("all");
   return (
     <>
-      <PageHeader title="Nodes" subtitle="Health, GPUs in use and the work on each node; cordon or drain for maintenance." />
-      <SegmentedControl mb="md" aria-label="Filter by state" data={[...STATES]} value={state} onChange={(v) => setState(v as typeof state)} />
+      <PageHeader title={t("nodes.title")} subtitle={t("nodes.subtitle")} />
+      <SegmentedControl mb="md" aria-label={t("nodes.filter")} data={STATES.map((s) => ({ value: s, label: s === "all" ? t("nodes.all") : words(s) }))} value={state} onChange={(v) => setState(v as typeof state)} />
       <Loadable query={nodes}>
         {(list) => {
           const shown = list.filter((n) => state === "all" || n.state === state);
-          if (shown.length === 0) return <EmptyState title={`No ${state} nodes`} />;
+          if (shown.length === 0) return <EmptyState title={t("nodes.none", { state: words(state) })} />;
           return (
             <Paper withBorder>
               <Table.ScrollContainer minWidth={900}>
-                <Table striped aria-label="Nodes">
+                <Table striped aria-label={t("nodes.title")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Node</Table.Th>
-                      <Table.Th>Region / rack</Table.Th>
-                      <Table.Th>Type</Table.Th>
-                      <Table.Th>State</Table.Th>
-                      <Table.Th>GPUs held / free / unhealthy</Table.Th>
-                      <Table.Th>Orders</Table.Th>
-                      <Table.Th>Last heartbeat</Table.Th>
-                      <Table.Th>Actions</Table.Th>
+                      <Table.Th>{t("nodes.node")}</Table.Th>
+                      <Table.Th>{t("nodes.location")}</Table.Th>
+                      <Table.Th>{t("nodes.type")}</Table.Th>
+                      <Table.Th>{t("nodes.state")}</Table.Th>
+                      <Table.Th>{t("nodes.gpus")}</Table.Th>
+                      <Table.Th>{t("nodes.orders")}</Table.Th>
+                      <Table.Th>{t("nodes.heartbeat")}</Table.Th>
+                      <Table.Th>{t("nodes.actions")}</Table.Th>
                     </Table.Tr>
                   </Table.Thead>
                   <Table.Tbody>
@@ -52,7 +54,7 @@ export function NodesPage() {
                             </AnchorLink>
                             <Group gap={4}>
                               <Text size="xs" c="dimmed">
-                                {n.driver}
+                                {words(n.driver)}
                               </Text>
                               <IsolationBadge node={n} />
                             </Group>
@@ -62,13 +64,13 @@ export function NodesPage() {
                           </Table.Td>
                           <Table.Td>{n.instance_type ?? "—"}</Table.Td>
                           <Table.Td>
-                            <StatusBadge status={n.state} />
+                            <StatusBadge status={nodeState(n)} />
                           </Table.Td>
                           <Table.Td>
                             {held} / {n.gpus.length - held - sick} / {sick}
                           </Table.Td>
                           <Table.Td>{orders.size}</Table.Td>
-                          <Table.Td>{n.driver === "agent" ? dateTime(n.last_heartbeat_at) : "simulated"}</Table.Td>
+                          <Table.Td>{n.driver === "agent" ? dateTime(n.last_heartbeat_at) : words("simulated")}</Table.Td>
                           <Table.Td>
                             <NodeActions node={n} />
                           </Table.Td>

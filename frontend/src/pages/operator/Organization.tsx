@@ -3,12 +3,13 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
 import { useState } from "react";
 import { api, type Schemas, unwrap } from "../../api/client";
-import { keys, useGpuModelNames, useOrgNames, useRegions } from "../../api/queries";
+import { keys, useGpuModelNames, useOrgNames, useRegions, useSpend } from "../../api/queries";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { money } from "../../lib/format";
+import { money, number } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { AnchorLink, ButtonLink } from "../../components/links";
+import { t } from "../../i18n";
 
 type Row = Schemas["QuotaSpec"] & { used_gpus?: number };
 
@@ -18,15 +19,15 @@ export function OrganizationPage() {
   return (
     <>
       <PageHeader
-        title={name ?? "Organization"}
+        title={name ?? t("organization.fallbackTitle")}
         subtitle={
           <AnchorLink to="/admin/orgs" size="sm">
-            ← All organizations
+            {t("organization.all")}
           </AnchorLink>
         }
         actions={
           <ButtonLink to="/orgs/$orgId" params={{ orgId }} variant="light">
-            View as the tenant (read-only)
+            {t("organization.viewAsTenant")}
           </ButtonLink>
         }
       />
@@ -74,7 +75,7 @@ function Quotas({ orgId }: { orgId: string }) {
         }),
       ),
     onSuccess: (saved) => {
-      notifySuccess("Quotas saved; waiting orders are reconsidered now.");
+      notifySuccess(t("organization.quotasSaved"));
       setRows(null);
       queryClient.setQueryData(keys.admin("quotas", orgId), saved);
       void queryClient.invalidateQueries({ queryKey: keys.org(orgId) });
@@ -87,24 +88,23 @@ function Quotas({ orgId }: { orgId: string }) {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="xs">
-        Quotas
+        {t("organization.quotas")}
       </Title>
       <Text size="sm" c="dimmed" mb="sm">
-        Guaranteed GPUs are the share the tenant can count on; the maximum bounds what its orders hold at once (empty: no
-        maximum).
+        {t("organization.quotasHelp")}
       </Text>
       <Loadable query={quotas}>
         {() => (
           <Stack>
             <Table.ScrollContainer minWidth={700}>
-              <Table aria-label="Quotas">
+              <Table aria-label={t("organization.quotas")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>GPU model</Table.Th>
-                    <Table.Th>Region</Table.Th>
-                    <Table.Th>Guaranteed</Table.Th>
-                    <Table.Th>Maximum</Table.Th>
-                    <Table.Th>In use</Table.Th>
+                    <Table.Th>{t("organization.gpuModel")}</Table.Th>
+                    <Table.Th>{t("organization.region")}</Table.Th>
+                    <Table.Th>{t("organization.guaranteed")}</Table.Th>
+                    <Table.Th>{t("organization.maximum")}</Table.Th>
+                    <Table.Th>{t("organization.inUse")}</Table.Th>
                     <Table.Th />
                   </Table.Tr>
                 </Table.Thead>
@@ -113,7 +113,7 @@ function Quotas({ orgId }: { orgId: string }) {
                     <Table.Tr key={index}>
                       <Table.Td>
                         <Select
-                          aria-label={`GPU model of quota ${index + 1}`}
+                          aria-label={t("organization.modelOf", { n: index + 1 })}
                           size="xs"
                           data={models.data ?? [row.gpu_model]}
                           value={row.gpu_model}
@@ -123,9 +123,9 @@ function Quotas({ orgId }: { orgId: string }) {
                       </Table.Td>
                       <Table.Td>
                         <Select
-                          aria-label={`Region of quota ${index + 1}`}
+                          aria-label={t("organization.regionOf", { n: index + 1 })}
                           size="xs"
-                          data={[{ value: "", label: "all regions" }, ...(regions.data ?? []).map((r) => ({ value: r.name, label: r.name }))]}
+                          data={[{ value: "", label: t("organization.allRegions") }, ...(regions.data ?? []).map((r) => ({ value: r.name, label: r.name }))]}
                           value={row.region ?? ""}
                           allowDeselect={false}
                           onChange={(v) => update(index, { region: v || null })}
@@ -133,7 +133,7 @@ function Quotas({ orgId }: { orgId: string }) {
                       </Table.Td>
                       <Table.Td>
                         <NumberInput
-                          aria-label={`Guaranteed GPUs of ${row.gpu_model}`}
+                          aria-label={t("organization.guaranteedOf", { model: row.gpu_model })}
                           size="xs"
                           min={0}
                           allowDecimal={false}
@@ -143,7 +143,7 @@ function Quotas({ orgId }: { orgId: string }) {
                       </Table.Td>
                       <Table.Td>
                         <NumberInput
-                          aria-label={`Maximum GPUs of ${row.gpu_model}`}
+                          aria-label={t("organization.maximumOf", { model: row.gpu_model })}
                           size="xs"
                           min={0}
                           allowDecimal={false}
@@ -156,7 +156,7 @@ function Quotas({ orgId }: { orgId: string }) {
                         <ActionIcon
                           variant="subtle"
                           color="red"
-                          aria-label={`Remove quota ${index + 1}`}
+                          aria-label={t("organization.removeQuota", { n: index + 1 })}
                           onClick={() => setRows(rows?.filter((_, i) => i !== index) ?? null)}
                         >
                           ×
@@ -167,7 +167,7 @@ function Quotas({ orgId }: { orgId: string }) {
                 </Table.Tbody>
               </Table>
             </Table.ScrollContainer>
-            {save.isError && <ProblemAlert error={save.error} title="The quotas were not saved" />}
+            {save.isError && <ProblemAlert error={save.error} title={t("organization.quotasFailed")} />}
             <Group>
               <Button
                 variant="default"
@@ -178,10 +178,10 @@ function Quotas({ orgId }: { orgId: string }) {
                   ])
                 }
               >
-                Add quota
+                {t("organization.addQuota")}
               </Button>
               <Button onClick={() => rows && save.mutate(rows)} loading={save.isPending} disabled={rows === null}>
-                Save quotas
+                {t("organization.saveQuotas")}
               </Button>
             </Group>
           </Stack>
@@ -215,7 +215,7 @@ function WaitingLimit({ orgId }: { orgId: string }) {
         }),
       ),
     onSuccess: (saved) => {
-      notifySuccess("Waiting-order limit saved.");
+      notifySuccess(t("organization.limitSaved"));
       setDraft(undefined);
       queryClient.setQueryData(keys.admin("queue-limits", orgId), saved);
     },
@@ -223,7 +223,7 @@ function WaitingLimit({ orgId }: { orgId: string }) {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="xs">
-        Waiting orders
+        {t("organization.waitingOrders")}
       </Title>
       <Loadable query={limits}>
         {(data) => {
@@ -231,21 +231,22 @@ function WaitingLimit({ orgId }: { orgId: string }) {
           return (
             <Stack gap="xs">
               <Text size="sm">
-                {data.waiting_orders.toLocaleString()} waiting of at most {data.max_waiting_orders.toLocaleString()}
-                {data.default ? " (the installation's default)" : ""}; more are refused until some start.
+                {t("organization.waitingOf", { waiting: number(data.waiting_orders), max: number(data.max_waiting_orders) })}
+                {data.default ? t("organization.defaultSuffix") : ""}
+                {t("organization.moreRefused")}
               </Text>
               <NumberInput
-                label="Limit of its own"
-                description="Empty: the installation's default"
+                label={t("organization.ownLimit")}
+                description={t("organization.ownLimitHint")}
                 min={0}
                 max={1000000}
                 value={own ?? ""}
                 onChange={(value) => setDraft(typeof value === "number" ? value : null)}
               />
-              {save.isError && <ProblemAlert error={save.error} title="The limit was not saved" />}
+              {save.isError && <ProblemAlert error={save.error} title={t("organization.limitFailed")} />}
               <Group>
                 <Button onClick={() => save.mutate(own)} loading={save.isPending} disabled={draft === undefined}>
-                  Save limit
+                  {t("organization.saveLimit")}
                 </Button>
               </Group>
             </Stack>
@@ -257,6 +258,7 @@ function WaitingLimit({ orgId }: { orgId: string }) {
 }
 
 function Billing({ orgId }: { orgId: string }) {
+  const spend = useSpend(orgId);
   const queryClient = useQueryClient();
   const billing = useQuery({
     queryKey: keys.admin("billing", orgId),
@@ -268,7 +270,7 @@ function Billing({ orgId }: { orgId: string }) {
     mutationFn: (body: Schemas["BillingTerms"]) =>
       unwrap(api.PUT("/api/v1/admin/orgs/{org_id}/billing", { params: { path: { org_id: orgId } }, body })),
     onSuccess: () => {
-      notifySuccess("Billing terms saved.");
+      notifySuccess(t("organization.termsSaved"));
       void queryClient.invalidateQueries({ queryKey: keys.admin("billing", orgId) });
     },
     onError: (error) => notifyError(error),
@@ -283,7 +285,7 @@ function Billing({ orgId }: { orgId: string }) {
         }),
       ),
     onSuccess: (balance) => {
-      notifySuccess(`Balance is now ${money(balance.balance_micros)}.`);
+      notifySuccess(t("organization.balanceNow", { amount: money(balance.balance_micros) }));
       setTopUp({ amount: "", reason: "" });
     },
     onError: (error) => notifyError(error),
@@ -292,16 +294,16 @@ function Billing({ orgId }: { orgId: string }) {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        Billing terms
+        {t("organization.terms")}
       </Title>
       <Loadable query={billing}>
         {(status) => (
           <Stack>
-            <Text size="sm">Spent this month: {money(status.month_spend_micros)}</Text>
+            <Text size="sm">{t("organization.spent", { amount: spend.data ? money(spend.data.total_micros, spend.data.currency) : money(status.month_spend_micros) })}</Text>
             {terms && (
               <>
                 <NumberInput
-                  label="Discount (‰)"
+                  label={t("organization.discount")}
                   min={0}
                   max={1000}
                   allowDecimal={false}
@@ -309,33 +311,33 @@ function Billing({ orgId }: { orgId: string }) {
                   onChange={(v) => setTerms({ ...terms, discount_permille: typeof v === "number" ? v : 0 })}
                 />
                 <NumberInput
-                  label="Monthly budget"
-                  description="Empty: no budget"
+                  label={t("organization.budget")}
+                  description={t("organization.budgetHint")}
                   min={0}
                   value={terms.monthly_budget_micros ? terms.monthly_budget_micros / 1_000_000 : ""}
                   onChange={(v) => setTerms({ ...terms, monthly_budget_micros: typeof v === "number" ? Math.round(v * 1_000_000) : null })}
                 />
                 <Checkbox
-                  label="Hard cap: at the budget, admit production orders only"
+                  label={t("organization.hardCap")}
                   checked={terms.hard_cap ?? false}
                   onChange={(e) => setTerms({ ...terms, hard_cap: e.currentTarget.checked })}
                 />
                 <Checkbox
-                  label="Prepaid: usage draws on a balance"
+                  label={t("organization.prepaid")}
                   checked={terms.prepaid ?? false}
                   onChange={(e) => setTerms({ ...terms, prepaid: e.currentTarget.checked })}
                 />
                 <Button onClick={() => save.mutate(terms)} loading={save.isPending}>
-                  Save terms
+                  {t("organization.saveTerms")}
                 </Button>
               </>
             )}
             {terms?.prepaid && (
               <Group align="flex-end">
-                <NumberInput label="Top up" min={0} value={topUp.amount} onChange={(v) => setTopUp({ ...topUp, amount: v })} w={120} />
-                <TextInput label="Reason" value={topUp.reason} onChange={(e) => setTopUp({ ...topUp, reason: e.currentTarget.value })} style={{ flex: 1 }} />
+                <NumberInput label={t("organization.topUp")} min={0} value={topUp.amount} onChange={(v) => setTopUp({ ...topUp, amount: v })} w={120} />
+                <TextInput label={t("organization.reason")} value={topUp.reason} onChange={(e) => setTopUp({ ...topUp, reason: e.currentTarget.value })} style={{ flex: 1 }} />
                 <Button onClick={() => credit.mutate()} loading={credit.isPending} disabled={!topUp.amount || !topUp.reason.trim()}>
-                  Credit
+                  {t("organization.credit")}
                 </Button>
               </Group>
             )}

@@ -7,6 +7,7 @@ import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime } from "../../lib/format";
 import { AnchorLink } from "../../components/links";
+import { t } from "../../i18n";
 
 export function OrganizationsPage() {
   const orgs = useQuery({
@@ -15,16 +16,16 @@ export function OrganizationsPage() {
   });
   return (
     <>
-      <PageHeader title="Organizations" subtitle="Tenants of this installation; open one to edit its quotas and billing terms." />
+      <PageHeader title={t("organizations.title")} subtitle={t("organizations.subtitle")} />
       <Loadable query={orgs}>
         {(page) => (
           <Paper withBorder>
-            <Table striped highlightOnHover aria-label="Organizations">
+            <Table striped highlightOnHover aria-label={t("organizations.title")}>
               <Table.Thead>
                 <Table.Tr>
-                  <Table.Th>Name</Table.Th>
-                  <Table.Th>Id</Table.Th>
-                  <Table.Th>Created</Table.Th>
+                  <Table.Th>{t("organizations.name")}</Table.Th>
+                  <Table.Th>{t("organizations.id")}</Table.Th>
+                  <Table.Th>{t("organizations.created")}</Table.Th>
                 </Table.Tr>
               </Table.Thead>
               <Table.Tbody>

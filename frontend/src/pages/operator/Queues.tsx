@@ -9,6 +9,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { WaitReasons } from "../../components/WaitReasons";
 import { OrderName } from "../../components/links";
 import { dateTime, words } from "../../lib/format";
+import { t } from "../../i18n";
 
 function useAdminOrders(status: Schemas["OrderStatus"]) {
   return useQuery({
@@ -26,10 +27,10 @@ export function QueuesPage() {
 
   return (
     <>
-      <PageHeader title="Queues" subtitle="What waits, per tenant, in the order it was submitted, with the scheduler's reason." />
+      <PageHeader title={t("queues.title")} subtitle={t("queues.subtitle")} />
       <Loadable query={queued}>
         {(waiting) => {
-          if (waiting.length === 0) return <EmptyState title="Nothing waits">Every admitted order is placed.</EmptyState>;
+          if (waiting.length === 0) return <EmptyState title={t("queues.nothingTitle")}>{t("queues.nothingBody")}</EmptyState>;
           const byOrg = new Map<string, Schemas["Order"][]>();
           for (const order of [...waiting].sort((a, b) => a.created_at.localeCompare(b.created_at))) {
             byOrg.set(order.org_id, [...(byOrg.get(order.org_id) ?? []), order]);
@@ -43,25 +44,25 @@ export function QueuesPage() {
                     <Group justify="space-between" mb="xs">
                       <Title order={4}>{names.get(orgId) ?? orgId}</Title>
                       <Group gap="xs">
-                        <Badge color="yellow">
-                          {orders.length} waiting · {orders.reduce((n, o) => n + gpuCount(o), 0)} GPUs
+                        <Badge color="yellow.4">
+                          {t("queues.waiting", { count: orders.length, gpus: orders.reduce((n, o) => n + gpuCount(o), 0) })}
                         </Badge>
-                        <Badge color="green">
-                          {runningHere.length} running · {runningHere.reduce((n, o) => n + gpuCount(o), 0)} GPUs
+                        <Badge color="green.4">
+                          {t("queues.running", { count: runningHere.length, gpus: runningHere.reduce((n, o) => n + gpuCount(o), 0) })}
                         </Badge>
                       </Group>
                     </Group>
                     <Table.ScrollContainer minWidth={760}>
-                      <Table aria-label={`Queue of ${names.get(orgId) ?? orgId}`}>
+                      <Table aria-label={t("queues.queueOf", { name: names.get(orgId) ?? orgId })}>
                         <Table.Thead>
                           <Table.Tr>
                             <Table.Th>#</Table.Th>
-                            <Table.Th>Order</Table.Th>
-                            <Table.Th>Shape</Table.Th>
-                            <Table.Th>Priority</Table.Th>
-                            <Table.Th>Waiting since</Table.Th>
-                            <Table.Th>Why it waits</Table.Th>
-                            <Table.Th>Estimated start</Table.Th>
+                            <Table.Th>{t("queues.order")}</Table.Th>
+                            <Table.Th>{t("queues.shape")}</Table.Th>
+                            <Table.Th>{t("queues.priority")}</Table.Th>
+                            <Table.Th>{t("queues.since")}</Table.Th>
+                            <Table.Th>{t("queues.why")}</Table.Th>
+                            <Table.Th>{t("queues.estimated")}</Table.Th>
                           </Table.Tr>
                         </Table.Thead>
                         <Table.Tbody>

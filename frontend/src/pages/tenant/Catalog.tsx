@@ -6,6 +6,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { gpuShape } from "../../lib/capacity";
 import { money, words } from "../../lib/format";
 import { priceInForce } from "../../lib/pricing";
+import { t } from "../../i18n";
 
 const CLASSES: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
 
@@ -14,7 +15,7 @@ export function CatalogPage() {
   const regions = useRegions();
   return (
     <>
-      <PageHeader title="Catalog & prices" subtitle="Hourly prices per node, in force now, per pricing class and region." />
+      <PageHeader title={t("catalog.title")} subtitle={t("catalog.subtitle")} />
       <Loadable query={regions}>
         {(regionList) => (
           <SimpleGrid cols={{ base: 1, sm: 2, lg: 3 }} mb="md">
@@ -29,7 +30,7 @@ export function CatalogPage() {
                 <Text size="sm">{r.time_zone}</Text>
                 {r.off_peak && (
                   <Text size="sm" c="dimmed">
-                    Off-peak {r.off_peak.start_hour}:00–{r.off_peak.end_hour}:00 local at {r.off_peak.multiplier_permille / 10} %
+                    {t("catalog.offPeak", { from: r.off_peak.start_hour, to: r.off_peak.end_hour, percent: r.off_peak.multiplier_permille / 10 })}
                   </Text>
                 )}
                 <Group gap={4} mt={4}>
@@ -48,16 +49,16 @@ export function CatalogPage() {
         {(typeList) => (
           <Paper withBorder>
             <Title order={4} p="md" pb={0}>
-              Instance types
+              {t("catalog.instanceTypes")}
             </Title>
             <Table.ScrollContainer minWidth={900}>
-              <Table striped aria-label="Instance types and prices">
+              <Table striped aria-label={t("catalog.tableAria")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>Type</Table.Th>
-                    <Table.Th>GPUs</Table.Th>
-                    <Table.Th>vCPU / memory / disk</Table.Th>
-                    <Table.Th>Region</Table.Th>
+                    <Table.Th>{t("catalog.type")}</Table.Th>
+                    <Table.Th>{t("catalog.gpus")}</Table.Th>
+                    <Table.Th>{t("catalog.resources")}</Table.Th>
+                    <Table.Th>{t("catalog.region")}</Table.Th>
                     {CLASSES.map((c) => (
                       <Table.Th key={c} ta="right">
                         {words(c)}
@@ -66,19 +67,19 @@ export function CatalogPage() {
                   </Table.Tr>
                 </Table.Thead>
                 <Table.Tbody>
-                  {typeList.flatMap((t) =>
+                  {typeList.flatMap((type) =>
                     [null, ...(regions.data ?? []).map((r) => r.name)]
-                      .filter((region) => region === null || t.prices.some((p) => p.region === region))
+                      .filter((region) => region === null || type.prices.some((p) => p.region === region))
                       .map((region) => (
-                        <Table.Tr key={`${t.id}-${region ?? "all"}`}>
-                          <Table.Td fw={600}>{t.name}</Table.Td>
-                          <Table.Td>{gpuShape(t)}</Table.Td>
+                        <Table.Tr key={`${type.id}-${region ?? "all"}`}>
+                          <Table.Td fw={600}>{type.name}</Table.Td>
+                          <Table.Td>{gpuShape(type)}</Table.Td>
                           <Table.Td>
-                            {t.vcpus} / {t.memory_gib} GiB / {t.disk_gib} GiB
+                            {type.vcpus} / {type.memory_gib} GiB / {type.disk_gib} GiB
                           </Table.Td>
-                          <Table.Td>{region ?? "all regions"}</Table.Td>
+                          <Table.Td>{region ?? t("catalog.allRegions")}</Table.Td>
                           {CLASSES.map((c) => {
-                            const price = priceInForce(t.prices, c, region);
+                            const price = priceInForce(type.prices, c, region);
                             return (
                               <Table.Td key={c} ta="right">
                                 {price ? money(price.hourly_micros) : "—"}

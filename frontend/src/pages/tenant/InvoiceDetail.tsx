@@ -10,6 +10,7 @@ import { date, dateTime, duration, money, words } from "../../lib/format";
 import { notifyError } from "../../lib/notify";
 import classes from "./InvoiceDetail.module.css";
 import { AnchorLink } from "../../components/links";
+import { t } from "../../i18n";
 
 export function InvoiceDetailPage() {
   const { orgId, invoiceId } = useParams({ strict: false }) as { orgId: string; invoiceId: string };
@@ -39,7 +40,7 @@ export function InvoiceDetailPage() {
       link.click();
       URL.revokeObjectURL(url);
     },
-    onError: (error) => notifyError(error, "Could not download the CSV"),
+    onError: (error) => notifyError(error, t("invoice.csvFailed")),
   });
 
   return (
@@ -47,16 +48,16 @@ export function InvoiceDetailPage() {
       {(i) => (
         <div className={classes.printable}>
           <PageHeader
-            title={`Invoice ${date(i.period_start)} – ${date(i.period_end)}`}
+            title={t("invoice.title", { from: date(i.period_start), to: date(i.period_end) })}
             subtitle={
               <AnchorLink to="/orgs/$orgId/invoices" params={{ orgId }} size="sm" className={classes.noPrint}>
-                ← All invoices
+                {t("invoice.all")}
               </AnchorLink>
             }
             actions={
               <Group className={classes.noPrint}>
                 <Button variant="default" onClick={() => csv.mutate()} loading={csv.isPending}>
-                  Download CSV
+                  {t("invoice.downloadCsv")}
                 </Button>
                 <Button onClick={() => window.print()}>Print</Button>
               </Group>
@@ -68,21 +69,21 @@ export function InvoiceDetailPage() {
                 <Text size="sm" c="dimmed">
                   Invoice {i.id}
                 </Text>
-                <Text size="sm">Rated {dateTime(i.rated_at)}</Text>
-                {i.finalized_at && <Text size="sm">Finalized {dateTime(i.finalized_at)}</Text>}
+                <Text size="sm">{t("invoice.rated", { at: dateTime(i.rated_at) })}</Text>
+                {i.finalized_at && <Text size="sm">{t("invoice.finalized", { at: dateTime(i.finalized_at) })}</Text>}
               </div>
               <StatusBadge status={i.status} />
             </Group>
             <Table.ScrollContainer minWidth={720}>
-              <Table aria-label="Invoice lines">
+              <Table aria-label={t("invoice.lines")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>Line</Table.Th>
-                    <Table.Th>Kind</Table.Th>
-                    <Table.Th ta="right">Time</Table.Th>
-                    <Table.Th ta="right">GPU-hours</Table.Th>
-                    <Table.Th ta="right">Rate / hour</Table.Th>
-                    <Table.Th ta="right">Amount</Table.Th>
+                    <Table.Th>{t("invoice.line")}</Table.Th>
+                    <Table.Th>{t("invoice.kind")}</Table.Th>
+                    <Table.Th ta="right">{t("invoice.time")}</Table.Th>
+                    <Table.Th ta="right">{t("invoice.gpuHours")}</Table.Th>
+                    <Table.Th ta="right">{t("invoice.rate")}</Table.Th>
+                    <Table.Th ta="right">{t("invoice.amount")}</Table.Th>
                   </Table.Tr>
                 </Table.Thead>
                 <Table.Tbody>
@@ -107,17 +108,17 @@ export function InvoiceDetailPage() {
                   ))}
                 </Table.Tbody>
                 <Table.Tfoot>
-                  <Total label="Subtotal" amount={money(i.subtotal_micros, i.currency)} />
-                  <Total label="Discount" amount={money(-i.discount_micros, i.currency)} />
-                  <Total label="SLA credits" amount={money(-i.credits_micros, i.currency)} />
-                  <Total label="Total" amount={money(i.total_micros, i.currency)} strong />
+                  <Total label={t("invoice.subtotal")} amount={money(i.subtotal_micros, i.currency)} />
+                  <Total label={t("invoice.discount")} amount={money(-i.discount_micros, i.currency)} />
+                  <Total label={t("invoice.credits")} amount={money(-i.credits_micros, i.currency)} />
+                  <Total label={t("invoice.total")} amount={money(i.total_micros, i.currency)} strong />
                 </Table.Tfoot>
               </Table>
             </Table.ScrollContainer>
           </Paper>
           {i.lines.length === 0 && (
             <Title order={5} c="dimmed" mt="md">
-              No charges in this period.
+              {t("invoice.noCharges")}
             </Title>
           )}
         </div>

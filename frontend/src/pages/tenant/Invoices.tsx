@@ -10,6 +10,7 @@ import { StatusBadge } from "../../components/StatusBadge";
 import { date, money } from "../../lib/format";
 import { useOrgId } from "../../lib/orgId";
 import { AnchorLink } from "../../components/links";
+import { t } from "../../i18n";
 
 export function InvoicesPage() {
   const orgId = useOrgId();
@@ -20,22 +21,22 @@ export function InvoicesPage() {
   });
   return (
     <>
-      <PageHeader title="Invoices" subtitle="One per month once its usage is final; drafts change until finalized." />
+      <PageHeader title={t("invoices.title")} subtitle={t("invoices.subtitle")} />
       <Loadable query={invoices}>
         {(data) =>
           data.items.length === 0 ? (
-            <EmptyState title="No invoices yet">The first one appears after your first month of usage.</EmptyState>
+            <EmptyState title={t("invoices.emptyTitle")}>{t("invoices.emptyBody")}</EmptyState>
           ) : (
             <Paper withBorder>
               <Table.ScrollContainer minWidth={600}>
-                <Table striped highlightOnHover aria-label="Invoices">
+                <Table striped highlightOnHover aria-label={t("invoices.title")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Period</Table.Th>
-                      <Table.Th>Status</Table.Th>
-                      <Table.Th ta="right">Subtotal</Table.Th>
-                      <Table.Th ta="right">Discounts & credits</Table.Th>
-                      <Table.Th ta="right">Total</Table.Th>
+                      <Table.Th>{t("invoices.period")}</Table.Th>
+                      <Table.Th>{t("invoices.status")}</Table.Th>
+                      <Table.Th ta="right">{t("invoices.subtotal")}</Table.Th>
+                      <Table.Th ta="right">{t("invoices.discountsCredits")}</Table.Th>
+                      <Table.Th ta="right">{t("invoices.total")}</Table.Th>
                     </Table.Tr>
                   </Table.Thead>
                   <Table.Tbody>

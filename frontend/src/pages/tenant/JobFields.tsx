@@ -1,15 +1,16 @@
 import { Checkbox, Group, NumberInput, Select, Stack, Textarea, TextInput } from "@mantine/core";
 import type { UseFormReturnType } from "@mantine/form";
 import type { Values } from "./Launch";
+import { t } from "../../i18n";
 
 /** What a job runs, and its limits, retries, array and dependencies. */
 export function JobFields({ form }: { form: UseFormReturnType<Values> }) {
   return (
     <Stack gap="sm">
       <Textarea
-        label="Command"
-        description="Run by sh -c on every node, with CUDA_VISIBLE_DEVICES set to its GPUs."
-        placeholder="python train.py --config base.yaml"
+        label={t("jobFields.command")}
+        description={t("jobFields.commandHint")}
+        placeholder={t("jobFields.commandExample")}
         autosize
         minRows={2}
         required
@@ -19,16 +20,16 @@ export function JobFields({ form }: { form: UseFormReturnType<Values> }) {
       />
       <Group grow align="flex-start">
         <Textarea
-          label="Arguments"
-          description="One per line, each passed as one word."
+          label={t("jobFields.arguments")}
+          description={t("jobFields.argumentsHint")}
           autosize
           minRows={2}
           key={form.key("args")}
           {...form.getInputProps("args")}
         />
         <Textarea
-          label="Environment"
-          description="One NAME=value per line."
+          label={t("jobFields.environment")}
+          description={t("jobFields.environmentHint")}
           autosize
           minRows={2}
           key={form.key("env")}
@@ -36,27 +37,27 @@ export function JobFields({ form }: { form: UseFormReturnType<Values> }) {
         />
       </Group>
       <Group grow align="flex-start">
-        <TextInput label="Working directory" placeholder="/workspace" key={form.key("workingDir")} {...form.getInputProps("workingDir")} />
+        <TextInput label={t("jobFields.workingDir")} placeholder={t("jobFields.workingDirExample")} key={form.key("workingDir")} {...form.getInputProps("workingDir")} />
         <NumberInput
-          label="Walltime (minutes)"
-          description="Stopped and marked timed out past it."
+          label={t("jobFields.walltime")}
+          description={t("jobFields.walltimeHint")}
           min={1}
           key={form.key("walltimeMinutes")}
           {...form.getInputProps("walltimeMinutes")}
         />
       </Group>
       <Group grow align="flex-end">
-        <NumberInput label="Retries" min={0} max={10} allowDecimal={false} key={form.key("maxRetries")} {...form.getInputProps("maxRetries")} />
+        <NumberInput label={t("jobFields.retries")} min={0} max={10} allowDecimal={false} key={form.key("maxRetries")} {...form.getInputProps("maxRetries")} />
         <Checkbox
-          label="Also retry when the command fails"
+          label={t("jobFields.retryOnFailure")}
           key={form.key("retryOnFailure")}
           {...form.getInputProps("retryOnFailure", { type: "checkbox" })}
         />
       </Group>
       <Group grow align="flex-start">
         <NumberInput
-          label="Array size"
-          description="Submit this many copies; each reads its index in GANTRY_ARRAY_INDEX."
+          label={t("jobFields.arraySize")}
+          description={t("jobFields.arraySizeHint")}
           min={1}
           max={10000}
           allowDecimal={false}
@@ -64,16 +65,16 @@ export function JobFields({ form }: { form: UseFormReturnType<Values> }) {
           {...form.getInputProps("arrayCount")}
         />
         <TextInput
-          label="Runs after jobs"
-          description="Job ids, separated by commas."
+          label={t("jobFields.runsAfter")}
+          description={t("jobFields.runsAfterHint")}
           key={form.key("dependsOn")}
           {...form.getInputProps("dependsOn")}
         />
         <Select
-          label="Once they have"
+          label={t("jobFields.onceThey")}
           data={[
-            { value: "after_ok", label: "completed successfully" },
-            { value: "after_any", label: "ended, however" },
+            { value: "after_ok", label: t("jobFields.afterOk") },
+            { value: "after_any", label: t("jobFields.afterAny") },
           ]}
           allowDeselect={false}
           key={form.key("dependencyCondition")}

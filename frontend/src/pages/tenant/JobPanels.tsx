@@ -10,32 +10,33 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { TERMINAL } from "../../components/StatusBadge";
 import { dateTime, duration, words, shortId } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
+import { t } from "../../i18n";
 
 export function JobSummary({ orgId, order, job }: { orgId: string; order: Order; job: Schemas["JobView"] }) {
   const cancelArray = useCancelArray(orgId);
   return (
     <Paper withBorder p="md">
       <Group justify="space-between" mb="sm">
-        <Title order={4}>Job</Title>
+        <Title order={4}>{t("job.job")}</Title>
         {job.exit_code !== null && job.exit_code !== undefined && (
-          <Badge color={job.exit_code === 0 ? "green" : "red"}>exit code {job.exit_code}</Badge>
+          <Badge color={job.exit_code === 0 ? "green.4" : "red.4"}>{t("job.exitCode", { code: job.exit_code })}</Badge>
         )}
       </Group>
       <Code block mb="sm" data-testid="job-command">
         {[job.command, ...(job.args ?? []).map((a) => JSON.stringify(a))].join(" ")}
       </Code>
       <SimpleGrid cols={2} spacing="xs">
-        <Fact label="Walltime" value={job.max_runtime_seconds ? duration(job.max_runtime_seconds) : "none"} />
-        <Fact label="Retries" value={`${job.retry.max_retries}${job.retry.on_failure ? ", also on failure" : ", on node loss or preemption"}`} />
-        {job.working_dir && <Fact label="Working directory" value={job.working_dir} />}
-        {job.image && <Fact label="Image" value={job.image} />}
+        <Fact label={t("job.walltime")} value={job.max_runtime_seconds ? duration(job.max_runtime_seconds) : t("common.none")} />
+        <Fact label={t("job.retries")} value={t(job.retry.on_failure ? "job.retriesOnFailure" : "job.retriesOnLoss", { count: job.retry.max_retries })} />
+        {job.working_dir && <Fact label={t("job.workingDir")} value={job.working_dir} />}
+        {job.image && <Fact label={t("job.image")} value={job.image} />}
         {Object.keys(job.env ?? {}).length > 0 && (
-          <Fact label="Environment" value={Object.entries(job.env ?? {}).map(([k, v]) => `${k}=${v}`).join(" ")} />
+          <Fact label={t("job.environment")} value={Object.entries(job.env ?? {}).map(([k, v]) => `${k}=${v}`).join(" ")} />
         )}
       </SimpleGrid>
       {job.depends_on.length > 0 && (
         <Text size="sm" mt="sm">
-          Waits for{" "}
+          {t("job.waitsFor")}{" "}
           {job.depends_on.map((d, i) => (
             <span key={d.order_id}>
               {i > 0 && ", "}
@@ -50,7 +51,7 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
       {job.array_id && (
         <Group mt="sm" justify="space-between">
           <Text size="sm">
-            Member {job.array_index} of array{" "}
+            {t("job.member", { index: job.array_index })}{" "}
             <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} search={{ array: job.array_id }} size="sm" ff="monospace">
               {shortId(job.array_id)}
             </AnchorLink>
@@ -58,15 +59,15 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
           {!TERMINAL.has(order.status) && (
             <ConfirmButton
               size="xs"
-              label="Cancel the whole array"
-              title="Cancel every job of this array?"
-              message="Members still waiting leave the queue; running ones are stopped. Members that ended stay as they are."
-              confirmLabel="Cancel the array"
+              label={t("job.cancelArray")}
+              title={t("job.cancelArrayTitle")}
+              message={t("job.cancelArrayBody")}
+              confirmLabel={t("job.cancelArrayConfirm")}
               loading={cancelArray.isPending}
               onConfirm={() =>
                 job.array_id &&
                 cancelArray.mutate(job.array_id, {
-                  onSuccess: (r) => notifySuccess(`${r.cancelled} jobs cancelled; ${r.ended} had already ended.`),
+                  onSuccess: (r) => notifySuccess(t("job.arrayCancelled", { cancelled: r.cancelled, ended: r.ended })),
                   onError: (error) => notifyError(error),
                 })
               }
@@ -96,25 +97,25 @@ export function Attempts({ orgId, order }: { orgId: string; order: Order }) {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        Attempts
+        {t("job.attempts")}
       </Title>
       <Loadable query={attempts}>
         {(list) =>
           list.length === 0 ? (
             <Text c="dimmed" size="sm">
-              Not started yet.
+              {t("job.notStarted")}
             </Text>
           ) : (
             <Table.ScrollContainer minWidth={560}>
-              <Table aria-label="Attempts">
+              <Table aria-label={t("job.attempts")}>
                 <Table.Thead>
                   <Table.Tr>
                     <Table.Th>#</Table.Th>
-                    <Table.Th>Nodes and GPUs</Table.Th>
-                    <Table.Th>Started</Table.Th>
-                    <Table.Th>Ended</Table.Th>
-                    <Table.Th>Outcome</Table.Th>
-                    <Table.Th>Exit code</Table.Th>
+                    <Table.Th>{t("job.nodesGpus")}</Table.Th>
+                    <Table.Th>{t("job.started")}</Table.Th>
+                    <Table.Th>{t("job.ended")}</Table.Th>
+                    <Table.Th>{t("job.outcome")}</Table.Th>
+                    <Table.Th>{t("job.exitCodeColumn")}</Table.Th>
                   </Table.Tr>
                 </Table.Thead>
                 <Table.Tbody>
@@ -124,7 +125,7 @@ export function Attempts({ orgId, order }: { orgId: string; order: Order }) {
                       <Table.Td>{a.nodes.map((n) => `${n.node_name} [${n.gpu_ids.join(",")}]`).join(", ")}</Table.Td>
                       <Table.Td>{dateTime(a.started_at)}</Table.Td>
                       <Table.Td>{dateTime(a.ended_at)}</Table.Td>
-                      <Table.Td>{a.outcome ? words(a.outcome) : "running"}</Table.Td>
+                      <Table.Td>{words(a.outcome ?? "running")}</Table.Td>
                       <Table.Td>{a.exit_code ?? "—"}</Table.Td>
                     </Table.Tr>
                   ))}
@@ -143,22 +144,22 @@ export function Output({ orgId, order }: { orgId: string; order: Order }) {
   return (
     <Paper withBorder p="md">
       <Group justify="space-between" mb="sm">
-        <Title order={4}>Output</Title>
-        {!TERMINAL.has(order.status) && <Badge variant="outline">live</Badge>}
+        <Title order={4}>{t("job.output")}</Title>
+        {!TERMINAL.has(order.status) && <Badge variant="outline">{t("job.live")}</Badge>}
       </Group>
-      {output.isError && <ProblemAlert error={output.error} title="The output could not be read" />}
+      {output.isError && <ProblemAlert error={output.error} title={t("job.outputError")} />}
       {output.data?.truncated && (
         <Alert color="yellow" mb="xs">
-          The job wrote more than its output limit; later lines were not kept.
+          {t("job.truncated")}
         </Alert>
       )}
       {output.data && output.data.lines.length === 0 ? (
         <Text c="dimmed" size="sm">
-          {output.data.ended ? "It wrote no output." : "No output yet."}
+          {output.data.ended ? t("job.noOutputEnded") : t("job.noOutputYet")}
         </Text>
       ) : (
         <ScrollArea h={320} type="auto">
-          <pre aria-label="Job output" data-testid="job-output" style={{ margin: 0, fontSize: 12 }}>
+          <pre aria-label={t("job.outputAria")} data-testid="job-output" style={{ margin: 0, fontSize: 12 }}>
             {output.data?.lines.map((l) => (
               <div key={l.id} style={{ color: l.stream === "stderr" ? "var(--mantine-color-red-8)" : undefined }}>
                 {l.line}

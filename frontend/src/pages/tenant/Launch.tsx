@@ -28,6 +28,7 @@ import { liveReservations, useReservations } from "../../api/reservations";
 import { useOrgId } from "../../lib/orgId";
 import { estimate, priceInForce } from "../../lib/pricing";
 import { checkQuota, type QuotaCheck } from "../../lib/quota";
+import { i18n, t } from "../../i18n";
 
 const PRICING: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
 const PRIORITY: Schemas["PriorityClass"][] = ["standard", "production", "batch", "preemptible"];
@@ -108,23 +109,23 @@ export function LaunchPage() {
       name: "",
     },
     validate: {
-      name: (v) => (v === "" || /^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : "Lowercase letters, digits and hyphens, starting with a letter or digit"),
-      command: (v, all) => (all.kind === "job" && !v.trim() ? "Enter the command the job runs" : null),
+      name: (v) => (v === "" || /^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : t("launch.nameFormat")),
+      command: (v, all) => (all.kind === "job" && !v.trim() ? t("launch.commandRequired") : null),
       env: (v) =>
         v
           .split("\n")
           .filter((line) => line.trim())
           .every((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line))
           ? null
-          : "One NAME=value per line",
-      instanceType: (v) => (v ? null : "Choose an instance type"),
-      nodeCount: (v) => (Number.isInteger(v) && v >= 1 && v <= 64 ? null : "1 to 64 nodes"),
-      durationHours: (v) => (v === "" || (typeof v === "number" && v > 0) ? null : "A positive number of hours, or empty"),
+          : t("launch.envFormat"),
+      instanceType: (v) => (v ? null : t("launch.typeRequired")),
+      nodeCount: (v) => (Number.isInteger(v) && v >= 1 && v <= 64 ? null : t("launch.nodeRange")),
+      durationHours: (v) => (v === "" || (typeof v === "number" && v > 0) ? null : t("launch.durationFormat")),
       ports: (v) =>
         (portsOf(v) ?? []).every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)
           ? null
-          : "Port numbers, separated by commas",
-      reservationId: (v, all) => (all.pricingClass === "reserved" && !v ? "Choose the reservation to run in" : null),
+          : t("launch.portsFormat"),
+      reservationId: (v, all) => (all.pricingClass === "reserved" && !v ? t("launch.reservationRequired") : null),
     },
   });
   const values = form.getValues();
@@ -140,10 +141,10 @@ export function LaunchPage() {
 
   const typeOptions = useMemo(() => {
     const byModel = new Map<string, { value: string; label: string }[]>();
-    for (const t of types.data ?? []) {
-      const items = byModel.get(t.gpu_model) ?? [];
-      items.push({ value: t.name, label: `${t.name} — ${gpuShape(t)}, ${t.vcpus} vCPU, ${t.memory_gib} GiB` });
-      byModel.set(t.gpu_model, items);
+    for (const type of types.data ?? []) {
+      const items = byModel.get(type.gpu_model) ?? [];
+      items.push({ value: type.name, label: i18n.t("launch.typeOption", { name: type.name, shape: gpuShape(type), vcpus: type.vcpus, memory: type.memory_gib }) });
+      byModel.set(type.gpu_model, items);
     }
     return [...byModel.entries()].map(([group, items]) => ({ group, items }));
   }, [types.data]);
@@ -198,8 +199,8 @@ export function LaunchPage() {
   return (
     <>
       <PageHeader
-        title="Launch GPU capacity"
-        subtitle="An instance you keep and log into, or a job that runs a command to completion; the price and your quota update as you go."
+        title={t("launch.title")}
+        subtitle={t("launch.subtitle")}
       />
       <form onSubmit={form.onSubmit((v) => submit.mutate(v))} noValidate>
         <Grid>
@@ -208,14 +209,14 @@ export function LaunchPage() {
               <Stack>
                 <div>
                   <Text size="sm" fw={500} id="kind-label">
-                    What to launch
+                    {t("launch.what")}
                   </Text>
                   <SegmentedControl
                     aria-labelledby="kind-label"
                     fullWidth
                     data={[
-                      { value: "instance", label: "GPU instance" },
-                      { value: "job", label: "Job (runs a command to completion)" },
+                      { value: "instance", label: t("launch.kindInstance") },
+                      { value: "job", label: t("launch.kindJob") },
                     ]}
                     key={form.key("kind")}
                     {...form.getInputProps("kind")}
@@ -223,16 +224,16 @@ export function LaunchPage() {
                 </div>
                 {values.kind === "job" && <JobFields form={form} />}
                 <TextInput
-                  label="Name"
-                  description="How it is listed; left empty, one is made up, such as h100x8-swift-otter."
-                  placeholder={values.instanceType ? `${values.instanceType}-…` : "optional"}
+                  label={t("launch.name")}
+                  description={t("launch.nameHint")}
+                  placeholder={values.instanceType ? `${values.instanceType}-…` : t("launch.optional")}
                   maxLength={63}
                   key={form.key("name")}
                   {...form.getInputProps("name")}
                 />
                 <Select
-                  label="Instance type"
-                  placeholder={types.isPending ? "Loading the catalog…" : "Choose a GPU shape"}
+                  label={t("launch.instanceType")}
+                  placeholder={types.isPending ? t("launch.loadingCatalog") : t("launch.chooseShape")}
                   data={typeOptions}
                   searchable
                   required
@@ -242,8 +243,8 @@ export function LaunchPage() {
                 />
                 <Group grow align="flex-start">
                   <NumberInput
-                    label="Nodes"
-                    description="Several nodes run as one gang."
+                    label={t("launch.nodes")}
+                    description={t("launch.nodesHint")}
                     min={1}
                     max={64}
                     allowDecimal={false}
@@ -252,9 +253,9 @@ export function LaunchPage() {
                     {...form.getInputProps("nodeCount")}
                   />
                   <Select
-                    label="Region"
+                    label={t("launch.region")}
                     data={[
-                      { value: ANY_REGION, label: "Any region" },
+                      { value: ANY_REGION, label: t("launch.anyRegion") },
                       ...(regions.data ?? []).map((r) => ({ value: r.name, label: `${r.display_name} (${r.name})` })),
                     ]}
                     allowDeselect={false}
@@ -264,7 +265,7 @@ export function LaunchPage() {
                 </Group>
                 <div>
                   <Text size="sm" fw={500} id="pricing-label">
-                    Pricing
+                    {t("launch.pricing")}
                   </Text>
                   <SegmentedControl
                     aria-labelledby="pricing-label"
@@ -274,17 +275,17 @@ export function LaunchPage() {
                     {...form.getInputProps("pricingClass")}
                   />
                   <Text size="xs" c="dimmed" mt={4}>
-                    Spot is cheaper and may be preempted; reserved runs in one of your reservations, which pays for it.
+                    {t("launch.pricingHint")}
                   </Text>
                 </div>
                 {values.pricingClass === "reserved" && (
                   <Select
-                    label="Reservation"
-                    description="It starts on the reservation's GPUs when its window opens, ahead of any queue, and stops when it ends."
-                    placeholder={reservations.data && live.length === 0 ? "No upcoming or active reservations" : undefined}
+                    label={t("launch.reservation")}
+                    description={t("launch.reservationHint")}
+                    placeholder={reservations.data && live.length === 0 ? t("launch.noReservations") : undefined}
                     data={live.map((r) => ({
                       value: r.id,
-                      label: `${r.name} — ${r.count} × ${r.instance_type} in ${r.region}, ${dateTime(r.starts_at)} – ${dateTime(r.ends_at)}`,
+                      label: t("launch.reservationOption", { name: r.name, count: r.count, type: r.instance_type, region: r.region, from: dateTime(r.starts_at), to: dateTime(r.ends_at) }),
                     }))}
                     required
                     key={form.key("reservationId")}
@@ -293,14 +294,14 @@ export function LaunchPage() {
                 )}
                 <Group grow align="flex-start">
                   <Select
-                    label="Priority"
+                    label={t("launch.priority")}
                     data={PRIORITY.map((p) => ({ value: p, label: words(p) }))}
                     allowDeselect={false}
                     key={form.key("priorityClass")}
                     {...form.getInputProps("priorityClass")}
                   />
                   <Select
-                    label="Workload"
+                    label={t("launch.workload")}
                     data={WORKLOAD.map((p) => ({ value: p, label: words(p) }))}
                     allowDeselect={false}
                     key={form.key("workloadClass")}
@@ -308,10 +309,10 @@ export function LaunchPage() {
                   />
                 </Group>
                 <Select
-                  label="Image"
-                  description="What the workload's file system holds; the operator's default when none is chosen."
+                  label={t("launch.image")}
+                  description={t("launch.imageHint")}
                   data={[
-                    { value: "", label: "Default image" },
+                    { value: "", label: t("launch.defaultImage") },
                     ...(images.data ?? []).map((i) => ({ value: i.name, label: `${i.name} — ${i.reference}` })),
                   ]}
                   allowDeselect={false}
@@ -321,16 +322,16 @@ export function LaunchPage() {
                 {values.kind === "instance" && (
                   <Group grow align="flex-start">
                     <MultiSelect
-                      label="SSH keys"
-                      description="None chosen: all of your keys."
-                      placeholder={sshKeys.data?.length === 0 ? "Add keys under Members & API keys" : undefined}
+                      label={t("launch.sshKeys")}
+                      description={t("launch.sshKeysHint")}
+                      placeholder={sshKeys.data?.length === 0 ? t("launch.sshKeysNone") : undefined}
                       data={(sshKeys.data ?? []).map((k) => ({ value: k.id, label: `${k.name} (${k.fingerprint.slice(0, 16)}…)` }))}
                       key={form.key("sshKeyIds")}
                       {...form.getInputProps("sshKeyIds")}
                     />
                     <TextInput
-                      label="Ports to expose"
-                      description="Such as 8888 for Jupyter; each gets a node port."
+                      label={t("launch.ports")}
+                      description={t("launch.portsHint")}
                       placeholder="8888"
                       key={form.key("ports")}
                       {...form.getInputProps("ports")}
@@ -338,8 +339,8 @@ export function LaunchPage() {
                   </Group>
                 )}
                 <NumberInput
-                  label="Duration (hours)"
-                  description="Optional: how long you expect to use it; helps the scheduler plan and prices the whole run."
+                  label={t("launch.duration")}
+                  description={t("launch.durationHint")}
                   min={0}
                   step={0.5}
                   key={form.key("durationHours")}
@@ -350,39 +351,39 @@ export function LaunchPage() {
           </Grid.Col>
           <Grid.Col span={{ base: 12, md: 5 }}>
             <Stack>
-              <Paper withBorder p="md" aria-label="Price estimate">
-                <Title order={4}>Estimate</Title>
+              <Paper withBorder p="md" aria-label={t("launch.estimateAria")}>
+                <Title order={4}>{t("launch.estimate")}</Title>
                 {cost ? (
                   <>
                     <Text size="xl" fw={700} data-testid="estimate-hourly">
-                      {money(cost.hourlyMicros)} / hour
+                      {t("launch.perHour", { price: money(cost.hourlyMicros) })}
                     </Text>
                     <Text size="sm" c="dimmed">
-                      {members > 1 && `${members} jobs × `}
-                      {values.nodeCount} × {selected?.name} at {words(values.pricingClass)}
-                      {price?.region ? ` in ${price.region}` : ""}
+                      {members > 1 && t("launch.jobsTimes", { count: members })}
+                      {t("launch.shapeAt", { nodes: values.nodeCount, type: selected?.name, pricing: words(values.pricingClass) })}
+                      {price?.region ? t("launch.inRegion", { region: price.region }) : ""}
                     </Text>
                     {cost.totalMicros !== null && (
                       <Text size="sm" mt="xs">
-                        {money(cost.totalMicros)} for the planned duration
+                        {t("launch.forDuration", { total: money(cost.totalMicros) })}
                       </Text>
                     )}
                     {region === null && (
                       <Text size="xs" c="dimmed" mt="xs">
-                        Regional prices may differ; the region it starts in decides.
+                        {t("launch.regionalPrices")}
                       </Text>
                     )}
                   </>
                 ) : (
                   <Text size="sm" c="dimmed">
-                    {selected ? `No ${words(values.pricingClass)} price for this shape.` : "Choose an instance type."}
+                    {selected ? t("launch.noPrice", { pricing: words(values.pricingClass) }) : t("launch.chooseType")}
                   </Text>
                 )}
               </Paper>
               {quota && <QuotaNotice check={quota} model={selected?.gpu_model ?? ""} />}
-              {submit.isError && <ProblemAlert error={submit.error} title="The order was refused" />}
+              {submit.isError && <ProblemAlert error={submit.error} title={t("launch.refused")} />}
               <Button type="submit" size="md" loading={submit.isPending} disabled={quota?.kind === "never"}>
-                {values.kind === "job" ? "Submit job" : "Launch"}
+                {values.kind === "job" ? t("launch.submitJob") : t("launch.launch")}
               </Button>
             </Stack>
           </Grid.Col>
@@ -420,28 +421,26 @@ function QuotaNotice({ check, model }: { check: QuotaCheck; model: string }) {
   switch (check.kind) {
     case "unlimited":
       return (
-        <Alert color="gray" title="Quota">
-          No {model} quota limits this organization.
+        <Alert color="gray" title={t("launch.quota")}>
+          {t("launch.quotaNone", { model })}
         </Alert>
       );
     case "fits":
       return (
-        <Alert color="green" title="Within quota">
-          {check.after} of {check.max} {model} GPUs in use after this order.
+        <Alert color="green" title={t("launch.withinQuota")}>
+          {t("launch.quotaFits", { after: check.after, max: check.max, model })}
         </Alert>
       );
     case "waits":
       return (
-        <Alert color="yellow" title="Over quota for now">
-          {check.used} of {check.max} {model} GPUs are in use; this order needs {check.after - check.used} more, so it
-          waits until your other orders release GPUs or an operator raises the quota.
+        <Alert color="yellow" title={t("launch.overQuota")}>
+          {t("launch.quotaWaits", { used: check.used, max: check.max, model, more: check.after - check.used })}
         </Alert>
       );
     case "never":
       return (
-        <Alert color="red" title="Larger than your quota">
-          This order needs {check.requested} {model} GPUs at once and your quota allows {check.max}. Ask an operator to
-          raise it, or order fewer.
+        <Alert color="red" title={t("launch.tooLarge")}>
+          {t("launch.quotaNever", { requested: check.requested, model, max: check.max })}
         </Alert>
       );
   }

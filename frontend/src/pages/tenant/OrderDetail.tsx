@@ -15,6 +15,7 @@ import { WaitReasons } from "../../components/WaitReasons";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { Attempts, JobSummary, Output } from "./JobPanels";
 import { AnchorLink } from "../../components/links";
+import { t } from "../../i18n";
 
 export function OrderDetailPage() {
   const { orgId, orderId } = useParams({ strict: false }) as { orgId: string; orderId: string };
@@ -36,33 +37,33 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
         subtitle={
           <Group gap="xs">
             <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
-              ← All orders
+              {t("order.allOrders")}
             </AnchorLink>
             <Text size="sm" c="dimmed">
-              {order.kind === "job" ? "Job" : "Instance"} ·{" "}
+              {order.kind === "job" ? t("order.job") : t("order.instance")} ·{" "}
               <Text span ff="monospace" size="sm" title={order.id}>
                 {shortId(order.id)}
               </Text>
             </Text>
-            <CopyValue value={order.id} label="Copy id" />
+            <CopyValue value={order.id} label={t("common.copyId")} />
           </Group>
         }
         actions={
           !done &&
           !viewing && (
             <ConfirmButton
-              label="Cancel order"
-              title="Cancel this order?"
+              label={t("order.cancel")}
+              title={t("order.cancelTitle")}
               message={
                 order.status === "running"
-                  ? `The instance on ${order.placement.map((p) => p.node_name).join(", ")} is stopped and its GPUs are released. Anything not saved off the machine is lost.`
-                  : "The order leaves the queue and will not start."
+                  ? t("order.cancelRunning", { nodes: order.placement.map((p) => p.node_name).join(", ") })
+                  : t("order.cancelQueued")
               }
-              confirmLabel="Cancel order"
+              confirmLabel={t("order.cancel")}
               loading={cancel.isPending}
               onConfirm={() =>
                 cancel.mutate(order.id, {
-                  onSuccess: () => notifySuccess("The order is being cancelled."),
+                  onSuccess: () => notifySuccess(t("order.cancelling")),
                   onError: (error) => notifyError(error),
                 })
               }
@@ -75,28 +76,28 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
           <Stack>
             <Paper withBorder p="md">
               <Group justify="space-between" mb="sm">
-                <Title order={4}>Status</Title>
+                <Title order={4}>{t("order.status")}</Title>
                 <StatusBadge status={order.status} />
               </Group>
               {order.status === "queued" && (order.pending_details.length > 0 || order.pending_reason) && (
-                <Alert color="yellow" title="Why it waits" mb="sm">
+                <Alert color="yellow" title={t("order.whyWaits")} mb="sm">
                   <WaitReasons orgId={orgId} order={order} />
-                  {order.estimated_start && <Text size="sm" mt={4}>Estimated start: {dateTime(order.estimated_start)}</Text>}
+                  {order.estimated_start && <Text size="sm" mt={4}>{t("order.estimatedStart", { at: dateTime(order.estimated_start) })}</Text>}
                 </Alert>
               )}
               {order.failure_reason && (
-                <Alert color="red" title="Why it ended" mb="sm">
+                <Alert color="red" title={t("order.whyEnded")} mb="sm">
                   {order.failure_reason}
                 </Alert>
               )}
               <Timeline bulletSize={14} lineWidth={2} active={order.ended_at ? 2 : order.started_at ? 1 : 0}>
-                <Timeline.Item title="Ordered">
+                <Timeline.Item title={t("order.ordered")}>
                   <Text size="sm" c="dimmed">{dateTime(order.created_at)}</Text>
                 </Timeline.Item>
-                <Timeline.Item title="Started">
-                  <Text size="sm" c="dimmed">{order.started_at ? dateTime(order.started_at) : "not yet"}</Text>
+                <Timeline.Item title={t("order.started")}>
+                  <Text size="sm" c="dimmed">{order.started_at ? dateTime(order.started_at) : t("order.notYet")}</Text>
                 </Timeline.Item>
-                <Timeline.Item title="Ended">
+                <Timeline.Item title={t("order.ended")}>
                   <Text size="sm" c="dimmed" data-testid="ended-at">
                     {order.ended_at ? dateTime(order.ended_at) : "—"}
                   </Text>
@@ -105,22 +106,22 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
             </Paper>
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
-                Placement
+                {t("order.placement")}
               </Title>
               {order.placement.length === 0 ? (
                 <Text c="dimmed" size="sm">
                   {order.ended_at
-                    ? `Its GPUs were released when it ended${order.job ? "; the attempts show where it ran" : ""}.`
+                    ? t(order.job ? "order.releasedJob" : "order.released")
                     : order.started_at
-                      ? "Its GPUs are being released."
-                      : "Not placed yet."}
+                      ? t("order.releasing")
+                      : t("order.notPlaced")}
                 </Text>
               ) : (
-                <Table aria-label="Placement">
+                <Table aria-label={t("order.placement")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Node</Table.Th>
-                      <Table.Th>GPUs (CUDA_VISIBLE_DEVICES)</Table.Th>
+                      <Table.Th>{t("order.node")}</Table.Th>
+                      <Table.Th>{t("order.gpusVisible")}</Table.Th>
                     </Table.Tr>
                   </Table.Thead>
                   <Table.Tbody>
@@ -129,7 +130,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                         <Table.Td>{p.node_name}</Table.Td>
                         <Table.Td>
                           <Code>{p.mig_device ?? p.gpu_ids.join(",")}</Code>
-                          {p.mig_device && ` on GPU ${p.gpu_ids.join(",")}`}
+                          {p.mig_device && t("order.onGpu", { gpus: p.gpu_ids.join(",") })}
                         </Table.Td>
                       </Table.Tr>
                     ))}
@@ -147,19 +148,19 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
             {order.job && <JobSummary orgId={orgId} order={order} job={order.job} />}
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
-                Shape
+                {t("order.shape")}
               </Title>
               <SimpleGrid cols={2} spacing="xs">
-                <Fact label="Instance type" value={order.instance_type} />
-                <Fact label="GPUs" value={gpusOf(order)} />
-                <Fact label="Nodes" value={String(order.node_count)} />
-                <Fact label="Region" value={regionOf(order)} />
-                <Fact label="Pricing" value={words(order.pricing_class)} />
-                <Fact label="Priority" value={words(order.priority_class)} />
-                <Fact label="Workload" value={words(order.workload_class)} />
-                <Fact label="Runtime" value={runtime === null ? "—" : duration(runtime)} />
-                <Fact label="Attempts" value={String(order.attempts)} />
-                {order.deadline && <Fact label="Deadline" value={dateTime(order.deadline)} />}
+                <Fact label={t("order.instanceType")} value={order.instance_type} />
+                <Fact label={t("order.gpus")} value={gpusOf(order)} />
+                <Fact label={t("order.nodes")} value={String(order.node_count)} />
+                <Fact label={t("order.region")} value={regionOf(order)} />
+                <Fact label={t("order.pricing")} value={words(order.pricing_class)} />
+                <Fact label={t("order.priority")} value={words(order.priority_class)} />
+                <Fact label={t("order.workload")} value={words(order.workload_class)} />
+                <Fact label={t("order.runtime")} value={runtime === null ? "—" : duration(runtime)} />
+                <Fact label={t("order.attempts")} value={String(order.attempts)} />
+                {order.deadline && <Fact label={t("order.deadline")} value={dateTime(order.deadline)} />}
               </SimpleGrid>
             </Paper>
             <OrderUsage orgId={orgId} order={order} />
@@ -176,19 +177,19 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
   return (
     <Paper withBorder p="md">
       <Group justify="space-between" mb="sm">
-        <Title order={4}>Access</Title>
+        <Title order={4}>{t("order.access")}</Title>
         {access.runtime && (
-          <Badge color={isolated ? "teal" : "orange"} variant="light">
-            {isolated ? `${access.runtime} · isolated` : "not isolated"}
+          <Badge color={isolated ? "teal.3" : "orange.4"}>
+            {isolated ? t("order.isolated", { runtime: words(access.runtime) }) : t("order.notIsolated")}
           </Badge>
         )}
       </Group>
-      <Table aria-label="Access">
+      <Table aria-label={t("order.access")}>
         <Table.Thead>
           <Table.Tr>
-            <Table.Th>Node</Table.Th>
-            <Table.Th>SSH</Table.Th>
-            <Table.Th>Ports</Table.Th>
+            <Table.Th>{t("order.node")}</Table.Th>
+            <Table.Th>{t("order.ssh")}</Table.Th>
+            <Table.Th>{t("order.ports")}</Table.Th>
           </Table.Tr>
         </Table.Thead>
         <Table.Tbody>
@@ -204,13 +205,13 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
                     </Group>
                     {host.ssh.host_key_fingerprint && (
                       <Text size="xs" c="dimmed">
-                        Host key {host.ssh.host_key_fingerprint}
+                        {t("order.hostKey", { fingerprint: host.ssh.host_key_fingerprint })}
                       </Text>
                     )}
                   </Stack>
                 ) : (
                   <Text size="sm" c="dimmed">
-                    none
+                    {t("common.none")}
                   </Text>
                 )}
               </Table.Td>
@@ -232,12 +233,12 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
   );
 }
 
-function CopyValue({ value, label = "Copy" }: { value: string; label?: string }) {
+function CopyValue({ value, label = t("common.copy") }: { value: string; label?: string }) {
   return (
     <CopyButton value={value}>
       {({ copied, copy }) => (
         <Button size="compact-xs" variant="subtle" onClick={copy}>
-          {copied ? "Copied" : label}
+          {copied ? t("common.copied") : label}
         </Button>
       )}
     </CopyButton>
@@ -290,45 +291,45 @@ function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
   return (
     <Paper withBorder p="md">
       <Title order={4} mb="sm">
-        Usage
+        {t("order.usage")}
       </Title>
       {!order.started_at ? (
         <Text c="dimmed" size="sm">
-          Usage starts when the order runs.
+          {t("order.usageLater")}
         </Text>
       ) : usage.isError ? (
-        <ProblemAlert error={usage.error} title="Usage is not available" />
+        <ProblemAlert error={usage.error} title={t("order.usageUnavailable")} />
       ) : (
-        <SimpleGrid cols={2} spacing="xs" aria-label="Order usage">
+        <SimpleGrid cols={2} spacing="xs" aria-label={t("order.usageAria")}>
           <div>
             <Text size="xs" c="dimmed">
-              GPU-hours metered
+              {t("order.gpuHours")}
             </Text>
             <Text size="xl" fw={600} data-testid="order-gpu-hours">
               {gpuHours(group?.billable_gpu_seconds ?? 0)}
             </Text>
             <Text size="xs" c="dimmed">
-              {group?.billable_gpu_seconds ?? 0} GPU-seconds
+              {t("order.gpuSeconds", { count: group?.billable_gpu_seconds ?? 0 })}
             </Text>
           </div>
           <div>
             <Text size="xs" c="dimmed">
-              Cost so far
+              {t("order.costSoFar")}
             </Text>
             <Text size="xl" fw={600} data-testid="order-cost">
               {spend.data ? money(spend.data.total_micros, spend.data.currency) : "—"}
             </Text>
             <Text size="xs" c="dimmed">
-              {spend.isError ? "visible to billing roles" : "as the invoice rates it"}
+              {spend.isError ? t("common.visibleToBilling") : t("order.asInvoiced")}
             </Text>
           </div>
           <div>
             <Text size="xs" c="dimmed">
-              Mean GPU utilization
+              {t("order.utilization")}
             </Text>
             {group?.mean_gpu_utilization_percent === null || group?.mean_gpu_utilization_percent === undefined ? (
               <Badge variant="outline" color="gray">
-                not reported
+                {t("order.notReported")}
               </Badge>
             ) : (
               <Text size="xl" fw={600}>

@@ -8,9 +8,10 @@ import { LoadMore } from "../../components/LoadMore";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { WaitReasons } from "../../components/WaitReasons";
-import { dateTime, duration } from "../../lib/format";
+import { dateTime, duration, words } from "../../lib/format";
 import { useOperatorView, useOrgId } from "../../lib/orgId";
 import { ButtonLink, OrderName } from "../../components/links";
+import { t } from "../../i18n";
 
 const FILTERS = ["all", "queued", "running", "completed", "failed", "timed_out", "cancelled", "preempted"] as const;
 
@@ -25,20 +26,20 @@ export function OrdersPage() {
   return (
     <>
       <PageHeader
-        title="Orders"
-        subtitle="GPU capacity your organization ordered; statuses refresh on their own."
+        title={t("orders.title")}
+        subtitle={t("orders.subtitle")}
         actions={
           !viewing && (
             <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
-              Launch
+              {t("orders.launch")}
             </ButtonLink>
           )
         }
       />
       <ScrollArea type="auto" mb="md" offsetScrollbars="x">
         <SegmentedControl
-          aria-label="Filter by status"
-          data={FILTERS.map((f) => ({ value: f, label: f.replace("_", " ") }))}
+          aria-label={t("orders.filter")}
+          data={FILTERS.map((f) => ({ value: f, label: f === "all" ? t("orders.all") : words(f) }))}
           value={status}
           onChange={(value) =>
             void navigate({
@@ -54,26 +55,26 @@ export function OrdersPage() {
           const items = data.pages.flatMap((p) => p.items);
           if (items.length === 0) {
             return (
-              <EmptyState title="No orders here">
-                {status === "all" ? "Launch GPU capacity to see it here." : `No ${status} orders.`}
+              <EmptyState title={t("orders.emptyTitle")}>
+                {status === "all" ? t("orders.emptyAll") : t("orders.emptyStatus", { status: words(status) })}
               </EmptyState>
             );
           }
           return (
             <Paper withBorder>
               <Table.ScrollContainer minWidth={760}>
-                <Table striped highlightOnHover aria-label="Orders">
+                <Table striped highlightOnHover aria-label={t("orders.title")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Order</Table.Th>
-                      <Table.Th>Kind</Table.Th>
-                      <Table.Th>Instance</Table.Th>
-                      <Table.Th>GPUs</Table.Th>
-                      <Table.Th>Region</Table.Th>
-                      <Table.Th>Status</Table.Th>
-                      <Table.Th>Why / where</Table.Th>
-                      <Table.Th>Created</Table.Th>
-                      <Table.Th>Runtime</Table.Th>
+                      <Table.Th>{t("orders.order")}</Table.Th>
+                      <Table.Th>{t("orders.kind")}</Table.Th>
+                      <Table.Th>{t("orders.instance")}</Table.Th>
+                      <Table.Th>{t("orders.gpus")}</Table.Th>
+                      <Table.Th>{t("orders.region")}</Table.Th>
+                      <Table.Th>{t("orders.status")}</Table.Th>
+                      <Table.Th>{t("orders.whyWhere")}</Table.Th>
+                      <Table.Th>{t("orders.created")}</Table.Th>
+                      <Table.Th>{t("orders.runtime")}</Table.Th>
                     </Table.Tr>
                   </Table.Thead>
                   <Table.Tbody>
@@ -85,7 +86,7 @@ export function OrdersPage() {
                             <OrderName order={order} />
                           </Table.Td>
                           <Table.Td>
-                            {order.kind}
+                            {order.kind === "job" ? t("orders.kindJob") : t("orders.kindInstance")}
                             {order.job?.array_index !== null && order.job?.array_index !== undefined && ` #${order.job.array_index}`}
                           </Table.Td>
                           <Table.Td>{order.instance_type}</Table.Td>

@@ -8,12 +8,14 @@ import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { WaitReasons } from "../../components/WaitReasons";
-import { dateTime, money } from "../../lib/format";
+import { dateTime, money, number, words } from "../../lib/format";
 import { useOperatorView, useOrgId } from "../../lib/orgId";
 import { AnchorLink, ButtonLink } from "../../components/links";
+import { useTranslation } from "react-i18next";
 
 export function OverviewPage() {
   const orgId = useOrgId();
+  const { t } = useTranslation();
   const viewing = useOperatorView(orgId);
   const orders = useOrders(orgId);
   const quotas = useQuotas(orgId);
@@ -40,66 +42,66 @@ export function OverviewPage() {
   return (
     <>
       <PageHeader
-        title="Overview"
+        title={t("overview.title")}
         actions={
           !viewing && (
             <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
-              Launch GPUs
+              {t("overview.launch")}
             </ButtonLink>
           )
         }
       />
       <Grid>
         <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
-          <Stat label="Running" value={String(running.length)} detail={`${running.reduce((n, o) => n + gpuCount(o), 0)} GPUs`} />
+          <Stat label={t("overview.running")} value={String(running.length)} detail={t("overview.gpus", { count: running.reduce((n, o) => n + gpuCount(o), 0) })} />
         </Grid.Col>
         <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
-          <Stat label="Waiting" value={String(live.length - running.length)} detail="queued or starting" />
+          <Stat label={t("overview.waiting")} value={String(live.length - running.length)} detail={t("overview.queuedOrStarting")} />
         </Grid.Col>
         <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
           <Stat
             testId="spend-month"
-            label="Spend this month"
+            label={t("overview.spend")}
             value={spend.data ? money(spend.data.total_micros, spend.data.currency) : "—"}
             detail={
               billing.data?.terms.monthly_budget_micros
-                ? `of ${money(billing.data.terms.monthly_budget_micros)} budget`
+                ? t("overview.ofBudget", { budget: money(billing.data.terms.monthly_budget_micros) })
                 : spend.isError
-                  ? "visible to billing roles"
-                  : "no budget set"
+                  ? t("common.visibleToBilling")
+                  : t("overview.noBudget")
             }
           />
         </Grid.Col>
         <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
           <Stat
-            label="Balance"
-            value={balance.data?.prepaid ? money(balance.data.balance_micros) : "pay as you go"}
-            detail={balance.data?.exhausted_at ? `exhausted ${dateTime(balance.data.exhausted_at)}` : "invoiced monthly"}
+            label={t("overview.balance")}
+            value={balance.data?.prepaid ? money(balance.data.balance_micros) : t("overview.payAsYouGo")}
+            detail={balance.data?.exhausted_at ? t("overview.exhaustedAt", { at: dateTime(balance.data.exhausted_at) }) : t("overview.invoicedMonthly")}
           />
         </Grid.Col>
         {balance.data?.prepaid && balance.data.balance_micros <= 0 && (
           <Grid.Col span={12}>
-            <Alert color="red" title="Prepaid balance exhausted">
-              New orders are refused and running non-production work stops after the grace period. Ask your operator for a top-up.
+            <Alert color="red" title={t("overview.exhaustedTitle")}>
+              {t("overview.exhaustedBody")}
             </Alert>
           </Grid.Col>
         )}
         <Grid.Col span={{ base: 12, lg: 7 }}>
           <Paper withBorder p="md">
             <Group justify="space-between" mb="sm">
-              <Title order={4}>Active orders</Title>
+              <Title order={4}>{t("overview.activeOrders")}</Title>
               <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
-                All orders
+                {t("overview.allOrders")}
               </AnchorLink>
             </Group>
             <Loadable query={orders}>
               {() =>
                 live.length === 0 ? (
                   <Text c="dimmed" size="sm">
-                    Nothing running or waiting.
+                    {t("overview.nothingActive")}
                   </Text>
                 ) : (
-                  <Table aria-label="Active orders">
+                  <Table aria-label={t("overview.activeOrders")}>
                     <Table.Tbody>
                       {live.slice(0, 10).map((o) => (
                         <Table.Tr key={o.id}>
@@ -128,7 +130,7 @@ export function OverviewPage() {
           {troubles.length > 0 && (
             <Paper withBorder p="md" mt="md">
               <Title order={4} mb="sm">
-                Alerts
+                {t("overview.alerts")}
               </Title>
               <Stack gap="xs">
                 {troubles.map((o) => (
@@ -136,7 +138,7 @@ export function OverviewPage() {
                     <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} size="sm">
                       {o.name}
                     </AnchorLink>{" "}
-                    {o.status}: {o.failure_reason ?? o.pending_reason ?? "no reason given"}
+                    {words(o.status)}: {o.failure_reason ?? o.pending_reason ?? t("overview.noReason")}
                   </Alert>
                 ))}
               </Stack>
@@ -146,13 +148,13 @@ export function OverviewPage() {
         <Grid.Col span={{ base: 12, lg: 5 }}>
           <Paper withBorder p="md">
             <Title order={4} mb="sm">
-              Quota in use
+              {t("overview.quotaInUse")}
             </Title>
             <Loadable query={quotas}>
               {(list) =>
                 list.length === 0 ? (
                   <Text c="dimmed" size="sm">
-                    No quotas: orders are limited by capacity only.
+                    {t("overview.noQuotas")}
                   </Text>
                 ) : (
                   <Stack gap="sm">
@@ -164,11 +166,11 @@ export function OverviewPage() {
                             {q.region ? ` · ${q.region}` : ""}
                           </Text>
                           <Text size="sm" c="dimmed">
-                            {q.used_gpus} / {q.max_gpus ?? "∞"} GPUs (guaranteed {q.guaranteed_gpus})
+                            {t("overview.quotaUse", { used: q.used_gpus, max: q.max_gpus ?? "∞", guaranteed: q.guaranteed_gpus })}
                           </Text>
                         </Group>
                         <Progress
-                          aria-label={`${q.gpu_model} quota in use`}
+                          aria-label={t("overview.quotaAria", { model: q.gpu_model })}
                           value={q.max_gpus ? (100 * q.used_gpus) / q.max_gpus : 0}
                           color={q.max_gpus && q.used_gpus >= q.max_gpus ? "red" : "indigo"}
                         />
@@ -180,8 +182,7 @@ export function OverviewPage() {
             </Loadable>
             {waiting.data && (
               <Text size="sm" c="dimmed" mt="sm">
-                Orders waiting: {waiting.data.waiting_orders.toLocaleString()} of at most{" "}
-                {waiting.data.max_waiting_orders.toLocaleString()}
+                {t("overview.waitingOrders", { waiting: number(waiting.data.waiting_orders), max: number(waiting.data.max_waiting_orders) })}
               </Text>
             )}
           </Paper>

@@ -33,20 +33,16 @@ import { ConfirmButton } from "../../components/ConfirmButton";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
+import { StatusBadge } from "../../components/StatusBadge";
 import { fitOf } from "../../lib/calendar";
 import { HourGrid, hourGridClasses, hourLabel } from "../../components/HourGrid";
-import { dateTime, gpuHours, money, words } from "../../lib/format";
+import { dateTime, gpuHours, money } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
 import { useOrgId } from "../../lib/orgId";
+import { t } from "../../i18n";
 
 const DAYS_SHOWN = 7;
 const HOURS = Array.from({ length: 24 }, (_, h) => h);
-const STATE_COLOURS: Record<Schemas["ReservationState"], string> = {
-  upcoming: "blue",
-  active: "green",
-  ended: "gray",
-  cancelled: "gray",
-};
 
 type Draft = {
   name: string;
@@ -105,7 +101,7 @@ export function ReservationsPage() {
     if (!ask) return;
     setRefusal([]);
     reserve.mutate(ask, {
-      onSuccess: (r) => notifySuccess(`Reservation ${r.name} confirmed`),
+      onSuccess: (r) => notifySuccess(t("reservations.confirmed", { name: r.name })),
       // Someone may have taken the window since the quote: offer what fits.
       onError: (error) => {
         if (error instanceof ApiError && error.code === "no_capacity") setRefusal(error.alternatives);
@@ -117,23 +113,23 @@ export function ReservationsPage() {
   const typeOptions = useMemo(
     () =>
       (types.data ?? [])
-        .filter((t) => t.prices.some((p) => p.pricing_class === "reserved"))
-        .map((t) => ({ value: t.name, label: `${t.name} — ${t.gpus_per_node} × ${t.gpu_model}` })),
+        .filter((type) => type.prices.some((p) => p.pricing_class === "reserved"))
+        .map((type) => ({ value: type.name, label: t("reservations.typeOption", { name: type.name, count: type.gpus_per_node, model: type.gpu_model }) })),
     [types.data],
   );
 
   return (
     <>
       <PageHeader
-        title="Reservations"
-        subtitle="Hold exact GPUs for a window of whole hours at the reserved price; orders you place in the reservation start on them ahead of any queue."
+        title={t("reservations.title")}
+        subtitle={t("reservations.subtitle")}
       />
       <Grid>
         <Grid.Col span={{ base: 12, md: 7 }}>
           <Paper withBorder p="md">
             <form
               id="new-reservation"
-              aria-label="New reservation"
+              aria-label={t("reservations.newAria")}
               onSubmit={(event) => {
                 event.preventDefault();
                 submit();
@@ -142,8 +138,8 @@ export function ReservationsPage() {
               <Stack>
                 <Group grow align="flex-start">
                   <Select
-                    label="Instance type"
-                    placeholder={types.isPending ? "Loading the catalog…" : "Offered reserved"}
+                    label={t("reservations.instanceType")}
+                    placeholder={types.isPending ? t("reservations.loadingCatalog") : t("reservations.offeredReserved")}
                     data={typeOptions}
                     value={draft.instanceType || null}
                     onChange={(v) => v && set({ instanceType: v })}
@@ -152,7 +148,7 @@ export function ReservationsPage() {
                     required
                   />
                   <Select
-                    label="Region"
+                    label={t("reservations.region")}
                     data={(regions.data ?? []).map((r) => ({ value: r.name, label: `${r.display_name} (${r.name})` }))}
                     value={draft.region || null}
                     onChange={(v) => v && set({ region: v })}
@@ -162,8 +158,8 @@ export function ReservationsPage() {
                 </Group>
                 <Group grow align="flex-start">
                   <NumberInput
-                    label="Instances"
-                    description="Each on its own node."
+                    label={t("reservations.instances")}
+                    description={t("reservations.instancesHint")}
                     min={1}
                     max={64}
                     allowDecimal={false}
@@ -172,7 +168,7 @@ export function ReservationsPage() {
                     required
                   />
                   <NumberInput
-                    label="Hours"
+                    label={t("reservations.hours")}
                     min={1}
                     max={2160}
                     allowDecimal={false}
@@ -184,13 +180,13 @@ export function ReservationsPage() {
                 <Group grow align="flex-start">
                   <TextInput
                     type="date"
-                    label="Start day (UTC)"
+                    label={t("reservations.startDay")}
                     value={draft.day}
                     onChange={(e) => set({ day: e.currentTarget.value })}
                     required
                   />
                   <Select
-                    label="Start hour (UTC)"
+                    label={t("reservations.startHour")}
                     data={HOURS.map((h) => ({ value: String(h), label: hourLabel(h) }))}
                     value={draft.hour}
                     onChange={(v) => v && set({ hour: v })}
@@ -199,8 +195,8 @@ export function ReservationsPage() {
                   />
                 </Group>
                 <TextInput
-                  label="Name"
-                  description="Optional; the type, count and start when empty."
+                  label={t("reservations.name")}
+                  description={t("reservations.nameHint")}
                   maxLength={64}
                   value={draft.name}
                   onChange={(e) => set({ name: e.currentTarget.value })}
@@ -211,24 +207,24 @@ export function ReservationsPage() {
         </Grid.Col>
         <Grid.Col span={{ base: 12, md: 5 }}>
           <Stack>
-            <Paper withBorder p="md" aria-label="Reservation quote">
-              <Title order={4}>Price and availability</Title>
+            <Paper withBorder p="md" aria-label={t("reservations.quoteAria")}>
+              <Title order={4}>{t("reservations.priceAvailability")}</Title>
               {!ask ? (
                 <Text size="sm" c="dimmed">
-                  Fill in the form to see the price.
+                  {t("reservations.fillIn")}
                 </Text>
               ) : quote.isPending ? (
                 <Text size="sm" c="dimmed">
-                  Pricing…
+                  {t("reservations.pricing")}
                 </Text>
               ) : quote.isError ? (
-                <ProblemAlert error={quote.error} title="This reservation cannot be made" />
+                <ProblemAlert error={quote.error} title={t("reservations.cannotMake")} />
               ) : (
                 <Quote quote={quote.data} now={opened} onPick={pickStart} />
               )}
             </Paper>
             {reserve.isError && (
-              <Alert color="red" title="The reservation was refused" role="alert">
+              <Alert color="red" title={t("reservations.refused")} role="alert">
                 {messageOf(reserve.error)}
                 {refusal.length > 0 && <Alternatives windows={refusal} onPick={pickStart} />}
               </Alert>
@@ -240,19 +236,19 @@ export function ReservationsPage() {
               disabled={!ask || quote.data?.available === false}
               loading={reserve.isPending}
             >
-              Reserve
+              {t("reservations.reserve")}
             </Button>
           </Stack>
         </Grid.Col>
       </Grid>
-      <Paper withBorder p="md" mt="md" aria-label="Availability">
-        <Title order={4}>What can be reserved when</Title>
+      <Paper withBorder p="md" mt="md" aria-label={t("reservations.availabilityAria")}>
+        <Title order={4}>{t("reservations.whenTitle")}</Title>
         <Text size="sm" c="dimmed" mb="xs">
-          Instances free in each hour (UTC) for the next {DAYS_SHOWN} days; choose an hour to start there.
+          {t("reservations.whenBody", { count: DAYS_SHOWN })}
         </Text>
         {!draft.instanceType || !draft.region ? (
           <Text size="sm" c="dimmed">
-            Choose an instance type and a region.
+            {t("reservations.chooseTypeRegion")}
           </Text>
         ) : (
           <Loadable query={availability}>
@@ -268,7 +264,7 @@ export function ReservationsPage() {
         )}
       </Paper>
       <Title order={3} mt="xl" mb="sm">
-        Your reservations
+        {t("reservations.yours")}
       </Title>
       <ReservationList orgId={orgId} />
     </>
@@ -282,29 +278,34 @@ function Quote({ quote, now, onPick }: { quote: Schemas["Quote"]; now: number; o
         {money(quote.total_micros, quote.currency)}
       </Text>
       <Text size="sm" c="dimmed">
-        {quote.count} × {quote.instance_type} ({quote.gpus} {quote.gpu_model} GPUs) in {quote.region} at{" "}
-        {money(quote.hourly_micros, quote.currency)} per instance-hour, {dateTime(quote.starts_at)} to{" "}
-        {dateTime(quote.ends_at)}
+        {t("reservations.quoteLine", {
+          count: quote.count,
+          type: quote.instance_type,
+          gpus: quote.gpus,
+          model: quote.gpu_model,
+          region: quote.region,
+          hourly: money(quote.hourly_micros, quote.currency),
+          from: dateTime(quote.starts_at),
+          to: dateTime(quote.ends_at),
+        })}
       </Text>
       {quote.available ? (
-        <Badge color="green" variant="filled" data-testid="reservation-available">
-          Available
+        <Badge color="green.4" variant="filled" data-testid="reservation-available">
+          {t("reservations.available")}
         </Badge>
       ) : (
-        <Alert color="yellow" title="Not free for the whole window">
+        <Alert color="yellow" title={t("reservations.notFree")}>
           {quote.alternatives.length ? (
             <Alternatives windows={quote.alternatives} onPick={onPick} />
           ) : (
-            "No window of this length fits in the next four weeks."
+            t("reservations.noWindow")
           )}
         </Alert>
       )}
       <Text size="xs" c="dimmed" mt="xs">
         {Date.parse(quote.free_cancellation_until) > now
-          ? `Free to cancel until ${dateTime(quote.free_cancellation_until)}; later, `
-          : "This window starts within the free cancellation period: if cancelled, "}
-        {quote.cancellation_fee_percent}% of the reserved time not yet begun is charged. The whole window is billed
-        whether used or not.
+          ? t("reservations.freeCancel", { at: dateTime(quote.free_cancellation_until), percent: quote.cancellation_fee_percent })
+          : t("reservations.inNotice", { percent: quote.cancellation_fee_percent })}
       </Text>
     </Stack>
   );
@@ -313,7 +314,7 @@ function Quote({ quote, now, onPick }: { quote: Schemas["Quote"]; now: number; o
 function Alternatives({ windows, onPick }: { windows: Schemas["Window"][]; onPick: (iso: string) => void }) {
   return (
     <Stack gap={4} mt={4}>
-      <Text size="sm">The earliest windows that fit:</Text>
+      <Text size="sm">{t("reservations.earliest")}</Text>
       <Group gap="xs">
         {windows.map((w) => (
           <Button key={w.starts_at} size="compact-sm" variant="light" onClick={() => onPick(w.starts_at)}>
@@ -339,13 +340,13 @@ function Availability({
   return (
     <HourGrid
       slots={slots}
-      label="Instances free to reserve, by hour (UTC)"
+      label={t("reservations.gridLabel")}
       cell={(slot, day, hour) => (
         <UnstyledButton
           className={hourGridClasses.cell}
           data-fit={fitOf(slot.instances, wanted)}
           data-chosen={slot.starts_at === chosen || undefined}
-          aria-label={`${day} ${hourLabel(hour)} UTC: ${slot.instances} free`}
+          aria-label={t("reservations.slotLabel", { day, hour: hourLabel(hour), count: slot.instances })}
           onClick={() => onPick(slot.starts_at)}
         >
           {slot.instances}
@@ -363,21 +364,21 @@ function ReservationList({ orgId }: { orgId: string }) {
     <Loadable query={reservations}>
       {(rows) =>
         rows.length === 0 ? (
-          <EmptyState title="No reservations yet">Reserve capacity above for a training run or a launch.</EmptyState>
+          <EmptyState title={t("reservations.emptyTitle")}>{t("reservations.emptyBody")}</EmptyState>
         ) : (
           <Paper withBorder>
-            {cancel.isError && <ProblemAlert error={cancel.error} title="The reservation was not cancelled" />}
-            {extend.isError && <ProblemAlert error={extend.error} title="The reservation was not extended" />}
+            {cancel.isError && <ProblemAlert error={cancel.error} title={t("reservations.notCancelled")} />}
+            {extend.isError && <ProblemAlert error={extend.error} title={t("reservations.notExtended")} />}
             <Table.ScrollContainer minWidth={900}>
-              <Table striped aria-label="Reservations">
+              <Table striped aria-label={t("reservations.title")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>Name</Table.Th>
-                    <Table.Th>Capacity</Table.Th>
-                    <Table.Th>Window</Table.Th>
-                    <Table.Th>State</Table.Th>
-                    <Table.Th ta="right">Used / reserved GPU-h</Table.Th>
-                    <Table.Th ta="right">Cost</Table.Th>
+                    <Table.Th>{t("reservations.name")}</Table.Th>
+                    <Table.Th>{t("reservations.capacity")}</Table.Th>
+                    <Table.Th>{t("reservations.window")}</Table.Th>
+                    <Table.Th>{t("reservations.state")}</Table.Th>
+                    <Table.Th ta="right">{t("reservations.usedReserved")}</Table.Th>
+                    <Table.Th ta="right">{t("reservations.cost")}</Table.Th>
                     <Table.Th />
                   </Table.Tr>
                 </Table.Thead>
@@ -390,7 +391,7 @@ function ReservationList({ orgId }: { orgId: string }) {
                       onExtend={(hours) =>
                         extend.mutate(
                           { id: r.id, endsAt: addHours(r.ends_at, hours) },
-                          { onSuccess: (x) => notifySuccess(`Reservation ${x.name} now ends ${dateTime(x.ends_at)}`) },
+                          { onSuccess: (x) => notifySuccess(t("reservations.extended", { name: x.name, at: dateTime(x.ends_at) })) },
                         )
                       }
                     />
@@ -426,15 +427,13 @@ function ReservationRow({
         </Text>
       </Table.Td>
       <Table.Td>
-        {r.count} × {r.instance_type} in {r.region}
+        {t("reservations.capacityLine", { count: r.count, type: r.instance_type, region: r.region })}
       </Table.Td>
       <Table.Td>
         {dateTime(r.starts_at)} – {dateTime(r.ends_at)}
       </Table.Td>
       <Table.Td>
-        <Badge color={STATE_COLOURS[r.state]} variant="filled">
-          {words(r.state)}
-        </Badge>
+        <StatusBadge status={r.state} />
       </Table.Td>
       <Table.Td ta="right">
         {gpuHours(r.used_gpu_seconds)} / {gpuHours(r.reserved_gpu_seconds)}
@@ -443,7 +442,7 @@ function ReservationRow({
         {money(r.total_micros, r.currency)}
         {r.cancellation_fee_micros > 0 && (
           <Text size="xs" c="dimmed">
-            incl. {money(r.cancellation_fee_micros, r.currency)} cancellation fee
+            {t("reservations.inclFee", { fee: money(r.cancellation_fee_micros, r.currency) })}
           </Text>
         )}
       </Table.Td>
@@ -451,7 +450,7 @@ function ReservationRow({
         {(r.state === "upcoming" || r.state === "active") && (
           <Group gap={4} wrap="nowrap">
             <NumberInput
-              aria-label={`Hours to add to ${r.name}`}
+              aria-label={t("reservations.hoursToAdd", { name: r.name })}
               size="xs"
               w={64}
               min={1}
@@ -466,14 +465,14 @@ function ReservationRow({
               disabled={typeof more !== "number" || more < 1}
               onClick={() => typeof more === "number" && onExtend(more)}
             >
-              Extend
+              {t("reservations.extend")}
             </Button>
             <ConfirmButton
               size="compact-sm"
-              label="Cancel"
-              title={`Cancel reservation ${r.name}?`}
-              message="Its GPUs are released at once and orders running in it are stopped. A cancellation inside the notice period is charged as the quote said."
-              confirmLabel="Cancel reservation"
+              label={t("reservations.cancel")}
+              title={t("reservations.cancelTitle", { name: r.name })}
+              message={t("reservations.cancelBody")}
+              confirmLabel={t("reservations.cancelConfirm")}
               onConfirm={onCancel}
             />
           </Group>

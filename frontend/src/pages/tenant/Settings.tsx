@@ -8,23 +8,24 @@ import { ConfirmButton } from "../../components/ConfirmButton";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { dateTime } from "../../lib/format";
+import { dateTime, words } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { useOrgId } from "../../lib/orgId";
 import { SshKeys } from "./SshKeys";
+import { t } from "../../i18n";
 
 const ROLES: Schemas["OrgRole"][] = ["owner", "admin", "member", "viewer", "billing"];
-const ROLE_HELP = "owner: everything · admin: members, keys, orders · member: orders · viewer: read · billing: invoices";
+const roleOptions = () => ROLES.map((role) => ({ value: role, label: words(role) }));
 
 export function SettingsPage() {
   return (
     <>
-      <PageHeader title="Members & API keys" subtitle={ROLE_HELP} />
+      <PageHeader title={t("settings.title")} subtitle={t("settings.roleHelp")} />
       <Tabs defaultValue="members">
         <Tabs.List mb="md">
-          <Tabs.Tab value="members">Members</Tabs.Tab>
-          <Tabs.Tab value="keys">API keys</Tabs.Tab>
-          <Tabs.Tab value="ssh">SSH keys</Tabs.Tab>
+          <Tabs.Tab value="members">{t("settings.members")}</Tabs.Tab>
+          <Tabs.Tab value="keys">{t("settings.apiKeys")}</Tabs.Tab>
+          <Tabs.Tab value="ssh">{t("settings.sshKeys")}</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="members">
           <Members />
@@ -52,13 +53,13 @@ function Members() {
   const refresh = () => void queryClient.invalidateQueries({ queryKey: keys.org(orgId, "members") });
   const form = useForm({
     initialValues: { email: "", role: "member" as Schemas["OrgRole"] },
-    validate: { email: (v) => (/^\S+@\S+$/.test(v) ? null : "Enter the email of a registered user") },
+    validate: { email: (v) => (/^\S+@\S+$/.test(v) ? null : t("settings.emailRequired")) },
   });
   const add = useMutation({
     mutationFn: (body: { email: string; role: Schemas["OrgRole"] }) =>
       unwrap(api.POST("/api/v1/orgs/{org_id}/members", { params: { path: { org_id: orgId } }, body })),
     onSuccess: (member) => {
-      notifySuccess(`${member.email} joined as ${member.role}.`);
+      notifySuccess(t("settings.joined", { email: member.email, role: words(member.role) }));
       form.reset();
       refresh();
     },
@@ -86,14 +87,14 @@ function Members() {
       <Paper withBorder p="md">
         <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
           <Group align="flex-end">
-            <TextInput label="Add a member by email" placeholder="ada@example.com" required style={{ flex: 1 }} {...form.getInputProps("email")} />
-            <Select label="Role" data={ROLES} allowDeselect={false} w={140} {...form.getInputProps("role")} />
+            <TextInput label={t("settings.addByEmail")} placeholder={t("settings.emailExample")} required style={{ flex: 1 }} {...form.getInputProps("email")} />
+            <Select label={t("settings.role")} data={roleOptions()} allowDeselect={false} w={140} {...form.getInputProps("role")} />
             <Button type="submit" loading={add.isPending}>
-              Add
+              {t("settings.add")}
             </Button>
           </Group>
           {add.isError && (
-            <ProblemAlert error={add.error} title="Could not add the member" />
+            <ProblemAlert error={add.error} title={t("settings.addFailed")} />
           )}
         </form>
       </Paper>
@@ -101,13 +102,13 @@ function Members() {
         {(data) => (
           <Paper withBorder>
             <Table.ScrollContainer minWidth={560}>
-              <Table aria-label="Members">
+              <Table aria-label={t("settings.members")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>Name</Table.Th>
-                    <Table.Th>Email</Table.Th>
-                    <Table.Th>Role</Table.Th>
-                    <Table.Th>Joined</Table.Th>
+                    <Table.Th>{t("settings.name")}</Table.Th>
+                    <Table.Th>{t("settings.email")}</Table.Th>
+                    <Table.Th>{t("settings.role")}</Table.Th>
+                    <Table.Th>{t("settings.joinedAt")}</Table.Th>
                     <Table.Th />
                   </Table.Tr>
                 </Table.Thead>
@@ -118,10 +119,10 @@ function Members() {
                       <Table.Td>{m.email}</Table.Td>
                       <Table.Td>
                         <Select
-                          aria-label={`Role of ${m.email}`}
+                          aria-label={t("settings.roleOf", { email: m.email })}
                           size="xs"
                           w={120}
-                          data={ROLES}
+                          data={roleOptions()}
                           value={m.role}
                           allowDeselect={false}
                           onChange={(role) => role && change.mutate({ userId: m.user_id, role: role as Schemas["OrgRole"] })}
@@ -132,10 +133,10 @@ function Members() {
                         {m.user_id !== me.data?.user?.id && (
                           <ConfirmButton
                             size="xs"
-                            label="Remove"
-                            title={`Remove ${m.email}?`}
-                            message="They lose access to this organization at once; their orders keep running."
-                            confirmLabel="Remove"
+                            label={t("settings.remove")}
+                            title={t("settings.removeTitle", { email: m.email })}
+                            message={t("settings.removeBody")}
+                            confirmLabel={t("settings.remove")}
                             onConfirm={() => remove.mutate(m.user_id)}
                           />
                         )}
@@ -164,7 +165,7 @@ function ApiKeys() {
   const refresh = () => void queryClient.invalidateQueries({ queryKey: keys.org(orgId, "api-keys") });
   const form = useForm({
     initialValues: { name: "", role: "member" as Schemas["OrgRole"] },
-    validate: { name: (v) => (v.trim() ? null : "Name the key after what uses it") },
+    validate: { name: (v) => (v.trim() ? null : t("settings.keyNameRequired")) },
   });
   const create = useMutation({
     mutationFn: (body: { name: string; role: Schemas["OrgRole"] }) =>
@@ -179,7 +180,7 @@ function ApiKeys() {
     mutationFn: (keyId: string) =>
       unwrap(api.DELETE("/api/v1/orgs/{org_id}/api-keys/{key_id}", { params: { path: { org_id: orgId, key_id: keyId } } })),
     onSuccess: () => {
-      notifySuccess("The key is revoked.");
+      notifySuccess(t("settings.keyRevoked"));
       refresh();
     },
     onError: (error) => notifyError(error),
@@ -190,18 +191,18 @@ function ApiKeys() {
       <Paper withBorder p="md">
         <form onSubmit={form.onSubmit((v) => create.mutate(v))} noValidate>
           <Group align="flex-end">
-            <TextInput label="New key name" placeholder="ci" required style={{ flex: 1 }} {...form.getInputProps("name")} />
-            <Select label="Role" data={ROLES} allowDeselect={false} w={140} {...form.getInputProps("role")} />
+            <TextInput label={t("settings.newKeyName")} placeholder={t("settings.keyNameExample")} required style={{ flex: 1 }} {...form.getInputProps("name")} />
+            <Select label={t("settings.role")} data={roleOptions()} allowDeselect={false} w={140} {...form.getInputProps("role")} />
             <Button type="submit" loading={create.isPending}>
-              Create key
+              {t("settings.createKey")}
             </Button>
           </Group>
-          {create.isError && <ProblemAlert error={create.error} title="Could not create the key" />}
+          {create.isError && <ProblemAlert error={create.error} title={t("settings.createFailed")} />}
         </form>
       </Paper>
-      <Modal opened={secret !== null} onClose={() => setSecret(null)} title="Your new API key" centered size="lg">
+      <Modal opened={secret !== null} onClose={() => setSecret(null)} title={t("settings.newKeyTitle")} centered size="lg">
         <Alert color="yellow" mb="md">
-          Copy it now: it is shown only this once.
+          {t("settings.copyNow")}
         </Alert>
         <Code block data-testid="api-key-secret">
           {secret}
@@ -210,29 +211,29 @@ function ApiKeys() {
           <CopyButton value={secret ?? ""}>
             {({ copied, copy }) => (
               <Button color={copied ? "teal" : "indigo"} onClick={copy}>
-                {copied ? "Copied" : "Copy"}
+                {copied ? t("common.copied") : t("common.copy")}
               </Button>
             )}
           </CopyButton>
           <Button variant="default" onClick={() => setSecret(null)}>
-            Done
+            {t("settings.done")}
           </Button>
         </Group>
       </Modal>
       <Loadable query={apiKeys}>
         {(data) =>
           data.items.length === 0 ? (
-            <EmptyState title="No API keys">Create one for scripts and CI; use it as a bearer token.</EmptyState>
+            <EmptyState title={t("settings.noKeysTitle")}>{t("settings.noKeysBody")}</EmptyState>
           ) : (
             <Paper withBorder>
               <Table.ScrollContainer minWidth={560}>
-                <Table aria-label="API keys">
+                <Table aria-label={t("settings.apiKeys")}>
                   <Table.Thead>
                     <Table.Tr>
-                      <Table.Th>Name</Table.Th>
-                      <Table.Th>Role</Table.Th>
-                      <Table.Th>Created</Table.Th>
-                      <Table.Th>Last used</Table.Th>
+                      <Table.Th>{t("settings.name")}</Table.Th>
+                      <Table.Th>{t("settings.role")}</Table.Th>
+                      <Table.Th>{t("settings.created")}</Table.Th>
+                      <Table.Th>{t("settings.lastUsed")}</Table.Th>
                       <Table.Th />
                     </Table.Tr>
                   </Table.Thead>
@@ -240,17 +241,17 @@ function ApiKeys() {
                     {data.items.map((k) => (
                       <Table.Tr key={k.id}>
                         <Table.Td>{k.name}</Table.Td>
-                        <Table.Td>{k.role}</Table.Td>
+                        <Table.Td>{words(k.role)}</Table.Td>
                         <Table.Td>{dateTime(k.created_at)}</Table.Td>
-                        <Table.Td>{k.revoked_at ? <Text c="red" size="sm">revoked</Text> : dateTime(k.last_used_at)}</Table.Td>
+                        <Table.Td>{k.revoked_at ? <Text c="red" size="sm">{t("settings.revoked")}</Text> : dateTime(k.last_used_at)}</Table.Td>
                         <Table.Td>
                           {!k.revoked_at && (
                             <ConfirmButton
                               size="xs"
-                              label="Revoke"
-                              title={`Revoke "${k.name}"?`}
-                              message="Anything using this key is refused from now on. This cannot be undone."
-                              confirmLabel="Revoke"
+                              label={t("settings.revoke")}
+                              title={t("settings.revokeTitle", { name: k.name })}
+                              message={t("settings.revokeBody")}
+                              confirmLabel={t("settings.revoke")}
                               onConfirm={() => revoke.mutate(k.id)}
                             />
                           )}

@@ -8,6 +8,7 @@ import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, duration, money, permyriad, words, shortId } from "../../lib/format";
 import { useOrgId } from "../../lib/orgId";
+import { t } from "../../i18n";
 
 export function thisMonth(): string {
   return new Date().toISOString().slice(0, 7);
@@ -31,11 +32,11 @@ export function SlaPage() {
   return (
     <>
       <PageHeader
-        title="Service levels"
-        subtitle="Availability and queue wait per priority class; credits go on the next invoice."
+        title={t("sla.title")}
+        subtitle={t("sla.subtitle")}
         actions={
           <TextInput
-            label="Month"
+            label={t("sla.month")}
             type="month"
             value={month}
             onChange={(e) => setMonth(e.currentTarget.value)}
@@ -52,23 +53,23 @@ export function SlaReportView({ report }: { report: Schemas["SlaReport"] }) {
   return (
     <>
       <Text size="sm" c="dimmed" mb="sm">
-        Measured until {dateTime(report.measured_until)} · credits {money(report.credits_micros)}
+        {t("sla.measured", { at: dateTime(report.measured_until), credits: money(report.credits_micros) })}
       </Text>
       {report.classes.length === 0 ? (
-        <EmptyState title="Nothing measured">No orders ran under a service level this month.</EmptyState>
+        <EmptyState title={t("sla.nothingTitle")}>{t("sla.nothingBody")}</EmptyState>
       ) : (
         <Paper withBorder mb="md">
           <Table.ScrollContainer minWidth={720}>
-            <Table aria-label="Service level per class">
+            <Table aria-label={t("sla.perClass")}>
               <Table.Thead>
                 <Table.Tr>
-                  <Table.Th>Class</Table.Th>
-                  <Table.Th ta="right">Orders</Table.Th>
-                  <Table.Th ta="right">Target</Table.Th>
-                  <Table.Th ta="right">Availability</Table.Th>
-                  <Table.Th ta="right">Downtime</Table.Th>
-                  <Table.Th ta="right">Starts on time</Table.Th>
-                  <Table.Th ta="right">Credits</Table.Th>
+                  <Table.Th>{t("sla.class")}</Table.Th>
+                  <Table.Th ta="right">{t("sla.orders")}</Table.Th>
+                  <Table.Th ta="right">{t("sla.target")}</Table.Th>
+                  <Table.Th ta="right">{t("sla.availability")}</Table.Th>
+                  <Table.Th ta="right">{t("sla.downtime")}</Table.Th>
+                  <Table.Th ta="right">{t("sla.onTime")}</Table.Th>
+                  <Table.Th ta="right">{t("sla.credits")}</Table.Th>
                 </Table.Tr>
               </Table.Thead>
               <Table.Tbody>
@@ -95,7 +96,7 @@ export function SlaReportView({ report }: { report: Schemas["SlaReport"] }) {
       {report.orders.some((o) => o.downtime_seconds > 0 || o.credit_micros > 0) && (
         <Paper withBorder p="md">
           <Title order={4} mb="sm">
-            Incidents
+            {t("sla.incidents")}
           </Title>
           {report.orders
             .filter((o) => o.downtime_seconds > 0 || o.credit_micros > 0)
@@ -105,10 +106,13 @@ export function SlaReportView({ report }: { report: Schemas["SlaReport"] }) {
                   {shortId(o.order_id)}
                 </Text>
                 <Text size="sm">
-                  {permyriad(o.availability_permyriad)} · down {duration(o.downtime_seconds)} ·{" "}
-                  {o.evidence.map((e) => `${words(e.kind)} on ${e.node}`).join(", ") || "no evidence"}
+                  {t("sla.incident", {
+                    availability: permyriad(o.availability_permyriad),
+                    down: duration(o.downtime_seconds),
+                    evidence: o.evidence.map((e) => t("sla.evidenceOn", { kind: words(e.kind), node: e.node })).join(", ") || t("sla.noEvidence"),
+                  })}
                 </Text>
-                <Text size="sm">{o.credit_percent} % credit = {money(o.credit_micros)}</Text>
+                <Text size="sm">{t("sla.credit", { percent: o.credit_percent, amount: money(o.credit_micros) })}</Text>
               </Group>
             ))}
         </Paper>

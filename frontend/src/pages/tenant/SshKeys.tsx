@@ -8,6 +8,7 @@ import { EmptyState } from "../../components/EmptyState";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { dateTime } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
+import { t } from "../../i18n";
 
 /** The signed-in user's SSH public keys, which their instances admit. */
 export function SshKeys() {
@@ -17,14 +18,14 @@ export function SshKeys() {
   const form = useForm({
     initialValues: { name: "", public_key: "" },
     validate: {
-      name: (v) => (v.trim() ? null : "Name the key after the machine it lives on"),
-      public_key: (v) => (/^(ssh-|ecdsa-|sk-)/.test(v.trim()) ? null : "Paste one line of ~/.ssh/id_ed25519.pub"),
+      name: (v) => (v.trim() ? null : t("sshKeys.nameRequired")),
+      public_key: (v) => (/^(ssh-|ecdsa-|sk-)/.test(v.trim()) ? null : t("sshKeys.publicKeyFormat")),
     },
   });
   const add = useMutation({
     mutationFn: (body: { name: string; public_key: string }) => unwrap(api.POST("/api/v1/me/ssh-keys", { body })),
     onSuccess: (key) => {
-      notifySuccess(`Added the key ${key.name}.`);
+      notifySuccess(t("sshKeys.added", { name: key.name }));
       form.reset();
       refresh();
     },
@@ -33,7 +34,7 @@ export function SshKeys() {
     mutationFn: (keyId: string) =>
       unwrap(api.DELETE("/api/v1/me/ssh-keys/{key_id}", { params: { path: { key_id: keyId } } })),
     onSuccess: () => {
-      notifySuccess("The key is deleted; running instances stop admitting it.");
+      notifySuccess(t("sshKeys.deleted"));
       refresh();
     },
     onError: (error) => notifyError(error),
@@ -44,11 +45,11 @@ export function SshKeys() {
       <Paper withBorder p="md">
         <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
           <Stack>
-            <TextInput label="Key name" placeholder="laptop" required {...form.getInputProps("name")} />
+            <TextInput label={t("sshKeys.keyName")} placeholder={t("sshKeys.keyNameExample")} required {...form.getInputProps("name")} />
             <Textarea
-              label="Public key"
-              description="ed25519, ECDSA, or RSA of 2048 bits or more, as in ~/.ssh/id_ed25519.pub"
-              placeholder="ssh-ed25519 AAAA… you@laptop"
+              label={t("sshKeys.publicKey")}
+              description={t("sshKeys.publicKeyHint")}
+              placeholder={t("sshKeys.publicKeyExample")}
               autosize
               minRows={2}
               required
@@ -56,25 +57,25 @@ export function SshKeys() {
             />
             <Group>
               <Button type="submit" loading={add.isPending}>
-                Add key
+                {t("sshKeys.add")}
               </Button>
             </Group>
-            {add.isError && <ProblemAlert error={add.error} title="Could not add the key" />}
+            {add.isError && <ProblemAlert error={add.error} title={t("sshKeys.addFailed")} />}
           </Stack>
         </form>
       </Paper>
       <Loadable query={sshKeys}>
         {(data) =>
           data.length === 0 ? (
-            <EmptyState title="No SSH keys yet">Instances you order admit your keys; add one to reach them.</EmptyState>
+            <EmptyState title={t("sshKeys.emptyTitle")}>{t("sshKeys.emptyBody")}</EmptyState>
           ) : (
             <Paper withBorder>
-              <Table aria-label="SSH keys">
+              <Table aria-label={t("sshKeys.tableAria")}>
                 <Table.Thead>
                   <Table.Tr>
-                    <Table.Th>Name</Table.Th>
-                    <Table.Th>Fingerprint</Table.Th>
-                    <Table.Th>Added</Table.Th>
+                    <Table.Th>{t("sshKeys.name")}</Table.Th>
+                    <Table.Th>{t("sshKeys.fingerprint")}</Table.Th>
+                    <Table.Th>{t("sshKeys.addedAt")}</Table.Th>
                     <Table.Th />
                   </Table.Tr>
                 </Table.Thead>
@@ -92,10 +93,10 @@ export function SshKeys() {
                       <Table.Td>
                         <ConfirmButton
                           size="xs"
-                          label="Delete"
-                          title={`Delete ${key.name}?`}
-                          message="Running instances stop admitting this key within seconds."
-                          confirmLabel="Delete"
+                          label={t("sshKeys.delete")}
+                          title={t("sshKeys.deleteTitle", { name: key.name })}
+                          message={t("sshKeys.deleteBody")}
+                          confirmLabel={t("sshKeys.delete")}
                           onConfirm={() => remove.mutate(key.id)}
                         />
                       </Table.Td>

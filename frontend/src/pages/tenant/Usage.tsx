@@ -7,10 +7,11 @@ import { Chart } from "../../components/Chart";
 import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
-import { gpuHours, money, number } from "../../lib/format";
+import { gpuHours, money, number, words } from "../../lib/format";
 import { useOrgId } from "../../lib/orgId";
+import { t } from "../../i18n";
 
-const RANGES = { "7": "Last 7 days", "30": "Last 30 days", "90": "Last 90 days" } as const;
+const RANGES = { "7": "usage.last7", "30": "usage.last30", "90": "usage.last90" } as const;
 type Range = keyof typeof RANGES;
 const BREAKDOWNS = ["gpu_model", "project", "region", "order"] as const;
 
@@ -18,7 +19,7 @@ const BREAKDOWNS = ["gpu_model", "project", "region", "order"] as const;
 export function daysOf(span: { from: string; to: string }): string[] {
   const days: string[] = [];
   const end = Date.parse(span.to);
-  for (let t = Date.parse(span.from); t < end; t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10));
+  for (let at = Date.parse(span.from); at < end; at += 86_400_000) days.push(new Date(at).toISOString().slice(0, 10));
   return days;
 }
 
@@ -60,12 +61,12 @@ export function UsagePage() {
   return (
     <>
       <PageHeader
-        title="Usage and cost"
-        subtitle="Metered GPU time of your orders; cost from invoices and this month's spend so far."
+        title={t("usage.title")}
+        subtitle={t("usage.subtitle")}
         actions={
           <SegmentedControl
-            aria-label="Period"
-            data={Object.entries(RANGES).map(([value, label]) => ({ value, label }))}
+            aria-label={t("usage.period")}
+            data={Object.entries(RANGES).map(([value, label]) => ({ value, label: t(label) }))}
             value={range}
             onChange={(v) => setRange(v as Range)}
           />
@@ -75,7 +76,7 @@ export function UsagePage() {
         <Grid.Col span={{ base: 12, lg: 7 }}>
           <Paper withBorder p="md">
             <Title order={4} mb="xs">
-              GPU-hours and cost per day
+              {t("usage.perDay")}
             </Title>
             <Loadable query={byDay}>
               {(data) => {
@@ -83,28 +84,28 @@ export function UsagePage() {
                 const byKey = new Map(data.groups.map((g) => [g.key, g]));
                 const cost = new Map((spend.data?.days ?? []).map((d) => [d.key, d.amount_micros]));
                 return data.groups.length === 0 ? (
-                  <EmptyState title="No usage in this period" />
+                  <EmptyState title={t("usage.noUsage")} />
                 ) : (
                   <>
                     <Text size="sm" c="dimmed" data-testid="usage-total">
-                      {gpuHours(data.totals.billable_gpu_seconds)} GPU-hours billable
-                      {data.totals.excluded_gpu_seconds > 0 && `, ${gpuHours(data.totals.excluded_gpu_seconds)} excluded (failures)`}
+                      {t("usage.billableTotal", { hours: gpuHours(data.totals.billable_gpu_seconds) })}
+                      {data.totals.excluded_gpu_seconds > 0 && t("usage.excludedTotal", { hours: gpuHours(data.totals.excluded_gpu_seconds) })}
                     </Text>
                     <Chart
-                      label="GPU-hours and cost per day"
+                      label={t("usage.perDay")}
                       option={{
                         tooltip: { trigger: "axis" },
                         legend: { bottom: 0 },
                         grid: { left: 56, right: 64, top: 32, bottom: 56 },
                         xAxis: { type: "category", data: days },
                         yAxis: [
-                          { type: "value", name: "GPU-h", nameGap: 12 },
+                          { type: "value", name: t("usage.gpuHoursAxis"), nameGap: 12 },
                           { type: "value", name: spend.data?.currency ?? "USD", nameGap: 12, splitLine: { show: false } },
                         ],
                         series: [
-                          { name: "Billable GPU-h", type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.billable_gpu_seconds ?? 0) / 3600).toFixed(2)) },
-                          { name: "Excluded GPU-h", type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.excluded_gpu_seconds ?? 0) / 3600).toFixed(2)) },
-                          { name: "Cost", type: "line", yAxisIndex: 1, data: days.map((d) => (cost.get(d) ?? 0) / 1_000_000) },
+                          { name: t("usage.billableSeries"), type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.billable_gpu_seconds ?? 0) / 3600).toFixed(2)) },
+                          { name: t("usage.excludedSeries"), type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.excluded_gpu_seconds ?? 0) / 3600).toFixed(2)) },
+                          { name: t("usage.costSeries"), type: "line", yAxisIndex: 1, data: days.map((d) => (cost.get(d) ?? 0) / 1_000_000) },
                         ],
                       }}
                     />
@@ -117,7 +118,7 @@ export function UsagePage() {
         <Grid.Col span={{ base: 12, lg: 5 }}>
           <Paper withBorder p="md">
             <Title order={4} mb="xs">
-              Cost per month
+              {t("usage.perMonth")}
             </Title>
             <Loadable query={invoices}>
               {(data) => {
@@ -127,18 +128,18 @@ export function UsagePage() {
                   .map((i) => ({ month: i.period_start.slice(0, 7), total: i.total_micros, currency: i.currency }));
                 const current = month.data?.from.slice(0, 7);
                 if (month.data && current && !months.some((m) => m.month === current)) {
-                  months.push({ month: `${current} (so far)`, total: month.data.total_micros, currency: month.data.currency });
+                  months.push({ month: t("usage.soFar", { month: current }), total: month.data.total_micros, currency: month.data.currency });
                 }
-                if (months.length === 0) return <EmptyState title="No charges yet" />;
+                if (months.length === 0) return <EmptyState title={t("usage.noCharges")} />;
                 return (
                   <Chart
-                    label="Cost per month"
+                    label={t("usage.perMonth")}
                     option={{
                       tooltip: { trigger: "axis", valueFormatter: (v: unknown) => money(Number(v) * 1_000_000) },
                       grid: { left: 64, right: 16, top: 24, bottom: 32 },
                       xAxis: { type: "category", data: months.map((m) => m.month) },
                       yAxis: { type: "value" },
-                      series: [{ name: "Cost", type: "bar", data: months.map((m) => m.total / 1_000_000) }],
+                      series: [{ name: t("usage.costSeries"), type: "bar", data: months.map((m) => m.total / 1_000_000) }],
                     }}
                   />
                 );
@@ -149,12 +150,12 @@ export function UsagePage() {
         <Grid.Col span={12}>
           <Paper withBorder p="md">
             <Title order={4} mb="xs">
-              Breakdown
+              {t("usage.breakdown")}
             </Title>
             <SegmentedControl
               mb="sm"
-              aria-label="Group by"
-              data={BREAKDOWNS.map((b) => ({ value: b, label: b.replace("_", " ") }))}
+              aria-label={t("usage.groupBy")}
+              data={BREAKDOWNS.map((b) => ({ value: b, label: words(b) }))}
               value={breakdown}
               onChange={(v) => setBreakdown(v as (typeof BREAKDOWNS)[number])}
             />
@@ -162,24 +163,24 @@ export function UsagePage() {
               {(data) =>
                 data.groups.length === 0 ? (
                   <Text c="dimmed" size="sm">
-                    No usage in this period.
+                    {t("usage.noUsageText")}
                   </Text>
                 ) : (
                   <Table.ScrollContainer minWidth={560}>
-                    <Table aria-label="Usage breakdown">
+                    <Table aria-label={t("usage.breakdownAria")}>
                       <Table.Thead>
                         <Table.Tr>
-                          <Table.Th>{breakdown.replace("_", " ")}</Table.Th>
-                          <Table.Th ta="right">Billable GPU-h</Table.Th>
-                          <Table.Th ta="right">Excluded GPU-h</Table.Th>
-                          <Table.Th ta="right">Node-hours</Table.Th>
-                          {breakdown === "order" && <Table.Th ta="right">Mean GPU utilization</Table.Th>}
+                          <Table.Th>{words(breakdown)}</Table.Th>
+                          <Table.Th ta="right">{t("usage.billable")}</Table.Th>
+                          <Table.Th ta="right">{t("usage.excluded")}</Table.Th>
+                          <Table.Th ta="right">{t("usage.nodeHours")}</Table.Th>
+                          {breakdown === "order" && <Table.Th ta="right">{t("usage.utilization")}</Table.Th>}
                         </Table.Tr>
                       </Table.Thead>
                       <Table.Tbody>
                         {data.groups.map((g) => (
                           <Table.Tr key={g.key || "none"}>
-                            <Table.Td>{g.label || "(no project)"}</Table.Td>
+                            <Table.Td>{g.label || t("usage.noProject")}</Table.Td>
                             <Table.Td ta="right">{gpuHours(g.billable_gpu_seconds)}</Table.Td>
                             <Table.Td ta="right">{gpuHours(g.excluded_gpu_seconds)}</Table.Td>
                             <Table.Td ta="right">{number(Math.round(g.node_seconds / 36) / 100)}</Table.Td>
