@@ -517,6 +517,24 @@ describe("the console", () => {
     await page.getByTestId("operator-view").waitFor();
   });
 
+  test("an operator issues, finalizes and marks paid a tenant's invoice from the console", async () => {
+    const { page } = await session();
+    await signIn(page, OPERATOR);
+    await page.getByRole("heading", { name: "Capacity map" }).waitFor();
+    await page.goto(`/admin/orgs/${alphaOrg}`);
+    const invoices = page.getByRole("table", { name: "Invoices" });
+    await page.getByRole("button", { name: "Issue last month's draft" }).click();
+    await page.getByText(/^Draft for .* issued\.$/).waitFor();
+    const draft = invoices.locator("tr").filter({ hasText: "draft" }).first();
+    await draft.getByRole("button", { name: "Finalize" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Finalize" }).click();
+    const finalized = invoices.locator("tr").filter({ hasText: "finalized" }).first();
+    await finalized.getByRole("button", { name: "Mark paid" }).click();
+    await invoices.locator("tr").filter({ hasText: "paid" }).first().waitFor();
+    await screenshot(page, "operator-invoices");
+    await accessible(page);
+  });
+
   test("every page reads in English and in Korean, kept on each account, with times in the chosen zone", async () => {
     // Whatever happens here, the accounts speak English to the tests after it.
     onTestFinished(async () => {
@@ -568,6 +586,7 @@ describe("the console", () => {
 
     const operator = await session();
     await signIn(operator.page, OPERATOR);
+    await operator.page.getByRole("heading", { name: "Capacity map" }).waitFor();
     const nodes = await apiCall<{ items: { id: string }[] }>(server, await apiToken(server, OPERATOR), "GET", "/admin/nodes?limit=1");
     const operatorPages = [
       ["capacity", "/admin/capacity"],
@@ -592,6 +611,8 @@ describe("the console", () => {
     await signIn(page, ALICE);
     await page.getByRole("heading", { name: "Overview" }).waitFor();
     await page.getByRole("link", { name: "API reference" }).click();
+    // Tags open on demand.
+    await page.locator("#operations-tag-orders").click({ timeout: 30_000 });
     await page.getByText("/api/v1/orgs/{org_id}/orders", { exact: true }).first().waitFor({ timeout: 30_000 });
     await screenshot(page, "api-reference");
 

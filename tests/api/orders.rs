@@ -779,9 +779,26 @@ async fn draining_a_node_moves_its_work(engine: Engine) {
         })
         .await;
     assert_eq!(moved["attempts"], 2);
-    server
-        .wait_order(&tenant, id, "off the drained node", |_| true)
+    // The tenant is told, in its own audit log, which node its work left.
+    let log = server
+        .get(
+            &format!("/api/v1/orgs/{}/audit-log", tenant.org_id),
+            &tenant.token,
+        )
         .await;
+    let notice = log
+        .items()
+        .iter()
+        .find(|e| e["action"] == "order.moved_off_node")
+        .cloned()
+        .expect("a notice in the tenant's log");
+    assert_eq!(notice["target_id"], json!(id));
+    assert_eq!(notice["details"]["nodes"], json!([from]));
+    assert!(
+        notice["details"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&from))
+    );
     // A drained node with nothing on it can be removed; a busy one cannot.
     for _ in 0..100 {
         let node = server

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { estimate, priceInForce } from "./pricing";
+import { estimate, perGpuHour, priceInForce } from "./pricing";
 
 const price = (over: Partial<Parameters<typeof priceInForce>[0][number]>) => ({
   id: crypto.randomUUID(),
@@ -52,5 +52,15 @@ describe("estimate", () => {
   test("has nothing to say without a price or nodes", () => {
     expect(estimate(undefined, 1, null)).toBeNull();
     expect(estimate(price({}), 0, null)).toBeNull();
+  });
+});
+
+describe("price per GPU-hour", () => {
+  test("whole GPUs divide by the count, shares by their share of one GPU", () => {
+    expect(perGpuHour(16_000_000, { gpus_per_node: 8 })).toBe(2_000_000);
+    expect(perGpuHour(500_000, { gpus_per_node: 1, gpu_milli: 250 })).toBe(2_000_000);
+    // A 1g slice is one of seven.
+    expect(perGpuHour(300_000, { gpus_per_node: 1, mig_profile: "1g.10gb" })).toBe(2_100_000);
+    expect(perGpuHour(1_200_000, { gpus_per_node: 1, mig_profile: "3g.40gb" })).toBe(2_800_000);
   });
 });

@@ -45,3 +45,17 @@ export function estimate(
     totalMicros: durationSeconds ? Math.round((hourlyMicros * durationSeconds) / 3600) : null,
   };
 }
+
+/** What one GPU-hour costs on an instance type: a shared type's price is for its share of one GPU. */
+export function perGpuHour(
+  hourlyMicros: number,
+  type: { gpus_per_node: number; gpu_milli?: number | null; mig_profile?: string | null },
+  migSlices = 7,
+): number {
+  if (type.gpu_milli) return (hourlyMicros * 1000) / type.gpu_milli;
+  if (type.mig_profile) {
+    const slices = Number(/^(\d+)g\./.exec(type.mig_profile)?.[1] ?? migSlices);
+    return (hourlyMicros * migSlices) / slices;
+  }
+  return hourlyMicros / Math.max(type.gpus_per_node, 1);
+}

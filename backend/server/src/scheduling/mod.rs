@@ -530,12 +530,20 @@ async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result
         }
     }
     for (order_id, nodes) in hit {
+        let names: Vec<&str> = nodes
+            .iter()
+            .filter_map(|id| world.nodes.get(id).map(|n| n.name.as_str()))
+            .collect();
+        let reason = format!(
+            "its node {} is leaving service (drained for maintenance or unhealthy); queued again",
+            names.join(", ")
+        );
         let txn = crate::db::write(&state.db).await?;
         let moved = order::Entity::update_many()
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Preempted))
             .col_expr(
                 order::Column::PendingReason,
-                Expr::value(Some("its node is leaving service".to_owned())),
+                Expr::value(Some(reason.clone())),
             )
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
             .filter(order::Column::Id.eq(order_id))
@@ -555,6 +563,19 @@ async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result
                 crate::agents::health::record(&txn, node_id, "maintenance", Some(&o), details, now)
                     .await?;
             }
+            // The tenant reads it in its own audit log, beside the order's reason.
+            crate::audit::record(
+                &txn,
+                crate::audit::Change {
+                    org_id: Some(o.org_id),
+                    action: "order.moved_off_node",
+                    target_type: "order",
+                    target_id: Some(o.id.to_string()),
+                    details: serde_json::json!({ "nodes": names, "reason": reason }),
+                    actor: &crate::auth::principal::Actor::system(),
+                },
+            )
+            .await?;
         }
         lifecycle::stop(&txn, order_id, now).await?;
         txn.commit().await?;

@@ -9,6 +9,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { money, number } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { AnchorLink, ButtonLink } from "../../components/links";
+import { OrgInvoices } from "./OrgInvoices";
 import { t } from "../../i18n";
 
 type Row = Schemas["QuotaSpec"] & { used_gpus?: number };
@@ -33,7 +34,10 @@ export function OrganizationPage() {
       />
       <Grid>
         <Grid.Col span={{ base: 12, xl: 8 }}>
-          <Quotas orgId={orgId} />
+          <Stack>
+            <Quotas orgId={orgId} />
+            <OrgInvoices orgId={orgId} />
+          </Stack>
         </Grid.Col>
         <Grid.Col span={{ base: 12, xl: 4 }}>
           <Stack>

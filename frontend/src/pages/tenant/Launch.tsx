@@ -9,6 +9,7 @@ import {
   SegmentedControl,
   Select,
   Stack,
+  Table,
   Text,
   TextInput,
   Title,
@@ -26,7 +27,7 @@ import { gpuShape } from "../../lib/capacity";
 import { dateTime, money, words } from "../../lib/format";
 import { liveReservations, useReservations } from "../../api/reservations";
 import { useOrgId } from "../../lib/orgId";
-import { estimate, priceInForce } from "../../lib/pricing";
+import { estimate, perGpuHour, priceInForce } from "../../lib/pricing";
 import { checkQuota, type QuotaCheck } from "../../lib/quota";
 import { i18n, t } from "../../i18n";
 
@@ -367,6 +368,27 @@ export function LaunchPage() {
                       <Text size="sm" mt="xs">
                         {t("launch.forDuration", { total: money(cost.totalMicros) })}
                       </Text>
+                    )}
+                    {selected && (
+                      <Table mt="xs" aria-label={t("launch.perGpuHourAria")}>
+                        <Table.Thead>
+                          <Table.Tr>
+                            <Table.Th>{t("launch.region")}</Table.Th>
+                            <Table.Th ta="right">{t("launch.perGpuHour")}</Table.Th>
+                          </Table.Tr>
+                        </Table.Thead>
+                        <Table.Tbody>
+                          {(regions.data ?? []).map((r) => {
+                            const inRegion = priceInForce(selected.prices, values.pricingClass, r.name);
+                            return (
+                              <Table.Tr key={r.name}>
+                                <Table.Td>{r.display_name}</Table.Td>
+                                <Table.Td ta="right">{inRegion ? money(perGpuHour(inRegion.hourly_micros, selected)) : "—"}</Table.Td>
+                              </Table.Tr>
+                            );
+                          })}
+                        </Table.Tbody>
+                      </Table>
                     )}
                     {region === null && (
                       <Text size="xs" c="dimmed" mt="xs">
