@@ -20,6 +20,7 @@ import {
 
 const ALICE = { name: "Alice", email: "alice@example.com", organization: "Alpha Lab", password: "alpha lab passphrase" };
 const BOB = { name: "Bob", email: "bob@example.com", organization: "Bravo Works", password: "bravo works passphrase" };
+const CAROL = { name: "Carol", email: "carol@example.com", organization: "Carol Consulting", password: "third colleague passphrase 9" };
 const H100 = "H100-SXM-80GB";
 
 let server: Server;
@@ -275,6 +276,9 @@ describe("the console", () => {
     await signIn(operator.page, OPERATOR);
     await operator.page.getByRole("link", { name: "Organizations & quotas" }).click();
     await operator.page.getByRole("link", { name: BOB.organization }).click();
+    // GPU model names are shown whole in their selects.
+    await operator.page.getByLabel("GPU model of quota 1").first().waitFor();
+    expect(await truncated(operator.page, "input[aria-label^='GPU model of quota']")).toEqual([]);
     const maximum = operator.page.getByLabel(`Maximum GPUs of ${H100}`);
     await maximum.fill("16");
     await screenshot(operator.page, "quotas");
@@ -440,6 +444,7 @@ describe("the console", () => {
     await page.getByRole("heading", { name: "Reservation calendar" }).waitFor();
     await page.getByRole("combobox", { name: "GPU model" }).click();
     await page.getByRole("option", { name: H100 }).click();
+    expect(await truncated(page, "input[aria-label='GPU model'], .mantine-Select-input")).toEqual([]);
     const table = page.getByRole("table", { name: "Reservations in the calendar" });
     const row = table.getByRole("row").filter({ hasText: "eval sweep" });
     await row.getByText(ALICE.organization).waitFor();
@@ -515,6 +520,25 @@ describe("the console", () => {
     await page.getByRole("link", { name: `order ${held?.id.slice(-8) ?? ""}` }).first().click();
     await page.getByRole("heading", { name: held?.name ?? "" }).waitFor();
     await page.getByTestId("operator-view").waitFor();
+  });
+
+  test("a tenant invites a colleague by email, who joins on signing up", async () => {
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.goto(`/orgs/${alphaOrg}/settings`);
+    await page.getByRole("textbox", { name: "Add or invite a member by email" }).fill(CAROL.email);
+    await page.getByRole("button", { name: "Add", exact: true }).click();
+    await page.getByText(`${CAROL.email} is invited as member and joins on signing up.`).waitFor();
+    await page.getByRole("table", { name: "Pending invitations" }).getByText(CAROL.email).waitFor();
+    await accessible(page);
+
+    const carol = await session();
+    await signUp(carol.page, CAROL);
+    await carol.page.getByRole("combobox", { name: "Organization" }).click();
+    await carol.page.getByRole("option", { name: ALICE.organization }).click();
+    await carol.page.getByRole("heading", { name: "Overview" }).waitFor();
+    expect(new URL(carol.page.url()).pathname).toBe(`/orgs/${alphaOrg}`);
   });
 
   test("an operator issues, finalizes and marks paid a tenant's invoice from the console", async () => {

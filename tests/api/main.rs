@@ -8,6 +8,7 @@ mod billing;
 mod change_log;
 mod console;
 mod flows;
+mod invitations;
 mod isolation;
 mod jobs;
 mod limits;

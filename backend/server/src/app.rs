@@ -104,6 +104,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::ssh_keys::routes())
         .merge(crate::tenancy::orgs::routes())
         .merge(crate::tenancy::members::routes())
+        .merge(crate::tenancy::invitations::routes())
         .merge(crate::tenancy::projects::routes())
         .merge(crate::tenancy::api_keys::routes())
         .merge(crate::audit::routes())

@@ -199,6 +199,7 @@ pub enum Resource {
     SshKey,
     Reservation,
     MaintenanceWindow,
+    Invitation,
 }
 
 impl Resource {
@@ -221,6 +222,7 @@ impl Resource {
             Self::SshKey => ("ssh_key_not_found", "SSH key"),
             Self::Reservation => ("reservation_not_found", "reservation"),
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
+            Self::Invitation => ("invitation_not_found", "invitation"),
         }
     }
 }

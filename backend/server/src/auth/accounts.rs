@@ -222,7 +222,8 @@ pub fn normalize_email(email: &str) -> Option<String> {
     .then_some(email)
 }
 
-/// Creates a user and an organization they own.
+/// Creates a user and an organization they own; the user joins every
+/// organization whose pending invitation names this email.
 #[utoipa::path(
     post,
     path = "/auth/signup",
@@ -302,6 +303,8 @@ async fn signup(
     )
     .await?;
     let organization = orgs::create_in(&txn, &actor, user_id, org_name).await?;
+    crate::tenancy::invitations::accept(&txn, &actor, user_id, &user.email, state.clock.now())
+        .await?;
     txn.commit().await?;
 
     let access_token = state.sessions.issue(user_id).map_err(ApiError::internal)?;

@@ -15,6 +15,7 @@ pub mod gpu_telemetry;
 pub mod idempotency_key;
 pub mod image;
 pub mod instance_type;
+pub mod invitation;
 pub mod invoice;
 pub mod invoice_line;
 pub mod job_log;

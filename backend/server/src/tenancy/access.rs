@@ -21,7 +21,7 @@ use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
 use crate::entities::{
-    api_key, audit_log, invoice, membership, order, organization, project, reservation,
+    api_key, audit_log, invitation, invoice, membership, order, organization, project, reservation,
     usage_record,
 };
 use crate::error::{ApiError, Resource};
@@ -59,6 +59,9 @@ impl TenantOwned for invoice::Entity {
 }
 impl TenantOwned for usage_record::Entity {
     const ORG_ID: Self::Column = usage_record::Column::OrgId;
+}
+impl TenantOwned for invitation::Entity {
+    const ORG_ID: Self::Column = invitation::Column::OrgId;
 }
 impl TenantOwned for reservation::Entity {
     const ORG_ID: Self::Column = reservation::Column::OrgId;

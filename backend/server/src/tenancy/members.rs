@@ -183,7 +183,7 @@ async fn add_member(
         .ok_or_else(|| {
             ApiError::unprocessable(
                 "user_not_found",
-                "no user has this email; they must sign up first",
+                "no user has this email; invite them instead (POST /orgs/{org_id}/invitations)",
             )
         })?;
 

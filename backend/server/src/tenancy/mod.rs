@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod api_keys;
+pub mod invitations;
 pub mod members;
 pub mod orgs;
 pub mod projects;

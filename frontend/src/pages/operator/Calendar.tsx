@@ -32,6 +32,7 @@ export function CalendarPage() {
       <Group mb="md">
         <Select
           label={t("calendar.gpuModel")}
+          w={220}
           data={models.data ?? []}
           value={chosen || null}
           onChange={(v) => v && setModel(v)}

@@ -119,6 +119,7 @@ function Quotas({ orgId }: { orgId: string }) {
                         <Select
                           aria-label={t("organization.modelOf", { n: index + 1 })}
                           size="xs"
+                          miw={190}
                           data={models.data ?? [row.gpu_model]}
                           value={row.gpu_model}
                           allowDeselect={false}

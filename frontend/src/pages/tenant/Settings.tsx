@@ -2,7 +2,7 @@ import { Alert, Button, Code, CopyButton, Group, Modal, Paper, Select, Stack, Ta
 import { useForm } from "@mantine/form";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
-import { api, type Schemas, unwrap } from "../../api/client";
+import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import { keys, useMe } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { EmptyState } from "../../components/EmptyState";
@@ -55,14 +55,34 @@ function Members() {
     initialValues: { email: "", role: "member" as Schemas["OrgRole"] },
     validate: { email: (v) => (/^\S+@\S+$/.test(v) ? null : t("settings.emailRequired")) },
   });
+  // Someone without an account is invited instead, and joins on sign-up.
   const add = useMutation({
-    mutationFn: (body: { email: string; role: Schemas["OrgRole"] }) =>
-      unwrap(api.POST("/api/v1/orgs/{org_id}/members", { params: { path: { org_id: orgId } }, body })),
-    onSuccess: (member) => {
-      notifySuccess(t("settings.joined", { email: member.email, role: words(member.role) }));
+    mutationFn: async (body: { email: string; role: Schemas["OrgRole"] }) => {
+      const path = { params: { path: { org_id: orgId } }, body };
+      try {
+        return { member: await unwrap(api.POST("/api/v1/orgs/{org_id}/members", path)) };
+      } catch (error) {
+        if (!(error instanceof ApiError && error.code === "user_not_found")) throw error;
+        return { invitation: await unwrap(api.POST("/api/v1/orgs/{org_id}/invitations", path)) };
+      }
+    },
+    onSuccess: ({ member, invitation }) => {
+      if (member) notifySuccess(t("settings.joined", { email: member.email, role: words(member.role) }));
+      if (invitation) notifySuccess(t("settings.invited", { email: invitation.email, role: words(invitation.role) }));
       form.reset();
       refresh();
+      void queryClient.invalidateQueries({ queryKey: keys.org(orgId, "invitations") });
     },
+  });
+  const invitations = useQuery({
+    queryKey: keys.org(orgId, "invitations"),
+    queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/invitations", { params: { path: { org_id: orgId } } })),
+  });
+  const revoke = useMutation({
+    mutationFn: (id: string) =>
+      unwrap(api.DELETE("/api/v1/orgs/{org_id}/invitations/{invitation_id}", { params: { path: { org_id: orgId, invitation_id: id } } })),
+    onSuccess: () => void queryClient.invalidateQueries({ queryKey: keys.org(orgId, "invitations") }),
+    onError: (error) => notifyError(error),
   });
   const change = useMutation({
     mutationFn: ({ userId, role }: { userId: string; role: Schemas["OrgRole"] }) =>
@@ -97,6 +117,32 @@ function Members() {
             <ProblemAlert error={add.error} title={t("settings.addFailed")} />
           )}
         </form>
+        {invitations.data && invitations.data.length > 0 && (
+          <Table mt="md" aria-label={t("settings.pendingInvitations")}>
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>{t("settings.invitedEmail")}</Table.Th>
+                <Table.Th>{t("settings.role")}</Table.Th>
+                <Table.Th>{t("settings.expires")}</Table.Th>
+                <Table.Th />
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {invitations.data.map((i) => (
+                <Table.Tr key={i.id}>
+                  <Table.Td>{i.email}</Table.Td>
+                  <Table.Td>{words(i.role)}</Table.Td>
+                  <Table.Td>{dateTime(i.expires_at)}</Table.Td>
+                  <Table.Td>
+                    <Button size="compact-xs" variant="subtle" color="red" onClick={() => revoke.mutate(i.id)} loading={revoke.isPending}>
+                      {t("settings.revokeInvitation")}
+                    </Button>
+                  </Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+        )}
       </Paper>
       <Loadable query={members}>
         {(data) => (
