@@ -602,6 +602,25 @@ describe("the console", () => {
     await signIn(elsewhere.page, ALICE);
     await elsewhere.page.getByRole("heading", { name: "개요" }).waitFor();
     expect(await elsewhere.page.evaluate(() => document.documentElement.lang)).toBe("ko");
+
+    // Korean at 390 px: the account menu stays on screen and the pages fit.
+    const phone = await openSession(browser, server, { width: 390, height: 844 });
+    sessions.push(phone);
+    await signIn(phone.page, ALICE);
+    await phone.page.getByRole("heading", { name: "개요" }).waitFor();
+    const account = await phone.page.getByRole("button", { name: "계정" }).boundingBox();
+    expect(account && account.x >= 0 && account.x + account.width <= 390).toBe(true);
+    for (const [name, path] of [
+      ["overview", `/orgs/${alphaOrg}`],
+      ["orders", `/orgs/${alphaOrg}/orders`],
+      ["order", `/orgs/${alphaOrg}/orders/${alphaOrder}`],
+      ["launch", `/orgs/${alphaOrg}/launch`],
+    ] as const) {
+      await phone.page.goto(path);
+      await phone.page.locator("main h2").first().waitFor();
+      expect(await phone.page.evaluate(() => document.documentElement.scrollWidth), `${name} fits 390 px`).toBeLessThanOrEqual(390);
+      await screenshot(phone.page, `ko-mobile-${name}`);
+    }
     await chooseLanguage(elsewhere.page, "계정", "English");
     await elsewhere.page.getByRole("heading", { name: "Overview" }).waitFor();
     await elsewhere.page.getByRole("button", { name: "Account" }).click();
