@@ -4,7 +4,7 @@
 // whose reasons have no data.
 import { List, Text } from "@mantine/core";
 import type { ReactNode } from "react";
-import { Trans, useTranslation } from "react-i18next";
+import { Trans } from "react-i18next";
 import type { Schemas } from "../api/client";
 import { i18n } from "../i18n";
 import { dateTime, shortId } from "../lib/format";
@@ -93,8 +93,6 @@ export function reasonText(orgId: string, reason: Reason): ReactNode {
 }
 
 export function WaitReasons({ orgId, order, short = false }: { orgId: string; order: Schemas["Order"]; short?: boolean }) {
-  // Re-renders in a new language.
-  useTranslation();
   const reasons = order.pending_details;
   const [first] = reasons;
   if (!first) return <>{order.pending_reason}</>;

@@ -323,15 +323,18 @@ async fn views(
             .into_tuple()
             .all(db)
             .await?;
-        let orgs: HashMap<Uuid, Uuid> = rows.iter().map(|o| (o.id, o.org_id)).collect();
-        for (id, reasons_of) in &mut details {
-            let org = orgs.get(id).copied();
-            let names: HashMap<Uuid, String> = named
-                .iter()
-                .filter(|(_, owner, _)| Some(*owner) == org)
-                .filter_map(|(order, _, name)| name.clone().map(|name| (*order, name)))
-                .collect();
-            reasons::name_orders(reasons_of.iter_mut(), &names);
+        let mut names_by_org: HashMap<Uuid, HashMap<Uuid, String>> = HashMap::new();
+        for (id, org, name) in named {
+            if let Some(name) = name {
+                names_by_org.entry(org).or_default().insert(id, name);
+            }
+        }
+        let no_names = HashMap::new();
+        for o in &rows {
+            if let Some(reasons_of) = details.get_mut(&o.id) {
+                let names = names_by_org.get(&o.org_id).unwrap_or(&no_names);
+                reasons::name_orders(reasons_of.iter_mut(), names);
+            }
         }
     }
     let mut placements: HashMap<Uuid, Vec<NodePlacement>> = HashMap::new();

@@ -18,15 +18,13 @@ use uuid::Uuid;
 
 use super::access::{OrgAccess, need};
 use super::orgs;
-use super::roles::{OrgRole, Requirement};
+use super::roles::OrgRole;
 use crate::app::AppState;
 use crate::audit::{self, Change};
-use crate::auth::accounts::normalize_email;
 use crate::auth::principal::Actor;
 use crate::entities::{invitation, membership, user};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, path_uuid};
-use crate::validate::Fields;
 
 /// How long an invitation waits for its sign-up.
 const VALID_DAYS: i64 = 14;
@@ -114,17 +112,9 @@ async fn invite(
     access: OrgAccess<need::Admin>,
     ApiJson(request): ApiJson<Invite>,
 ) -> ApiResult<(StatusCode, Json<Invitation>)> {
-    let mut fields = Fields::default();
-    let email = normalize_email(&request.email);
-    if email.is_none() {
-        fields.push("email", "must be a valid email address");
-    }
-    fields.finish()?;
-    let email = email.unwrap_or_default();
+    let email = super::members::checked_email(&request.email)?;
     let scope = &access.scope;
-    if request.role == OrgRole::Owner && !scope.role.satisfies(Requirement::Owner) {
-        return Err(ApiError::forbidden("only an owner may invite an owner"));
-    }
+    super::members::check_owner_rule(scope, &[request.role])?;
     if user::Entity::find()
         .filter(user::Column::Email.eq(&email))
         .one(&state.db)

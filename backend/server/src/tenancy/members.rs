@@ -69,7 +69,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Only an owner may make an owner or touch one.
-fn check_owner_rule(scope: &OrgScope, roles: &[OrgRole]) -> Result<(), ApiError> {
+pub(super) fn check_owner_rule(scope: &OrgScope, roles: &[OrgRole]) -> Result<(), ApiError> {
     if roles.contains(&OrgRole::Owner) && !scope.role.satisfies(Requirement::Owner) {
         return Err(ApiError::forbidden(
             "only an owner may grant, change or remove the owner role",
@@ -168,16 +168,11 @@ async fn add_member(
     access: OrgAccess<need::Admin>,
     ApiJson(request): ApiJson<AddMember>,
 ) -> ApiResult<(StatusCode, Json<Member>)> {
-    let mut fields = Fields::default();
-    let email = normalize_email(&request.email);
-    if email.is_none() {
-        fields.push("email", "must be a valid email address");
-    }
-    fields.finish()?;
+    let email = checked_email(&request.email)?;
     let scope = &access.scope;
     check_owner_rule(scope, &[request.role])?;
     let account = user::Entity::find()
-        .filter(user::Column::Email.eq(email.unwrap_or_default()))
+        .filter(user::Column::Email.eq(email))
         .one(&state.db)
         .await?
         .ok_or_else(|| {
@@ -220,6 +215,17 @@ async fn add_member(
     txn.commit().await?;
     state.identities.forget_user(account.id);
     Ok((StatusCode::CREATED, Json(Member::new(row, account))))
+}
+
+/// The email a member is added or invited by, normalized, or a 422.
+pub(super) fn checked_email(email: &str) -> Result<String, ApiError> {
+    let normalized = normalize_email(email);
+    let mut fields = Fields::default();
+    if normalized.is_none() {
+        fields.push("email", "must be a valid email address");
+    }
+    fields.finish()?;
+    Ok(normalized.unwrap_or_default())
 }
 
 fn member_path(params: &RawPathParams) -> Result<Uuid, ApiError> {
