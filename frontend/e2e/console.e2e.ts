@@ -110,6 +110,10 @@ describe("the console", () => {
     await page.getByRole("combobox", { name: "Instance type" }).click();
     await page.getByRole("option", { name: /^h100x8 / }).click();
     await expect.poll(() => page.getByTestId("estimate-hourly").textContent()).toMatch(/\/ hour/);
+    // Before launching: the price per GPU-hour and what is free now, per region.
+    const byRegion = page.getByRole("table", { name: "Price per GPU-hour by region" });
+    await byRegion.getByRole("columnheader", { name: "Start now" }).waitFor();
+    await expect.poll(() => byRegion.getByText(/^\d+ free now$/).count()).toBeGreaterThan(0);
     await screenshot(page, "launch");
     await accessible(page);
     await page.getByRole("button", { name: "Launch", exact: true }).click();

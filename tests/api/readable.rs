@@ -2,7 +2,8 @@
 //! that names the order they wait for (only to its own tenant), the audit
 //! log names its actors, an operator may read a tenant's organization but
 //! change nothing in it, and users keep the language and time zone they
-//! read in.
+//! read in. Before ordering, a tenant sees how many instances of a type
+//! could start now in each region, and how many GPUs already wait there.
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -15,6 +16,7 @@ crate::on_both_engines!(
     the_audit_log_names_its_actors,
     operators_read_a_tenant_organization_and_change_nothing,
     users_keep_the_language_and_time_zone_they_read_in,
+    a_launch_is_shown_the_room_and_the_queue_per_region_before_ordering,
 );
 
 async fn orders_are_named_given_or_generated(engine: Engine) {
@@ -348,4 +350,90 @@ async fn users_keep_the_language_and_time_zone_they_read_in(engine: Engine) {
         .patch("/api/v1/me", &key, json!({ "locale": "ko" }))
         .await
         .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+}
+
+async fn a_launch_is_shown_the_room_and_the_queue_per_region_before_ordering(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    server.add_nodes(&operator, "r2", 3..=3).await;
+    let tenant = server.signup("tenant").await;
+    let types = server
+        .get("/api/v1/catalog/instance-types", &tenant.token)
+        .await;
+    types.expect(StatusCode::OK);
+    let id_of = |name: &str| {
+        types
+            .items()
+            .iter()
+            .find(|t| t["name"] == name)
+            .expect(name)["id"]
+            .as_str()
+            .expect("id")
+            .to_owned()
+    };
+    let availability = format!(
+        "/api/v1/catalog/instance-types/{}/availability",
+        id_of("h100x4")
+    );
+    let room = |body: &Value| -> Vec<(String, u64, u64)> {
+        body["regions"]
+            .as_array()
+            .expect("regions")
+            .iter()
+            .map(|r| {
+                (
+                    r["region"].as_str().expect("region").to_owned(),
+                    r["instances_now"].as_u64().expect("instances"),
+                    r["waiting_gpus"].as_u64().expect("waiting"),
+                )
+            })
+            .collect()
+    };
+
+    // Two 4-GPU instances fit on each 8-GPU node, CPU and memory included.
+    let idle = server.get(&availability, &tenant.token).await;
+    idle.expect(StatusCode::OK);
+    assert_eq!(idle.body["instance_type"], "h100x4");
+    assert_eq!(idle.body["gpu_model"], "H100");
+    assert_eq!(
+        room(&idle.body),
+        vec![("r1".into(), 4, 0), ("r2".into(), 2, 0)]
+    );
+
+    // A whole node taken in r1; in r2 one whole node runs and a second
+    // waits there, which r1 does not see.
+    let whole = json!({ "instance_type": "h100x8", "region": "r1" });
+    let running = server.order(&tenant, whole).await;
+    server.wait_status(&tenant, running, "running").await;
+    let in_r2 = json!({ "instance_type": "h100x8", "region": "r2" });
+    let first = server.order(&tenant, in_r2.clone()).await;
+    server.wait_status(&tenant, first, "running").await;
+    server.order(&tenant, in_r2).await;
+    let busy = server.get(&availability, &tenant.token).await;
+    busy.expect(StatusCode::OK);
+    assert_eq!(
+        room(&busy.body),
+        vec![("r1".into(), 2, 0), ("r2".into(), 0, 8)]
+    );
+
+    // Every tenant reads the same sums, and only signed in.
+    let other = server.signup("other").await;
+    let seen = server.get(&availability, &other.token).await;
+    seen.expect(StatusCode::OK);
+    assert_eq!(room(&seen.body), room(&busy.body));
+    server
+        .get(&availability, "not-a-token")
+        .await
+        .expect_problem(StatusCode::UNAUTHORIZED, "invalid_token");
+    server
+        .get(
+            &format!(
+                "/api/v1/catalog/instance-types/{}/availability",
+                uuid::Uuid::now_v7()
+            ),
+            &tenant.token,
+        )
+        .await
+        .expect(StatusCode::NOT_FOUND);
 }

@@ -11,6 +11,7 @@
 //! period, reservations for blocked work, rejections, and for every waiting
 //! workload its reasons with numbers and an estimated start.
 //! [`capacity_report`] shows free versus schedulable capacity per shape;
+//! [`launch_room`] what a launch of one shape would meet in each region;
 //! [`plan_advance_reservation`] picks the GPUs of a new reservation; a
 //! [`Placer`] places workloads one at a time with the same placement code,
 //! for arrival-only studies and what-if questions.
@@ -40,7 +41,10 @@ pub use decision::{
 pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};
-pub use report::{CapacityReport, ModelCapacity, SHAPES, ShapeSlots, capacity_report};
+pub use report::{
+    CapacityReport, LaunchShape, ModelCapacity, RegionRoom, SHAPES, ShapeSlots, capacity_report,
+    launch_room,
+};
 pub use reservation::{ReservationRequest, can_extend, earliest_windows, plan_advance_reservation};
 pub use schedule::{OwnedSnapshot, Snapshot, schedule};
 pub use usage::UsageLedger;

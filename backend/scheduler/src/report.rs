@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::policy::Policy;
 use crate::schedule::{Snapshot, prepared};
-use crate::state::bits;
+use crate::state::{View, bits};
+use crate::workload::GpuRequest;
 
 /// Single-node shapes the report counts slots for.
 pub const SHAPES: [u32; 4] = [1, 2, 4, 8];
@@ -121,4 +122,95 @@ fn empty(model: &str) -> ModelCapacity {
         whole_free_nodes: 0,
         fragmentation_permille: 0,
     }
+}
+
+/// The on-demand shape a tenant is about to launch: GPUs of one model, CPU
+/// in thousandths of a core and memory in MiB on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LaunchShape {
+    pub model: String,
+    pub gpus: GpuRequest,
+    pub cpu_milli: u64,
+    pub memory_mib: u64,
+}
+
+/// What a launch of one shape would meet in one region now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionRoom {
+    /// The region's name.
+    pub region: String,
+    /// Instances of the shape that could start side by side now and keep
+    /// running: free GPUs, CPU and memory on schedulable nodes, less what
+    /// advance reservations hold now or later. Fractions count only on
+    /// GPUs nobody shares yet, so this is a floor for them; MIG instances
+    /// are not counted (`None`).
+    pub instances: Option<u32>,
+    /// GPUs of the model that waiting work may take in the region: what a
+    /// launch that does not fit now may queue behind.
+    pub waiting_gpus: u32,
+}
+
+/// Per region holding the shape's GPU model, ordered by region name, what a
+/// launch of `shape` would meet now.
+pub fn launch_room(snapshot: &Snapshot<'_>, shape: &LaunchShape) -> Vec<RegionRoom> {
+    let policy = Policy::default();
+    let cycle = prepared(snapshot, &policy);
+    let state = cycle.state();
+    let Some(model) = state.models.get(&shape.model) else {
+        return Vec::new();
+    };
+    // Open-ended: an on-demand instance has no end, so a reservation that
+    // starts later still takes its GPUs away.
+    let view = View {
+        from: state.now,
+        until: None,
+        reservation: None,
+        tentative: false,
+        binding: true,
+    };
+    let per_gpu = match shape.gpus {
+        GpuRequest::Whole(0) | GpuRequest::Mig(_) => None,
+        GpuRequest::Whole(gpus) => Some((gpus, 1)),
+        GpuRequest::Milli(milli) => Some((1, 1000 / milli.clamp(1, 1000))),
+    };
+    let mut rooms: BTreeMap<&str, RegionRoom> = BTreeMap::new();
+    for node in &state.nodes {
+        if !node.has_model(model) {
+            continue;
+        }
+        let entry = rooms
+            .entry(node.node.region.as_str())
+            .or_insert_with(|| RegionRoom {
+                region: node.node.region.clone(),
+                instances: per_gpu.map(|_| 0),
+                waiting_gpus: 0,
+            });
+        let (Some((gpus, each_gpu)), Some(instances)) = (per_gpu, entry.instances.as_mut()) else {
+            continue;
+        };
+        if !node.node.schedulable {
+            continue;
+        }
+        let room = node.room(model, view, state.now);
+        let by_resource = |free: u64, each: u64| {
+            free.checked_div(each)
+                .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX))
+        };
+        *instances += (bits(room.mask) / gpus * each_gpu)
+            .min(by_resource(room.cpu, shape.cpu_milli))
+            .min(by_resource(room.mem, shape.memory_mib));
+    }
+    for work in snapshot.pending {
+        if !work.gpu_models.iter().any(|m| m == &shape.model) {
+            continue;
+        }
+        let gpus = work.gpus.milli_per_node() * u64::from(work.node_count) / 1000;
+        let gpus = u32::try_from(gpus).unwrap_or(u32::MAX);
+        for room in rooms.values_mut() {
+            if work.regions.is_empty() || work.regions.contains(&room.region) {
+                room.waiting_gpus = room.waiting_gpus.saturating_add(gpus);
+            }
+        }
+    }
+    rooms.into_values().collect()
 }

@@ -3,8 +3,11 @@
 
 mod common;
 
-use common::{Drive, World, job, node, running};
-use gantry_scheduler::{ShapeSlots, capacity_report};
+use common::{Drive, H100, NOON, World, job, node, running};
+use gantry_scheduler::{
+    AdvanceReservation, GpuRequest, LaunchShape, Placement, RegionRoom, ShapeSlots,
+    capacity_report, launch_room,
+};
 
 #[test]
 fn free_is_not_schedulable_when_fragmented() {
@@ -90,4 +93,83 @@ fn an_idle_cluster_is_not_fragmented_and_a_full_one_has_nothing_free() {
         ),
         (16, 0, 0)
     );
+}
+
+#[test]
+fn a_launch_sees_room_per_region_after_running_work_reservations_cpu_and_the_queue() {
+    let in_region = |mut n: gantry_scheduler::Node, region: &str| {
+        n.region = region.into();
+        n
+    };
+    let mut short_of_cpu = node("d", "r1", H100, 8);
+    short_of_cpu.cpu_milli = 16_000;
+    let mut cordoned = in_region(node("c", "r2", H100, 8), "us-east-1");
+    cordoned.schedulable = false;
+    let mut world = World::new(vec![
+        node("a", "r1", H100, 8),
+        short_of_cpu,
+        in_region(node("b", "r2", H100, 8), "us-east-1"),
+        cordoned,
+        in_region(node("l", "r3", "L40S", 4), "ap-northeast-2"),
+    ]);
+    world.running = vec![running(job("r", "q", 2, 1), &[("a", &[0, 1])], NOON)];
+    world.reservations = vec![AdvanceReservation {
+        id: "later".into(),
+        queue: "other".into(),
+        start: NOON + 2 * 3_600,
+        end: NOON + 4 * 3_600,
+        placements: vec![Placement {
+            node: "b".into(),
+            gpus: (0..4).collect(),
+        }],
+    }];
+    let mut pinned = job("p", "q", 1, 2);
+    pinned.regions = vec!["us-east-1".into()];
+    world.pending = vec![pinned, job("anywhere", "q", 4, 1)];
+
+    let shape = LaunchShape {
+        model: H100.into(),
+        gpus: GpuRequest::Whole(2),
+        cpu_milli: 8_000,
+        memory_mib: 64 * 1_024,
+    };
+    let rooms = launch_room(&world.snapshot(), &shape);
+    assert_eq!(
+        rooms,
+        vec![
+            // a: 6 free GPUs, 3 pairs; d: 8 free GPUs but CPU for 2.
+            RegionRoom {
+                region: "eu-west-1".into(),
+                instances: Some(3 + 2),
+                waiting_gpus: 4,
+            },
+            // b: 4 GPUs left once the later reservation is taken out; c is
+            // cordoned.
+            RegionRoom {
+                region: "us-east-1".into(),
+                instances: Some(2),
+                waiting_gpus: 2 + 4,
+            },
+        ]
+    );
+
+    // A quarter GPU fits four times on each GPU nobody shares yet, within
+    // each node's CPU: 15 on a, 2 on d.
+    let quarter = LaunchShape {
+        gpus: GpuRequest::Milli(250),
+        ..shape.clone()
+    };
+    let rooms = launch_room(&world.snapshot(), &quarter);
+    assert_eq!(rooms[0].instances, Some(15 + 2));
+    let mig = LaunchShape {
+        gpus: GpuRequest::Mig(1),
+        ..shape.clone()
+    };
+    assert_eq!(launch_room(&world.snapshot(), &mig)[0].instances, None);
+
+    let unknown = LaunchShape {
+        model: "B200".into(),
+        ..shape
+    };
+    assert!(launch_room(&world.snapshot(), &unknown).is_empty());
 }

@@ -7,6 +7,7 @@ export const keys = {
   me: ["me"] as const,
   sshKeys: ["me", "ssh-keys"] as const,
   catalog: (what: "instance-types" | "regions" | "gpu-models" | "images") => ["catalog", what] as const,
+  availability: (instanceTypeId: string | undefined) => ["catalog", "availability", instanceTypeId] as const,
   org: (orgId: string, ...rest: unknown[]) => ["org", orgId, ...rest] as const,
   admin: (...rest: unknown[]) => ["admin", ...rest] as const,
 };
@@ -26,6 +27,21 @@ export function useInstanceTypes() {
       unwrap(api.GET("/api/v1/catalog/instance-types", { params: { query: { limit: 200 } } })),
     select: (page) => page.items,
     staleTime: 60_000,
+  });
+}
+
+/** Per region, instances of a type that could start now and GPUs already waiting. */
+export function useLaunchAvailability(instanceTypeId: string | undefined) {
+  return useQuery({
+    queryKey: keys.availability(instanceTypeId),
+    queryFn: () =>
+      unwrap(
+        api.GET("/api/v1/catalog/instance-types/{instance_type_id}/availability", {
+          params: { path: { instance_type_id: instanceTypeId ?? "" } },
+        }),
+      ),
+    enabled: instanceTypeId !== undefined,
+    refetchInterval: 15_000,
   });
 }
 

@@ -1068,6 +1068,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/catalog/instance-types/{instance_type_id}/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Per region, how many instances of a type could start now and how many
+         *     GPUs of its model are already waiting.
+         */
+        get: operations["launch_availability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/catalog/instance-types/{instance_type_id}/prices": {
         parameters: {
             query?: never;
@@ -2870,6 +2890,17 @@ export interface components {
             /** @description The token itself: returned once, when created. */
             token?: string | null;
         };
+        LaunchAvailability: {
+            instance_type: string;
+            gpu_model: string;
+            /**
+             * Format: date-time
+             * @description When the figures were read.
+             */
+            as_of: string;
+            /** @description Regions holding the type's GPU model, by name. */
+            regions: components["schemas"]["RegionAvailability"][];
+        };
         /**
          * @description What an invoice line is.
          * @enum {string}
@@ -4017,6 +4048,23 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
+        };
+        RegionAvailability: {
+            region: string;
+            /**
+             * Format: int32
+             * @description Instances that could start side by side now and keep running: free
+             *     GPUs, vCPUs and memory on nodes taking work, less what reservations
+             *     hold now or later. For GPU fractions a floor (only GPUs nobody
+             *     shares yet count); `null` for MIG instances, which are not counted.
+             */
+            instances_now?: number | null;
+            /**
+             * Format: int32
+             * @description GPUs of the model that waiting orders (every tenant's, as one sum)
+             *     may take in the region: what a launch may queue behind.
+             */
+            waiting_gpus: number;
         };
         Register: {
             name: string;
@@ -7592,6 +7640,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InstanceType"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    launch_availability: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Instance type id */
+                instance_type_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Room per region now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LaunchAvailability"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -2,6 +2,7 @@
 //! prices. Operators change it under `/admin/catalog`; every signed-in
 //! caller reads it under `/catalog`.
 
+pub mod availability;
 pub mod cache;
 pub mod gpu_models;
 pub mod images;
@@ -26,6 +27,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(gpu_models::routes())
         .merge(instance_types::routes())
         .merge(prices::routes())
+        .merge(availability::routes())
         .merge(images::routes())
 }
 

@@ -107,7 +107,7 @@ pub async fn current(
     Ok(prices)
 }
 
-async fn find_type(
+pub(super) async fn find_type(
     db: &impl ConnectionTrait,
     params: &RawPathParams,
 ) -> ApiResult<instance_type::Model> {

@@ -20,7 +20,15 @@ import { useNavigate } from "@tanstack/react-router";
 import { useMemo } from "react";
 import { JobFields } from "./JobFields";
 import { api, ApiError, type Schemas, unwrap } from "../../api/client";
-import { keys, useImages, useInstanceTypes, useQuotas, useRegions, useSshKeys } from "../../api/queries";
+import {
+  keys,
+  useImages,
+  useInstanceTypes,
+  useLaunchAvailability,
+  useQuotas,
+  useRegions,
+  useSshKeys,
+} from "../../api/queries";
 import { ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { gpuShape } from "../../lib/capacity";
@@ -135,6 +143,7 @@ export function LaunchPage() {
   const region = values.region || null;
   const durationSeconds = typeof values.durationHours === "number" ? Math.round(values.durationHours * 3600) : null;
   const price = selected ? priceInForce(selected.prices, values.pricingClass, region) : undefined;
+  const availability = useLaunchAvailability(selected?.id);
   const members = values.kind === "job" && typeof values.arrayCount === "number" ? values.arrayCount : 1;
   const cost = estimate(price, values.nodeCount, durationSeconds, members);
   const requested = selected ? selected.gpus_per_node * values.nodeCount : 0;
@@ -375,6 +384,7 @@ export function LaunchPage() {
                           <Table.Tr>
                             <Table.Th>{t("launch.region")}</Table.Th>
                             <Table.Th ta="right">{t("launch.perGpuHour")}</Table.Th>
+                            <Table.Th ta="right">{t("launch.startNow")}</Table.Th>
                           </Table.Tr>
                         </Table.Thead>
                         <Table.Tbody>
@@ -384,11 +394,19 @@ export function LaunchPage() {
                               <Table.Tr key={r.name}>
                                 <Table.Td>{r.display_name}</Table.Td>
                                 <Table.Td ta="right">{inRegion ? money(perGpuHour(inRegion.hourly_micros, selected)) : "—"}</Table.Td>
+                                <Table.Td ta="right">
+                                  <RoomNow room={availability.data?.regions.find((a) => a.region === r.name)} loaded={availability.isSuccess} />
+                                </Table.Td>
                               </Table.Tr>
                             );
                           })}
                         </Table.Tbody>
                       </Table>
+                    )}
+                    {selected && (
+                      <Text size="xs" c="dimmed" mt="xs">
+                        {t("launch.startNowHint")}
+                      </Text>
                     )}
                     {region === null && (
                       <Text size="xs" c="dimmed" mt="xs">
@@ -411,6 +429,33 @@ export function LaunchPage() {
           </Grid.Col>
         </Grid>
       </form>
+    </>
+  );
+}
+
+/** What a launch would meet in one region now: instances free, GPUs already queued. */
+function RoomNow({ room, loaded }: { room: Schemas["RegionAvailability"] | undefined; loaded: boolean }) {
+  if (!loaded) return "…";
+  if (room === undefined) return t("launch.noneHere");
+  if (room.instances_now === null || room.instances_now === undefined) return "—";
+  const free =
+    room.instances_now > 0 ? (
+      <Text span size="sm" fw={600}>
+        {t("launch.freeNow", { count: room.instances_now })}
+      </Text>
+    ) : (
+      <Text span size="sm">
+        {t("launch.noneFree")}
+      </Text>
+    );
+  return (
+    <>
+      {free}
+      {room.waiting_gpus > 0 && (
+        <Text span size="xs" c="dimmed" display="block">
+          {t("launch.gpusQueued", { count: room.waiting_gpus })}
+        </Text>
+      )}
     </>
   );
 }
