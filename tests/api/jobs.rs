@@ -287,6 +287,16 @@ async fn dependencies_order_jobs_and_a_failed_parent_fails_its_dependents(engine
         )
         .await;
     assert_eq!(waiting["status"], "queued");
+    // As data too: the job it waits for, named for its own tenant.
+    let reason = &waiting["pending_details"][0];
+    assert_eq!(reason["kind"], "dependency", "{reason:#}");
+    assert_eq!(reason["order"]["id"], json!(id(&b)));
+    assert_eq!(reason["order"]["name"], b["name"]);
+    assert_eq!(reason["until"], "complete");
+    assert!(
+        ["queued", "running"].contains(&reason["status"].as_str().expect("status")),
+        "{reason:#}"
+    );
     let c_done = server
         .wait_status(&tenant, id(&c).parse().expect("uuid"), "completed")
         .await;

@@ -354,13 +354,17 @@ async fn project_and_regional_maximums_hold_work_back(engine: Engine) {
     let first = server.order(&tenant, in_project.clone()).await;
     server.wait_status(&tenant, first, "running").await;
     let second = server.order(&tenant, in_project).await;
-    server
+    let held = server
         .wait_order(&tenant, second, "held by the project maximum", |o| {
             o["pending_reason"]
                 .as_str()
                 .is_some_and(|r| r.starts_with("quota: a project or regional maximum"))
         })
         .await;
+    assert_eq!(
+        held["pending_details"],
+        json!([{ "kind": "scoped_quota", "needed_gpus": 8 }])
+    );
     // Outside the project the order runs, but not in the region whose
     // quota is zero.
     let anywhere = server

@@ -2506,6 +2506,11 @@ export interface components {
             order_id: string;
             condition?: components["schemas"]["Condition"];
         };
+        /**
+         * @description What a job waits for a job it depends on to do.
+         * @enum {string}
+         */
+        DependencyEnd: "complete" | "end";
         DiscoveredGpu: {
             /** Format: int32 */
             index: number;
@@ -4635,9 +4640,18 @@ export interface components {
             /** @enum {string} */
             kind: "off_peak";
         } | {
-            text: string;
+            /** Format: int64 */
+            needed_gpus: number;
             /** @enum {string} */
-            kind: "held";
+            kind: "scoped_quota";
+        } | {
+            order: components["schemas"]["OrderRef"];
+            /** @description The dependency's status now. */
+            status: components["schemas"]["OrderStatus"];
+            /** @description What it waits for the dependency to do. */
+            until: components["schemas"]["DependencyEnd"];
+            /** @enum {string} */
+            kind: "dependency";
         };
         WhatIfRequest: {
             extra_nodes?: components["schemas"]["ExtraNodes"][];

@@ -7,7 +7,7 @@ import type { ReactNode } from "react";
 import { Trans } from "react-i18next";
 import type { Schemas } from "../api/client";
 import { i18n } from "../i18n";
-import { dateTime, shortId } from "../lib/format";
+import { dateTime, shortId, words } from "../lib/format";
 import { AnchorLink } from "./links";
 
 type Reason = Schemas["WaitReason"];
@@ -87,8 +87,18 @@ export function reasonText(orgId: string, reason: Reason): ReactNode {
       return t("reasons.notBefore", { at: dateTime(reason.at) });
     case "off_peak":
       return t("reasons.offPeak", { region: reason.region, at: dateTime(reason.at) });
-    case "held":
-      return reason.text;
+    case "scoped_quota":
+      return t("reasons.scopedQuota", { needed: gpus(reason.needed_gpus) });
+    case "dependency":
+      return (
+        <Trans
+          i18nKey={reason.until === "complete" ? "reasons.dependencyComplete" : "reasons.dependencyEnd"}
+          values={{ order: reason.order.name ?? shortId(reason.order.id), status: words(reason.status) }}
+          components={{
+            link: <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: reason.order.id }} size="sm" />,
+          }}
+        />
+      );
   }
 }
 

@@ -13,12 +13,14 @@ use uuid::Uuid;
 use super::Condition;
 use crate::classes::OrderStatus;
 use crate::entities::{order, order_dependency};
+use crate::orders::reasons::{DependencyEnd, OrderRef, WaitReason};
+use crate::scheduling::scoped::Held;
 
 /// Queued jobs held back this cycle, each with why.
 #[derive(Debug, Default)]
 pub struct Gate {
     /// Waiting for dependencies still running or queued.
-    pub blocked: HashMap<Uuid, String>,
+    pub blocked: HashMap<Uuid, Held>,
     /// A dependency that had to succeed did not: these fail.
     pub broken: HashMap<Uuid, String>,
 }
@@ -51,7 +53,6 @@ pub async fn gate(db: &impl ConnectionTrait) -> Result<Gate, DbErr> {
         let Some(&status) = statuses.get(&edge.depends_on) else {
             continue;
         };
-        let short = &edge.depends_on.to_string()[..8];
         let condition = Condition::parse(&edge.condition);
         if status.is_final() {
             if condition == Condition::AfterOk && status != OrderStatus::Completed {
@@ -64,15 +65,29 @@ pub async fn gate(db: &impl ConnectionTrait) -> Result<Gate, DbErr> {
                 });
             }
         } else if !gate.broken.contains_key(&edge.order_id) {
-            gate.blocked.entry(edge.order_id).or_insert_with(|| {
-                format!(
-                    "waiting for job {short} ({}) to {}",
+            let until = match condition {
+                Condition::AfterOk => DependencyEnd::Complete,
+                Condition::AfterAny => DependencyEnd::End,
+            };
+            gate.blocked.entry(edge.order_id).or_insert_with(|| Held {
+                order_id: edge.order_id,
+                reason: format!(
+                    "waiting for job {} ({}) to {}",
+                    edge.depends_on,
                     status.as_str(),
-                    match condition {
-                        Condition::AfterOk => "complete",
-                        Condition::AfterAny => "end",
+                    match until {
+                        DependencyEnd::Complete => "complete",
+                        DependencyEnd::End => "end",
                     }
-                )
+                ),
+                details: WaitReason::Dependency {
+                    order: OrderRef {
+                        id: edge.depends_on,
+                        name: None,
+                    },
+                    status,
+                    until,
+                },
             });
         }
     }

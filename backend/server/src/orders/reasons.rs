@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::classes::OrderStatus;
+
 /// An order a reason mentions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct OrderRef {
@@ -93,9 +95,26 @@ pub enum WaitReason {
     NotBefore { at: DateTime<Utc> },
     /// It waits for the cheaper off-peak window, which its deadline allows.
     OffPeak { region: String, at: DateTime<Utc> },
-    /// Held before the engine: a project or regional quota, a dependency,
-    /// a queue limit; the text says which.
-    Held { text: String },
+    /// A project's or a region's maximum for the GPU model is reached.
+    ScopedQuota { needed_gpus: i64 },
+    /// A job it depends on has not ended as it must.
+    Dependency {
+        order: OrderRef,
+        /// The dependency's status now.
+        status: OrderStatus,
+        /// What it waits for the dependency to do.
+        until: DependencyEnd,
+    },
+}
+
+/// What a job waits for a job it depends on to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyEnd {
+    /// Complete successfully.
+    Complete,
+    /// End, however.
+    End,
 }
 
 fn instant(seconds: i64) -> DateTime<Utc> {
@@ -214,6 +233,7 @@ impl WaitReason {
             Self::Capacity { next_release, .. } | Self::Fragmentation { next_release, .. } => {
                 next_release.as_ref().and_then(|r| r.order.as_ref())
             }
+            Self::Dependency { order, .. } => Some(order),
             _ => None,
         }
     }
@@ -223,6 +243,7 @@ impl WaitReason {
             Self::Capacity { next_release, .. } | Self::Fragmentation { next_release, .. } => {
                 next_release.as_mut().and_then(|r| r.order.as_mut())
             }
+            Self::Dependency { order, .. } => Some(order),
             _ => None,
         }
     }

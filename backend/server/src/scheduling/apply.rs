@@ -125,10 +125,10 @@ pub async fn apply(
         let current = orders.get(&held.order_id)?;
         let kind_changed = current.pending_reason.as_ref() != Some(&held.reason);
         changed_reason(current, kind_changed, None, now, || {
-            let details = [WaitReason::Held {
-                text: held.reason.clone(),
-            }];
-            (Some(held.reason.clone()), reasons::stored(&details))
+            (
+                Some(held.reason.clone()),
+                reasons::stored(std::slice::from_ref(&held.details)),
+            )
         })
     }));
     applied.waiting = record_reasons(&txn, &reasons, now).await?;

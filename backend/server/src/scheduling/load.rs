@@ -187,11 +187,7 @@ pub async fn snapshot(
         }
     }
     let mut held = super::scoped::hold_back(&mut pending, orders, &quota_rows, used, &region_names);
-    held.extend(
-        gate.blocked
-            .into_iter()
-            .map(|(order_id, reason)| super::scoped::Held { order_id, reason }),
-    );
+    held.extend(gate.blocked.into_values());
     Ok(Loaded {
         mig_free,
         held,

@@ -11,14 +11,17 @@ use gantry_scheduler as engine;
 use uuid::Uuid;
 
 use crate::entities::{order, quota};
+use crate::orders::reasons::WaitReason;
 
 /// GPUs held or let through, by organization, GPU model, region and project.
 pub type Use = HashMap<(Uuid, Uuid, Uuid, Option<Uuid>), i64>;
 
 /// An order held back this cycle, and why.
+#[derive(Debug)]
 pub struct Held {
     pub order_id: Uuid,
     pub reason: String,
+    pub details: WaitReason,
 }
 
 /// Narrows or removes pending workloads that would exceed a project or
@@ -91,6 +94,7 @@ pub fn hold_back(
                 reason: format!(
                     "quota: a project or regional maximum for this GPU model is reached; it needs {gpus} more"
                 ),
+                details: WaitReason::ScopedQuota { needed_gpus: gpus },
             });
             continue;
         }
