@@ -13,6 +13,7 @@ mod isolation;
 mod jobs;
 mod limits;
 mod migrations;
+mod monitoring;
 mod node_access;
 mod openapi;
 mod orders;

@@ -2,11 +2,11 @@
 //! free, and how much of the free capacity can actually host each job shape,
 //! so operators see fragmentation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::policy::Policy;
 use crate::schedule::{Snapshot, prepared};
-use crate::state::{View, bits};
+use crate::state::{NodeState, State, View, bits};
 use crate::workload::GpuRequest;
 
 /// Single-node shapes the report counts slots for.
@@ -56,11 +56,32 @@ pub struct CapacityReport {
 pub fn capacity_report(snapshot: &Snapshot<'_>) -> CapacityReport {
     let policy = Policy::default();
     let cycle = prepared(snapshot, &policy);
+    report(cycle.state(), |_| true)
+}
+
+/// [`capacity_report`] for each region, by region name: what monitoring
+/// shows per region and model.
+pub fn capacity_by_region(snapshot: &Snapshot<'_>) -> BTreeMap<String, CapacityReport> {
+    let policy = Policy::default();
+    let cycle = prepared(snapshot, &policy);
     let state = cycle.state();
+    let regions: BTreeSet<&str> = state.nodes.iter().map(|n| n.node.region.as_str()).collect();
+    regions
+        .into_iter()
+        .map(|region| {
+            (
+                region.to_owned(),
+                report(state, |node| node.node.region == region),
+            )
+        })
+        .collect()
+}
+
+fn report(state: &State<'_>, keep: impl Fn(&NodeState<'_>) -> bool) -> CapacityReport {
     let mut models: BTreeMap<&str, ModelCapacity> = BTreeMap::new();
     let mut largest: BTreeMap<&str, u32> = BTreeMap::new();
     let mut free_per_node: BTreeMap<&str, Vec<(u32, u32)>> = BTreeMap::new();
-    for node in &state.nodes {
+    for node in state.nodes.iter().filter(|n| keep(n)) {
         let mut sizes: BTreeMap<u32, u32> = BTreeMap::new();
         for gpu in &node.gpus {
             let name = state.models.name(gpu.model);

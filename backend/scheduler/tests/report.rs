@@ -6,7 +6,7 @@ mod common;
 use common::{Drive, H100, NOON, World, job, node, running};
 use gantry_scheduler::{
     AdvanceReservation, GpuRequest, LaunchShape, Placement, RegionRoom, ShapeSlots,
-    capacity_report, launch_room,
+    capacity_by_region, capacity_report, launch_room,
 };
 
 #[test]
@@ -172,4 +172,23 @@ fn a_launch_sees_room_per_region_after_running_work_reservations_cpu_and_the_que
         ..shape
     };
     assert!(launch_room(&world.snapshot(), &unknown).is_empty());
+}
+
+#[test]
+fn capacity_splits_by_region_and_adds_up_to_the_whole() {
+    let mut far = node("f1", "r9", H100, 8);
+    far.region = "us-east-1".into();
+    let mut world = World::new(vec![node("a", "r1", H100, 8), far]);
+    world.running = vec![running(job("r", "q", 3, 1), &[("a", &[0, 1, 2])], NOON)];
+    let whole = capacity_report(&world.snapshot());
+    let regions = capacity_by_region(&world.snapshot());
+    assert_eq!(
+        regions.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["eu-west-1", "us-east-1"]
+    );
+    let free = |r: &str| regions[r].models[0].free;
+    assert_eq!((free("eu-west-1"), free("us-east-1")), (5, 8));
+    assert_eq!(free("eu-west-1") + free("us-east-1"), whole.models[0].free);
+    assert_eq!(regions["us-east-1"].models[0].whole_free_nodes, 1);
+    assert_eq!(regions["eu-west-1"].models[0].fragmentation_permille, 1000);
 }

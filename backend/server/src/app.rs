@@ -182,7 +182,13 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             Duration::from_secs(config.request_timeout_seconds),
-        ));
+        ))
+        // Added after the layers above, which it skips: its bearer token
+        // is the scrape token, not a session or API key.
+        .route(
+            crate::monitoring::PATH,
+            axum::routing::get(crate::monitoring::scrape),
+        );
     if let Some(cors) = cors(&config.cors_allowed_origins) {
         router = router.layer(cors);
     }
@@ -199,6 +205,7 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .layer(axum::middleware::from_fn(crate::http::request_id::sanitize))
+        .layer(axum::middleware::from_fn(crate::monitoring::http::record))
         .with_state(state))
 }
 
@@ -259,7 +266,23 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     spawn_housekeeping(state.clone());
+    crate::monitoring::spawn_upkeep();
     let (stop_scheduler, scheduler_stopped) = tokio::sync::watch::channel(false);
+    let metrics = match state.config.metrics_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("binding the metrics listener {address}"))?;
+            let mut stopped = scheduler_stopped.clone();
+            Some(tokio::spawn(crate::monitoring::serve_private(
+                listener,
+                async move {
+                    stopped.changed().await.ok();
+                },
+            )))
+        }
+        None => None,
+    };
     let notifications = tokio::spawn(crate::scheduling::notify::listen(
         state.clone(),
         scheduler_stopped.clone(),
@@ -285,5 +308,8 @@ pub async fn serve(
     stop_scheduler.send(true).ok();
     scheduler.await.ok();
     notifications.await.ok();
+    if let Some(metrics) = metrics {
+        metrics.await.context("the metrics listener")??;
+    }
     served
 }

@@ -50,6 +50,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
     ("GANTRY_JOB_LOG_RETENTION_DAYS", "job_log_retention_days"),
     ("GANTRY_EXPOSABLE_PORTS", "exposable_ports"),
+    ("GANTRY_METRICS_LISTEN", "metrics_listen"),
+    ("GANTRY_METRICS_TOKEN", "metrics_token"),
     (
         "GANTRY_RESERVATION_FREE_CANCEL_HOURS",
         "reservation_free_cancel_hours",
@@ -154,6 +156,13 @@ pub struct Config {
     /// The share of the reserved time not yet begun that a later
     /// cancellation costs, 0 to 100.
     pub reservation_cancel_fee_percent: u32,
+    /// A private address that serves `/metrics` alone, without
+    /// credentials, for Prometheus; none when unset.
+    pub metrics_listen: Option<SocketAddr>,
+    /// A bearer token that lets `/metrics` be scraped on the main listener;
+    /// without one, `/metrics` is not served there (its figures name
+    /// tenants).
+    pub metrics_token: Option<String>,
 }
 
 impl Default for Config {
@@ -191,6 +200,8 @@ impl Default for Config {
             exposable_ports: vec![6006, 7860, 8000, 8080, 8265, 8888],
             reservation_free_cancel_hours: 48,
             reservation_cancel_fee_percent: 50,
+            metrics_listen: None,
+            metrics_token: None,
         }
     }
 }
@@ -239,6 +250,11 @@ impl std::fmt::Debug for Config {
             .field(
                 "reservation_cancel_fee_percent",
                 &self.reservation_cancel_fee_percent,
+            )
+            .field("metrics_listen", &self.metrics_listen)
+            .field(
+                "metrics_token",
+                &self.metrics_token.as_ref().map(|_| "<set>"),
             )
             .finish()
     }

@@ -131,6 +131,19 @@ impl ApiError {
         .with_retry_after(retry_after_seconds)
     }
 
+    /// An address that sent too many bad credentials waits before any are
+    /// read again.
+    pub fn too_many_failed_credentials(retry_after_seconds: u64) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failed_credentials",
+            format!(
+                "too many invalid credentials from this address; retry after {retry_after_seconds} s"
+            ),
+        )
+        .with_retry_after(retry_after_seconds)
+    }
+
     /// Names the windows that would fit instead of the one refused.
     pub fn with_alternatives(self, alternatives: Vec<Window>) -> Self {
         Self {

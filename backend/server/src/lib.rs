@@ -20,6 +20,7 @@ pub mod http;
 pub mod inventory;
 pub mod jobs;
 pub mod metering;
+pub mod monitoring;
 pub mod openapi;
 pub mod operators;
 pub mod orders;

@@ -70,13 +70,7 @@ pub async fn authenticate(
     if request.headers().contains_key(header::AUTHORIZATION)
         && let Err(wait) = state.rate_limits.check_credentials_allowed(address)
     {
-        return ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_failed_credentials",
-            format!("too many invalid credentials from this address; retry after {wait} s"),
-        )
-        .with_retry_after(wait)
-        .into_response();
+        return ApiError::too_many_failed_credentials(wait).into_response();
     }
     match resolve(&state, request.headers()).await {
         Ok(Some(principal)) => {

@@ -46,6 +46,11 @@ pub async fn came_up(
     if updated.rows_affected == 0 {
         return Ok(false);
     }
+    // Counted as the start is written: a start whose transaction then
+    // fails is counted too, and again when it is retried.
+    if let Some(order) = order::Entity::find_by_id(order_id).one(db).await? {
+        crate::monitoring::fleet::record_admission(&order, now);
+    }
     allocation::Entity::update_many()
         .col_expr(allocation::Column::RunningSince, Expr::value(Some(now)))
         .filter(allocation::Column::OrderId.eq(order_id))

@@ -228,6 +228,23 @@ pub fn parse(stored: Option<&str>) -> Vec<WaitReason> {
 }
 
 impl WaitReason {
+    /// The `kind` it is tagged with on the wire, for metric labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Quota { .. } => "quota",
+            Self::Capacity { .. } => "capacity",
+            Self::Fragmentation { .. } => "fragmentation",
+            Self::CpuOrMemory { .. } => "cpu_or_memory",
+            Self::HeldForReservation { .. } => "held_for_reservation",
+            Self::WaitingForPreemption { .. } => "waiting_for_preemption",
+            Self::BehindHigherRanked { .. } => "behind_higher_ranked",
+            Self::NotBefore { .. } => "not_before",
+            Self::OffPeak { .. } => "off_peak",
+            Self::ScopedQuota { .. } => "scoped_quota",
+            Self::Dependency { .. } => "dependency",
+        }
+    }
+
     fn order(&self) -> Option<&OrderRef> {
         match self {
             Self::Capacity { next_release, .. } | Self::Fragmentation { next_release, .. } => {
@@ -274,6 +291,29 @@ pub fn name_orders<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kinds_are_the_tags_on_the_wire() {
+        let reasons = [
+            WaitReason::CpuOrMemory {
+                nodes_with_free_gpus: 1,
+            },
+            WaitReason::BehindHigherRanked { ahead: 2 },
+            WaitReason::ScopedQuota { needed_gpus: 8 },
+            WaitReason::Dependency {
+                order: OrderRef {
+                    id: Uuid::nil(),
+                    name: None,
+                },
+                status: OrderStatus::Running,
+                until: DependencyEnd::Complete,
+            },
+        ];
+        for reason in reasons {
+            let wire = serde_json::to_value(&reason).expect("serialize");
+            assert_eq!(wire["kind"], reason.kind());
+        }
+    }
 
     #[test]
     fn engine_reasons_keep_their_figures_and_times() {

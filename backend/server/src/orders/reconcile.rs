@@ -19,8 +19,9 @@ use crate::auth::principal::Actor;
 use crate::classes::{AllocationState, OrderStatus};
 use crate::entities::{allocation, order};
 
-/// Asks every active allocation of an ended order to stop.
-pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<(), DbErr> {
+/// Asks every active allocation of an ended order to stop; returns how
+/// many GPUs such allocations held when found.
+pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<i64, DbErr> {
     let ended = Query::select()
         .column(order::Column::Id)
         .from(order::Entity)
@@ -31,6 +32,7 @@ pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<(), 
         .filter(allocation::Column::OrderId.in_subquery(ended))
         .all(db)
         .await?;
+    let found = leaked.iter().map(allocation::Model::gpu_count).sum();
     let mut by_order: BTreeMap<Uuid, Vec<allocation::Model>> = BTreeMap::new();
     for a in leaked {
         by_order.entry(a.order_id).or_default().push(a);
@@ -73,5 +75,5 @@ pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<(), 
             "an ended order still held GPUs; its allocations are stopped"
         );
     }
-    Ok(())
+    Ok(found)
 }

@@ -29,6 +29,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
 use crate::entities::{allocation, change_log, order};
+use crate::monitoring::fleet;
 use crate::orders::lifecycle;
 use crate::provisioning::Driver;
 use crate::provisioning::simulated::{SimulatedDriver, Timing};
@@ -165,6 +166,11 @@ const METER_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
 /// brings budgeted organizations' spend up to date.
 const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 
+/// How often the leader publishes fleet, queue and order gauges: a
+/// Prometheus scrape interval or faster, without a grouped count of every
+/// order on each cycle.
+const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
 /// How often the leader looks for GPUs still held by ended orders.
 const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
@@ -186,6 +192,12 @@ struct Due {
     checked: Option<Instant>,
     /// Whether the last month-end and budget pass still runs.
     closing: Arc<AtomicBool>,
+    /// Up to when usage was last metered as final.
+    metered_to: Option<DateTime<Utc>>,
+    /// When the fleet and order gauges were last published, and what they
+    /// held.
+    published_at: Option<DateTime<Utc>>,
+    published: fleet::Published,
 }
 
 /// Orders already handed to the driver by this process, so each is handed
@@ -263,6 +275,7 @@ async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
             }
         };
         let was = state.scheduler.leader.swap(leading, Ordering::Relaxed);
+        fleet::set_leader(leading);
         if leading && !was {
             tracing::info!(%holder, "this process now runs the scheduling loop");
             state.scheduler.wake();
@@ -296,9 +309,13 @@ async fn cycle(
     let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
     if due.metered.is_none_or(|at| now - at >= METER_EVERY) {
         due.metered = Some(now);
-        if let Err(error) = crate::metering::meter(&state.db, now - deadline, interval).await {
-            tracing::warn!(%error, "metering failed; retrying next cycle");
+        match crate::metering::meter(&state.db, now - deadline, interval).await {
+            Ok(_) => due.metered_to = Some(now - deadline),
+            Err(error) => tracing::warn!(%error, "metering failed; retrying next cycle"),
         }
+    }
+    if let Some(to) = due.metered_to {
+        fleet::set_metering_lag((now - to).num_milliseconds() as f64 / 1000.0);
     }
     if due
         .month_checked
@@ -317,8 +334,11 @@ async fn cycle(
     }
     if due.reclaimed.is_none_or(|at| now - at >= RECLAIM_EVERY) {
         due.reclaimed = Some(now);
-        if let Err(error) = crate::orders::reconcile::reclaim(&state.db, now).await {
-            tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
+        match crate::orders::reconcile::reclaim(&state.db, now).await {
+            Ok(gpus) => fleet::set_held_by_ended(gpus),
+            Err(error) => {
+                tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
+            }
         }
     }
     let loading = Instant::now();
@@ -343,12 +363,25 @@ async fn cycle(
     let writing = Instant::now();
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
     let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
+    fleet::record_preemptions(&decisions);
+    if due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY) {
+        due.published_at = Some(now);
+        publish(state, world, &loaded, &decisions, &mut due.published).await;
+    }
     // Only starts and preemptions give the driver something new to hand.
     if applied.started + applied.preempted > 0 {
         follow_log(&state.db, world).await?;
     }
     hand_over(world, driver, handed);
     let total_ms = began.elapsed().as_secs_f64() * 1000.0;
+    for (phase, ms) in [
+        ("load", load_ms),
+        ("engine", decide_ms),
+        ("write", write_ms),
+        ("total", total_ms),
+    ] {
+        fleet::record_phase(phase, ms / 1000.0);
+    }
     let changed = applied.started + applied.preempted + applied.rejected > 0;
     if changed {
         tracing::info!(
@@ -374,6 +407,25 @@ async fn cycle(
         "cycle timing"
     );
     Ok(())
+}
+
+/// The fleet, queue and order gauges; a failed read is logged and tried
+/// again at the next publish, never failing the cycle.
+async fn publish(
+    state: &AppState,
+    world: &World,
+    loaded: &load::Loaded,
+    decisions: &gantry_scheduler::Decisions,
+    published: &mut fleet::Published,
+) {
+    fleet::publish_fleet(published, world, loaded);
+    if let Err(error) = fleet::publish_pending(published, &state.db, world, loaded, decisions).await
+    {
+        tracing::warn!(%error, "could not publish waiting orders");
+    }
+    if let Err(error) = fleet::publish_orders(published, &state.db).await {
+        tracing::warn!(%error, "could not publish orders by status");
+    }
 }
 
 /// Invoices last month once it is final, and brings budgets up to date.

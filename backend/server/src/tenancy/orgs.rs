@@ -156,6 +156,22 @@ async fn page_of(
     Ok(Page::from_rows(rows, request, |o| o.id, Organization::from))
 }
 
+/// The names of the organizations `ids`, for labels and logs.
+pub async fn names(
+    db: &impl sea_orm::ConnectionTrait,
+    ids: impl IntoIterator<Item = Uuid>,
+) -> Result<std::collections::HashMap<Uuid, String>, sea_orm::DbErr> {
+    Ok(organization::Entity::find()
+        .filter(organization::Column::Id.is_in(ids))
+        .select_only()
+        .columns([organization::Column::Id, organization::Column::Name])
+        .into_tuple::<(Uuid, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect())
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_orgs, create_org))
