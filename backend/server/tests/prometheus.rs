@@ -1,8 +1,9 @@
 //! A real Prometheus scrapes a real `gantry serve` running the demo
 //! cluster, and PromQL over what it stored answers as the API does: free
 //! GPUs per model, the wait from creation to start of every order, and
-//! what waits and why. The alerting rules in `deploy/prometheus` pass
-//! `promtool` and read only metrics the server exports.
+//! what waits and why, an agent's GPU telemetry. The alerting rules in
+//! `deploy/prometheus` pass `promtool`; they and the dashboards in
+//! `deploy/grafana` read only metrics the server exports.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -377,7 +378,81 @@ async fn promql_over_the_scraped_server_answers_as_the_api_does() {
     )
     .await;
 
-    // Every metric the alerting rules read is one the server exports.
+    // An agent node reports its GPU's telemetry, which Prometheus sees
+    // labelled with the node.
+    let join = gantry
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/admin/join-tokens",
+            &operator,
+            Some(json!({ "region": "us-east" })),
+        )
+        .await;
+    let agent = gantry
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/agent/register",
+            join["token"].as_str().expect("join token"),
+            Some(json!({
+                "name": "edge-1", "cpu_milli": 32000, "memory_mib": 262144,
+                "gpus": [{ "index": 0, "model": "H100-SXM-80GB", "uuid": "GPU-edge-1-0",
+                           "memory_mib": 81920, "nvlink_domain": 0, "mig_enabled": false }]
+            })),
+        )
+        .await;
+    gantry
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/agent/heartbeat",
+            agent["credential"].as_str().expect("credential"),
+            Some(
+                json!({ "gpus": [{ "index": 0, "utilization_pct": 42, "memory_used_mib": 1024,
+                                     "temperature_c": 55, "power_w": 300 }] }),
+            ),
+        )
+        .await;
+    eventually("the agent's telemetry is scraped", || async {
+        let power = prometheus.query("gantry_gpu_power_watts", "node").await;
+        match power.get("edge-1") {
+            Some(w) if *w == 300.0 => Ok(()),
+            _ => Err(format!("{power:?}")),
+        }
+    })
+    .await;
+
+    // Every metric the alerting rules and the dashboards read is one the
+    // server exports, and every dashboard query is one Prometheus accepts.
+    let dashboards = std::fs::read_dir(deploy().join("grafana"))
+        .expect("dashboards")
+        .map(|entry| std::fs::read_to_string(entry.expect("entry").path()).expect("dashboard"))
+        .collect::<Vec<_>>();
+    let mut queries = Vec::new();
+    for text in &dashboards {
+        let dashboard: Value = serde_json::from_str(text).expect("a dashboard is JSON");
+        for panel in dashboard["panels"].as_array().expect("panels") {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                queries.push(target["expr"].as_str().expect("expr").to_owned());
+            }
+        }
+    }
+    assert!(queries.len() >= 20, "{queries:?}");
+    for query in &queries {
+        let url = reqwest::Url::parse_with_params(
+            &format!("{}/api/v1/query", prometheus.base),
+            [("query", query.as_str())],
+        )
+        .expect("url");
+        let reply: Value = prometheus
+            .http
+            .get(url)
+            .send()
+            .await
+            .expect("query")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(reply["status"], "success", "{query}: {reply}");
+    }
     let rules = std::fs::read_to_string(rules_path()).expect("alerting rules");
     let exported: Vec<String> = {
         let reply: Value = prometheus
@@ -391,13 +466,17 @@ async fn promql_over_the_scraped_server_answers_as_the_api_does() {
             .expect("json");
         serde_json::from_value(reply["data"].clone()).expect("names")
     };
-    for name in metric_names(&rules) {
+    let names = metric_names(&rules)
+        .into_iter()
+        .chain(queries.iter().flat_map(|q| metric_names(q)))
+        .collect::<std::collections::BTreeSet<_>>();
+    for name in names {
         // A histogram is exported as its _bucket, _count and _sum series.
         assert!(
             exported
                 .iter()
                 .any(|e| e == &name || e.strip_suffix("_bucket") == Some(&name)),
-            "{name} is in the alerting rules but not exported: {exported:?}"
+            "{name} is read by the rules or dashboards but not exported: {exported:?}"
         );
     }
 
@@ -408,8 +487,12 @@ async fn promql_over_the_scraped_server_answers_as_the_api_does() {
     assert_eq!(leader.get(""), Some(&1.0), "{leader:?}");
 }
 
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
 fn rules_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/alerts.yml")
+    deploy().join("prometheus/alerts.yml")
 }
 
 /// The `gantry_…` series names an expression text reads.

@@ -60,6 +60,10 @@ pub fn describe() {
         "From an order's creation until it came up (its started_at), by priority class; recorded by the replica that saw it come up"
     );
     describe_counter!(PREEMPTIONS, "Running work told to stop, by cause");
+    // Known from the start, so that rates over them exist before the first.
+    for cause in CAUSES {
+        counter!(PREEMPTIONS, "cause" => cause).absolute(0);
+    }
     describe_counter!(
         ORDERS_ENDED,
         "Orders that reached a final status, by status, since the database began"
@@ -242,13 +246,15 @@ pub fn record_admission(order: &order::Model, now: DateTime<Utc>) {
     histogram!(ADMISSION_WAIT, "priority_class" => order.priority_class.as_str()).record(waited);
 }
 
+const CAUSES: [&str; 3] = ["priority", "reclaim", "advance_reservation"];
+
 /// The preemptions one cycle ordered.
 pub fn record_preemptions(decisions: &engine::Decisions) {
     for preemption in &decisions.preemptions {
         let cause = match preemption.cause {
-            engine::PreemptionCause::Priority => "priority",
-            engine::PreemptionCause::Reclaim => "reclaim",
-            engine::PreemptionCause::AdvanceReservation => "advance_reservation",
+            engine::PreemptionCause::Priority => CAUSES[0],
+            engine::PreemptionCause::Reclaim => CAUSES[1],
+            engine::PreemptionCause::AdvanceReservation => CAUSES[2],
         };
         counter!(PREEMPTIONS, "cause" => cause).increment(1);
     }
