@@ -10,6 +10,10 @@ ORGS organizations and ORDERS orders spread over them:
   3. the same wrk against /healthz of the same server, as the floor of one
      HTTP round trip on this machine in the same run.
 
+It runs twice: with every agent reporting telemetry, then with agents that
+report none, which shows what the 32,000 per-GPU series cost apart from the
+fleet, queue and request figures.
+
     cargo build --release && scripts/bench-metrics.py
 
 GANTRY_BIN (default target/release/gantry), NODES (default 1000), ORGS
@@ -52,7 +56,7 @@ def gantry():
     return subprocess.Popen([BIN, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def join_agents(operator):
+def join_agents(operator, telemetry):
     token = call("POST", f"{BASE}/api/v1/admin/join-tokens", operator, {"region": "us-east"})["token"]
 
     def join(i):
@@ -62,7 +66,7 @@ def join_agents(operator):
         node = call("POST", f"{BASE}/api/v1/agent/register", token,
                     {"name": name, "cpu_milli": 192000, "memory_mib": 2097152, "gpus": gpus})
         samples = [{"index": g, "utilization_pct": 90, "memory_used_mib": 40960, "temperature_c": 65,
-                    "power_w": 600} for g in range(8)]
+                    "power_w": 600} for g in range(8)] if telemetry else []
         call("POST", f"{BASE}/api/v1/agent/heartbeat", node["credential"], {"gpus": samples})
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(join, range(NODES)))
@@ -71,7 +75,7 @@ def join_agents(operator):
 def place_orders():
     def tenant(i):
         email = f"bench-{i}@example.com"
-        password = "metrics bench password"
+        password = "ochre lantern quarry 41"
         body = {"email": email, "password": password, "name": f"Bench {i}", "organization": f"Bench org {i}"}
         request = urllib.request.Request(f"{BASE}/api/v1/auth/signup", data=json.dumps(body).encode(),
                                          headers={"content-type": "application/json"})
@@ -95,12 +99,18 @@ def wrk(url):
 
 
 def main():
+    for telemetry in (True, False):
+        print(f"--- agents {'with' if telemetry else 'without'} telemetry")
+        one_run(telemetry)
+
+
+def one_run(telemetry):
     server = gantry()
     try:
         ready(BASE)
         operator = login(BASE, *OPERATOR)
         started = time.time()
-        join_agents(operator)
+        join_agents(operator, telemetry)
         place_orders()
         print(f"seeded {NODES} agent nodes and {ORDERS} orders in {time.time() - started:.0f} s")
         # Two publishes of the leader's gauges.

@@ -13,6 +13,7 @@ crate::on_both_engines!(
 
 const TOKEN: &str = "scrape-secret-7f3a";
 
+/// One scrape with the token, in Prometheus's text format.
 async fn scrape(server: &TestServer) -> String {
     let scraped = server
         .http
@@ -22,6 +23,11 @@ async fn scrape(server: &TestServer) -> String {
         .await
         .expect("scrape");
     assert_eq!(scraped.status(), StatusCode::OK);
+    assert!(
+        scraped.headers()[reqwest::header::CONTENT_TYPE]
+            .to_str()
+            .is_ok_and(|t| t.starts_with("text/plain; version=0.0.4"))
+    );
     scraped.text().await.expect("text")
 }
 
@@ -51,20 +57,7 @@ async fn metrics_on_the_main_listener_need_the_scrape_token(engine: Engine) {
         .expect_problem(StatusCode::UNAUTHORIZED, "invalid_token");
 
     server.call(Method::GET, "/healthz", None, None).await;
-    let scraped = server
-        .http
-        .get(server.url("/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("scrape");
-    assert_eq!(scraped.status(), StatusCode::OK);
-    assert!(
-        scraped.headers()[reqwest::header::CONTENT_TYPE]
-            .to_str()
-            .is_ok_and(|t| t.starts_with("text/plain; version=0.0.4"))
-    );
-    let text = scraped.text().await.expect("text");
+    let text = scrape(&server).await;
     assert!(
         text.contains("# TYPE gantry_http_requests_total counter"),
         "{text}"
