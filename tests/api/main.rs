@@ -17,6 +17,7 @@ mod monitoring;
 mod node_access;
 mod openapi;
 mod orders;
+mod proxies;
 mod readable;
 mod reservations;
 mod sessions;

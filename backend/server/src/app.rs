@@ -45,6 +45,7 @@ pub struct Shared {
     pub intake: crate::orders::intake::Intake,
     pub catalog: crate::catalog::cache::CatalogCache,
     pub clock: crate::clock::Clock,
+    pub trusted_proxies: crate::http::client_address::TrustedProxies,
     pub config: Config,
 }
 
@@ -72,6 +73,8 @@ impl AppState {
         let secret =
             session::load_or_create_secret(config.jwt_secret.as_deref(), &config.data_dir)?;
         let passwords = PasswordHasher::new()?;
+        let trusted_proxies =
+            crate::http::client_address::TrustedProxies::parse(&config.trusted_proxies)?;
         if config.demo && crate::demo::seed(&db, &passwords).await? {
             tracing::info!("seeded the demo catalog, simulated cluster and logins");
         }
@@ -91,6 +94,7 @@ impl AppState {
             intake,
             catalog: crate::catalog::cache::CatalogCache::default(),
             clock: crate::clock::Clock::default(),
+            trusted_proxies,
             config,
         })))
     }
@@ -205,6 +209,10 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .layer(axum::middleware::from_fn(crate::http::request_id::sanitize))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::client_address::resolve,
+        ))
         .layer(axum::middleware::from_fn(crate::monitoring::http::record))
         .with_state(state))
 }

@@ -52,6 +52,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_EXPOSABLE_PORTS", "exposable_ports"),
     ("GANTRY_METRICS_LISTEN", "metrics_listen"),
     ("GANTRY_METRICS_TOKEN", "metrics_token"),
+    ("GANTRY_TRUSTED_PROXIES", "trusted_proxies"),
     (
         "GANTRY_RESERVATION_FREE_CANCEL_HOURS",
         "reservation_free_cancel_hours",
@@ -63,7 +64,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
 ];
 
 /// Keys whose environment value is a comma-separated list.
-const LISTS: &[&str] = &["cors_allowed_origins", "exposable_ports"];
+const LISTS: &[&str] = &["cors_allowed_origins", "exposable_ports", "trusted_proxies"];
 
 #[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -163,6 +164,9 @@ pub struct Config {
     /// without one, `/metrics` is not served there (its figures name
     /// tenants).
     pub metrics_token: Option<String>,
+    /// Load balancers and reverse proxies (addresses or networks) whose
+    /// `X-Forwarded-For` names the client; from anyone else it is ignored.
+    pub trusted_proxies: Vec<String>,
 }
 
 impl Default for Config {
@@ -202,6 +206,7 @@ impl Default for Config {
             reservation_cancel_fee_percent: 50,
             metrics_listen: None,
             metrics_token: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -256,6 +261,7 @@ impl std::fmt::Debug for Config {
                 "metrics_token",
                 &self.metrics_token.as_ref().map(|_| "<set>"),
             )
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }

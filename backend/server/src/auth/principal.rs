@@ -1,10 +1,9 @@
 //! Who is calling: resolved once per request from `Authorization: Bearer`,
 //! then read by the extractors that decide what the caller may do.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -19,6 +18,7 @@ use super::session::TokenError;
 use crate::app::AppState;
 use crate::entities::{api_key, user};
 use crate::error::ApiError;
+use crate::http::client_address::ClientAddress;
 use crate::tenancy::roles::OrgRole;
 
 /// `last_used_at` of an API key is refreshed at most this often, so a busy
@@ -66,7 +66,7 @@ pub async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let address = crate::http::rate_limit::peer(&request);
+    let address = crate::http::client_address::of(&request);
     if request.headers().contains_key(header::AUTHORIZATION)
         && let Err(wait) = state.rate_limits.check_credentials_allowed(address)
     {
@@ -295,8 +295,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Actor {
                 .to_owned(),
             source_address: parts
                 .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(addr)| addr.ip().to_string())
+                .get::<ClientAddress>()
+                .map(|ClientAddress(ip)| ip.to_string())
                 .unwrap_or_default(),
         })
     }

@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by every route: extractors that speak our error
 //! shape, pagination, and the middleware stack.
 
+pub mod client_address;
 pub mod console;
 pub mod csv;
 pub mod extract;

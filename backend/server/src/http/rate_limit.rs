@@ -6,11 +6,11 @@
 //! Health probes are never limited: a load balancer must see a busy
 //! replica as alive.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -128,14 +128,6 @@ impl RateLimits {
     }
 }
 
-/// The address the request came from.
-pub fn peer(request: &Request) -> Option<IpAddr> {
-    request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip())
-}
-
 pub async fn limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if UNLIMITED_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
@@ -144,7 +136,9 @@ pub async fn limit(State(state): State<AppState>, request: Request, next: Next) 
         Some(principal) => principal.rate_limit_key(),
         None => format!(
             "ip:{}",
-            peer(&request).map(|ip| ip.to_string()).unwrap_or_default()
+            crate::http::client_address::of(&request)
+                .map(|ip| ip.to_string())
+                .unwrap_or_default()
         ),
     };
     let limits = &state.rate_limits;

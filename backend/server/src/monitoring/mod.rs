@@ -120,7 +120,7 @@ pub async fn scrape(
             "no such route",
         ));
     };
-    let address = crate::http::rate_limit::peer(&request);
+    let address = crate::http::client_address::of(&request);
     if let Err(wait) = state.rate_limits.check_credentials_allowed(address) {
         return Err(ApiError::too_many_failed_credentials(wait));
     }
