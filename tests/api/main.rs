@@ -3,6 +3,7 @@
 
 mod support;
 
+mod backup;
 mod bad_input;
 mod billing;
 mod change_log;

@@ -21,7 +21,7 @@ pub enum Engine {
 }
 
 /// Where the PostgreSQL half of the suite creates its databases.
-fn postgres_admin_url() -> String {
+pub fn postgres_admin_url() -> String {
     std::env::var("GANTRY_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
