@@ -59,28 +59,8 @@ struct FakeAgent {
 
 impl FakeAgent {
     async fn join(server: &TestServer, operator: &Tenant) -> Self {
-        let join = server
-            .post(
-                "/api/v1/admin/join-tokens",
-                &operator.token,
-                json!({ "region": "r2" }),
-            )
-            .await;
-        join.expect(StatusCode::CREATED);
-        let registered = server
-            .post(
-                "/api/v1/agent/register",
-                &join.str("/token"),
-                json!({
-                    "name": "edge-1", "cpu_milli": 32000, "memory_mib": 262144,
-                    "gpus": [{ "index": 0, "model": "H100", "uuid": "GPU-edge-1-0",
-                               "memory_mib": 81920, "nvlink_domain": 0, "mig_enabled": false }]
-                }),
-            )
-            .await;
-        registered.expect(StatusCode::CREATED);
         Self {
-            credential: registered.str("/credential"),
+            credential: server.join_agent(operator, "r2", "edge-1", 1).await,
         }
     }
 

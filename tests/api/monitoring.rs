@@ -78,28 +78,7 @@ async fn gpu_telemetry_is_exposed_per_gpu_with_the_organization_holding_it(engin
     server.cluster(&operator, 1).await;
     let tenant = server.signup("tenant").await;
     let node = format!("edge-{}", uuid::Uuid::new_v4().simple());
-    let join = server
-        .post(
-            "/api/v1/admin/join-tokens",
-            &operator.token,
-            json!({ "region": "r2" }),
-        )
-        .await;
-    join.expect(StatusCode::CREATED);
-    let registered = server
-        .post(
-            "/api/v1/agent/register",
-            &join.str("/token"),
-            json!({
-                "name": node, "cpu_milli": 32000, "memory_mib": 262144,
-                "gpus": ([0, 1].map(|i| json!({ "index": i, "model": "H100",
-                    "uuid": format!("GPU-{node}-{i}"), "memory_mib": 81920,
-                    "nvlink_domain": 0, "mig_enabled": false })))
-            }),
-        )
-        .await;
-    registered.expect(StatusCode::CREATED);
-    let credential = registered.str("/credential");
+    let credential = server.join_agent(&operator, "r2", &node, 2).await;
     let order = server
         .order(
             &tenant,

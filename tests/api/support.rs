@@ -373,6 +373,40 @@ impl TestServer {
         }
     }
 
+    /// Registers a node agent the test plays: `gpus` H100s on `name` in
+    /// `region`, 32 cores and 256 GiB; answers the node's credential.
+    pub async fn join_agent(
+        &self,
+        operator: &Tenant,
+        region: &str,
+        name: &str,
+        gpus: u32,
+    ) -> String {
+        let join = self
+            .post(
+                "/api/v1/admin/join-tokens",
+                &operator.token,
+                json!({ "region": region }),
+            )
+            .await;
+        join.expect(StatusCode::CREATED);
+        let gpus: Vec<Value> = (0..gpus)
+            .map(|i| {
+                json!({ "index": i, "model": "H100", "uuid": format!("GPU-{name}-{i}"),
+                        "memory_mib": 81920, "nvlink_domain": 0, "mig_enabled": false })
+            })
+            .collect();
+        let registered = self
+            .post(
+                "/api/v1/agent/register",
+                &join.str("/token"),
+                json!({ "name": name, "cpu_milli": 32000, "memory_mib": 262144, "gpus": gpus }),
+            )
+            .await;
+        registered.expect(StatusCode::CREATED);
+        registered.str("/credential")
+    }
+
     /// Places an order and expects it queued.
     pub async fn order(&self, tenant: &Tenant, body: Value) -> Uuid {
         let reply = self
