@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::principal::Operator;
 use crate::classes::PricingClass;
-use crate::entities::{allocation, gpu_telemetry, order, organization, project, usage_record};
+use crate::entities::{allocation, gpu_telemetry, order, project, usage_record};
 use crate::error::{ApiError, ApiResult, ProblemResponses};
 use crate::http::csv::{Format, Table};
 use crate::http::extract::ApiQuery;
@@ -416,13 +416,7 @@ async fn names_of(
         GroupBy::GpuModel => crate::catalog::gpu_model_names(db).await?,
         GroupBy::Region => crate::catalog::region_names(db).await?,
         GroupBy::InstanceType => crate::catalog::instance_type_names(db).await?,
-        GroupBy::Organization => organization::Entity::find()
-            .filter(organization::Column::Id.is_in(ids))
-            .all(db)
-            .await?
-            .into_iter()
-            .map(|o| (o.id, o.name))
-            .collect(),
+        GroupBy::Organization => crate::tenancy::orgs::names(db, ids).await?,
         GroupBy::Order => {
             let types = crate::catalog::instance_type_names(db).await?;
             order::Entity::find()

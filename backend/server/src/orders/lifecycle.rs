@@ -41,16 +41,14 @@ pub async fn came_up(
         .col_expr(order::Column::UpdatedAt, Expr::value(now))
         .filter(order::Column::Id.eq(order_id))
         .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))
-        .exec(db)
+        .exec_with_returning(db)
         .await?;
-    if updated.rows_affected == 0 {
+    let Some(order) = updated.first() else {
         return Ok(false);
-    }
+    };
     // Counted as the start is written: a start whose transaction then
     // fails is counted too, and again when it is retried.
-    if let Some(order) = order::Entity::find_by_id(order_id).one(db).await? {
-        crate::monitoring::fleet::record_admission(&order, now);
-    }
+    crate::monitoring::fleet::record_admission(order, now);
     allocation::Entity::update_many()
         .col_expr(allocation::Column::RunningSince, Expr::value(Some(now)))
         .filter(allocation::Column::OrderId.eq(order_id))
