@@ -333,6 +333,41 @@ describe("the console", () => {
     await screenshot(page, "audit-log");
   });
 
+  test("an operator follows the fleet over time, with the API's figures", async () => {
+    const { page } = await session();
+    await signIn(page, OPERATOR);
+    await page.getByRole("link", { name: "Trends" }).click();
+    await page.getByRole("heading", { name: "Trends" }).waitFor();
+    const token = await apiToken(server, OPERATOR);
+    type History = { series: { metric: string; gpu_model?: string | null; points: { value: number }[] }[] };
+    const latest = (h: History, metric: string) =>
+      h.series.find((s) => s.metric === metric && (s.gpu_model ?? H100) === H100)?.points.at(-1)?.value;
+    // The newest step moves while the scheduler writes into it: the page,
+    // reloaded, shows the figures the API gave just before.
+    await expect
+      .poll(
+        async () => {
+          const h = await apiCall<History>(server, token, "GET", "/admin/history?range=hour");
+          const expected = `Latest: ${latest(h, "gpus_allocated")} allocated · ${latest(h, "gpus_free")} free · ${latest(h, "gpus_schedulable")} schedulable as whole nodes`;
+          await page.reload();
+          const shown = await page.getByTestId(`trend-gpus-${H100}`).textContent({ timeout: 10_000 });
+          return shown === expected && latest(h, "gpus_allocated") !== undefined;
+        },
+        { timeout: 60_000, interval: 1_000 },
+      )
+      .toBe(true);
+    await page.getByRole("img", { name: `${H100} GPUs` }).locator("canvas").waitFor();
+    await page.getByRole("img", { name: "Queue" }).locator("canvas").waitFor();
+    await page.getByRole("img", { name: "GPU-hours by organization" }).locator("canvas").waitFor();
+    await page.getByText(/GPU-hours in the range/).waitFor();
+    await page.getByText("No node reported GPU telemetry in this range (simulated nodes report none).").waitFor();
+    await screenshot(page, "trends");
+    await accessible(page);
+
+    await page.getByText("Last week", { exact: true }).click();
+    await page.getByText(/^One point per 1 h:/).waitFor();
+  });
+
   test("a tenant orders a quarter GPU and a MIG slice, and the operator sees the GPUs they share", async () => {
     const tenant = await session();
     await signIn(tenant.page, ALICE);
@@ -639,6 +674,7 @@ describe("the console", () => {
       ["capacity", "/admin/capacity"],
       ["calendar", "/admin/calendar"],
       ["queues", "/admin/queues"],
+      ["trends", "/admin/trends"],
       ["organizations", "/admin/orgs"],
       ["organization", `/admin/orgs/${alphaOrg}`],
       ["nodes", "/admin/nodes"],

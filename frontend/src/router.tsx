@@ -140,6 +140,12 @@ const queues = createRoute({
   component: lazyRouteComponent(() => import("./pages/operator/Queues"), "QueuesPage"),
 });
 
+const trends = createRoute({
+  getParentRoute: () => admin,
+  path: "/trends",
+  component: lazyRouteComponent(() => import("./pages/operator/Trends"), "TrendsPage"),
+});
+
 const adminOrgs = createRoute({
   getParentRoute: () => admin,
   path: "/orgs",
@@ -190,7 +196,7 @@ const routeTree = rootRoute.addChildren([
     catalog,
     apiReference,
     org.addChildren([overview, launch, orders, orderDetail, reservations, usage, invoices, invoiceDetail, sla, settings]),
-    admin.addChildren([capacity, calendar, queues, adminOrgs, adminOrg, adminCatalog, nodes, nodeDetail, adminSla, audit]),
+    admin.addChildren([capacity, calendar, queues, trends, adminOrgs, adminOrg, adminCatalog, nodes, nodeDetail, adminSla, audit]),
   ]),
 ]);
 

@@ -24,6 +24,7 @@ mod m20261204_000017_shared_gpus;
 mod m20261204_000018_refresh_tokens;
 mod m20261205_000019_readability;
 mod m20261205_000020_invitations;
+mod m20261206_000021_history;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000018_refresh_tokens::Migration),
             Box::new(m20261205_000019_readability::Migration),
             Box::new(m20261205_000020_invitations::Migration),
+            Box::new(m20261206_000021_history::Migration),
         ]
     }
 }

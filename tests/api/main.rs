@@ -9,6 +9,7 @@ mod billing;
 mod change_log;
 mod console;
 mod flows;
+mod history;
 mod invitations;
 mod isolation;
 mod jobs;

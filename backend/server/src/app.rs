@@ -115,6 +115,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::catalog::routes())
         .merge(crate::inventory::nodes::routes())
         .merge(crate::inventory::telemetry::routes())
+        .merge(crate::monitoring::history::api::routes())
         .merge(crate::quotas::routes())
         .merge(crate::queue_limits::routes())
         .merge(crate::orders::routes())
@@ -241,8 +242,8 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
 }
 
 /// Housekeeping that runs for the life of the server: expired idempotency
-/// records, idle rate-limit buckets and job output past its retention are
-/// dropped.
+/// records, idle rate-limit buckets, and job output and GPU readings past
+/// their retention are dropped.
 fn spawn_housekeeping(state: AppState) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(600));
@@ -261,6 +262,11 @@ fn spawn_housekeeping(state: AppState) {
                 Ok(0) => {}
                 Ok(pruned) => tracing::info!(pruned, "dropped output of jobs past retention"),
                 Err(error) => tracing::warn!(%error, "could not drop old job output"),
+            }
+            match crate::inventory::telemetry::prune(&state.db, state.clock.now()).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "dropped GPU readings past retention"),
+                Err(error) => tracing::warn!(%error, "could not drop old GPU readings"),
             }
         }
     });

@@ -49,6 +49,11 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_CONSOLE_DIR", "console_dir"),
     ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
     ("GANTRY_JOB_LOG_RETENTION_DAYS", "job_log_retention_days"),
+    (
+        "GANTRY_HISTORY_INTERVAL_SECONDS",
+        "history_interval_seconds",
+    ),
+    ("GANTRY_HISTORY_RETENTION_DAYS", "history_retention_days"),
     ("GANTRY_EXPOSABLE_PORTS", "exposable_ports"),
     ("GANTRY_METRICS_LISTEN", "metrics_listen"),
     ("GANTRY_METRICS_TOKEN", "metrics_token"),
@@ -148,6 +153,12 @@ pub struct Config {
     pub job_log_limit_bytes: u64,
     /// How long a job's output is kept after it ended.
     pub job_log_retention_days: u64,
+    /// How often the fleet history the console charts is written: each
+    /// point is the mean of the figures the scheduler saw in the interval.
+    pub history_interval_seconds: u64,
+    /// How long fleet history is kept (the console's longest view is a
+    /// week).
+    pub history_retention_days: u64,
     /// Ports an order may ask to expose on its nodes (each gets a node
     /// port from the agent's range).
     pub exposable_ports: Vec<u16>,
@@ -201,6 +212,8 @@ impl Default for Config {
             console_dir: PathBuf::from("frontend/dist"),
             job_log_limit_bytes: 1024 * 1024,
             job_log_retention_days: 14,
+            history_interval_seconds: 60,
+            history_retention_days: 8,
             exposable_ports: vec![6006, 7860, 8000, 8080, 8265, 8888],
             reservation_free_cancel_hours: 48,
             reservation_cancel_fee_percent: 50,
@@ -247,6 +260,8 @@ impl std::fmt::Debug for Config {
             .field("console_dir", &self.console_dir)
             .field("job_log_limit_bytes", &self.job_log_limit_bytes)
             .field("job_log_retention_days", &self.job_log_retention_days)
+            .field("history_interval_seconds", &self.history_interval_seconds)
+            .field("history_retention_days", &self.history_retention_days)
             .field("exposable_ports", &self.exposable_ports)
             .field(
                 "reservation_free_cancel_hours",
@@ -355,6 +370,14 @@ impl Config {
         anyhow::ensure!(
             self.job_log_limit_bytes >= 1024 && self.job_log_retention_days > 0,
             "job_log_limit_bytes must be at least 1024 and job_log_retention_days positive"
+        );
+        anyhow::ensure!(
+            (1..=3600).contains(&self.history_interval_seconds),
+            "history_interval_seconds must be between 1 and 3600"
+        );
+        anyhow::ensure!(
+            (1..=3650).contains(&self.history_retention_days),
+            "history_retention_days must be between 1 and 3650"
         );
         if let Some(secret) = &self.jwt_secret {
             anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");

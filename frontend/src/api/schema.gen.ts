@@ -201,6 +201,30 @@ export interface paths {
         patch: operations["update_region"];
         trace?: never;
     };
+    "/api/v1/admin/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The fleet over the last hour, day or week: GPUs allocated, free and
+         *     schedulable per model, waiting orders and the p95 admission wait,
+         *     GPU-hours per organization, and GPU utilization per model from agents'
+         *     telemetry. The same figures the scheduling leader publishes on
+         *     `/metrics`, folded into one point per interval and kept for the
+         *     configured retention.
+         */
+        get: operations["fleet_history"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/invoices/{invoice_id}/adjustments": {
         parameters: {
             query?: never;
@@ -2649,6 +2673,23 @@ export interface components {
              */
             rotate_credential: boolean;
         };
+        /** @description Every series over a range. */
+        History: {
+            range: components["schemas"]["Range"];
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            /** Format: int64 */
+            step_seconds: number;
+            /**
+             * Format: int64
+             * @description How often history is written: the newest step may hold fewer
+             *     intervals than the others.
+             */
+            interval_seconds: number;
+            series: components["schemas"]["Series"][];
+        };
         HostAccess: {
             node: string;
             /** @description The address tenants reach the node at. */
@@ -3010,6 +3051,12 @@ export interface components {
             organization: components["schemas"]["Organization"];
             role: components["schemas"]["OrgRole"];
         };
+        /**
+         * @description What a series measures. Its subject is a GPU model, an organization or
+         *     the whole fleet.
+         * @enum {string}
+         */
+        Metric: "gpus_allocated" | "gpus_free" | "gpus_schedulable" | "pending_orders" | "admission_wait_p95_seconds" | "gpu_hours" | "gpu_utilization_ratio";
         /** @description One MIG instance of a GPU, as its node's agent found it. */
         MigDevice: {
             /** @description The UUID CUDA knows it by (`MIG-…`). */
@@ -3832,6 +3879,13 @@ export interface components {
         };
         /** @enum {string} */
         Placement: "fragmentation_aware" | "best_fit" | "first_fit" | "spread";
+        /** @description One point of a series: the step's start and value. */
+        Point: {
+            /** Format: date-time */
+            at: string;
+            /** Format: double */
+            value: number;
+        };
         PortAccess: {
             /**
              * Format: int32
@@ -4040,6 +4094,11 @@ export interface components {
              */
             cancellation_fee_percent: number;
         };
+        /**
+         * @description How far back a chart looks and how wide its steps are.
+         * @enum {string}
+         */
+        Range: "hour" | "day" | "week";
         Region: {
             /** Format: uuid */
             id: string;
@@ -4217,6 +4276,22 @@ export interface components {
             leading: boolean;
             /** @description The replica holding the lease, if any holds it. */
             lease_holder?: string | null;
+        };
+        /**
+         * @description One series over the range, oldest first. Steps with no history are
+         *     left out.
+         */
+        Series: {
+            metric: components["schemas"]["Metric"];
+            /** @description For series by GPU model. */
+            gpu_model?: string | null;
+            /**
+             * Format: uuid
+             * @description For series by organization.
+             */
+            org_id?: string | null;
+            organization?: string | null;
+            points: components["schemas"]["Point"][];
         };
         SetPolicies: {
             /** @description Every class with a promise; classes left out have none. */
@@ -5320,6 +5395,50 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Region"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    fleet_history: {
+        parameters: {
+            query?: {
+                /**
+                 * @description `hour` (one-minute steps), `day` (15 minutes) or `week` (one hour);
+                 *     `hour` when absent.
+                 */
+                range?: components["schemas"]["Range"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Series over the range */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["History"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -190,6 +190,7 @@ export function Shell() {
               <RouterNavLink label={t("nav.capacity")} to="/admin/capacity" activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.calendar")} to="/admin/calendar" activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.queues")} to="/admin/queues" activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.trends")} to="/admin/trends" activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.orgs")} to="/admin/orgs" activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.nodes")} to="/admin/nodes" activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.editCatalog")} to="/admin/catalog" activeProps={{ active: true }} />

@@ -12,6 +12,7 @@ pub mod gpu_claim;
 pub mod gpu_model;
 pub mod gpu_share;
 pub mod gpu_telemetry;
+pub mod history_sample;
 pub mod idempotency_key;
 pub mod image;
 pub mod instance_type;

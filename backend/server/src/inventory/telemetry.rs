@@ -19,6 +19,11 @@ use crate::http::extract::ApiQuery;
 const DEFAULT_MINUTES: i64 = 15;
 const MAX_MINUTES: i64 = 24 * 60;
 
+/// How long raw readings are kept: the longest window this endpoint
+/// serves, with a day to spare for metering that fell behind. The fleet
+/// history keeps utilization per model for longer.
+pub const KEPT: TimeDelta = TimeDelta::days(2);
+
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct Window {
@@ -86,4 +91,16 @@ async fn node_telemetry(
             })
             .collect(),
     ))
+}
+
+/// Drops readings older than `KEPT`; returns how many.
+pub async fn prune(
+    db: &impl sea_orm::ConnectionTrait,
+    now: DateTime<Utc>,
+) -> Result<u64, sea_orm::DbErr> {
+    Ok(gpu_telemetry::Entity::delete_many()
+        .filter(gpu_telemetry::Column::SampledAt.lt(now - KEPT))
+        .exec(db)
+        .await?
+        .rows_affected)
 }

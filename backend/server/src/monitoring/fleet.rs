@@ -17,7 +17,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QuerySelect};
 use uuid::Uuid;
 
 use crate::classes::{AllocationState, NodeState, OrderStatus};
-use crate::entities::order;
+use crate::entities::{order, sla_policy};
 use crate::orders::reasons::WaitReason;
 use crate::scheduling::load::Loaded;
 use crate::scheduling::world::World;
@@ -35,6 +35,7 @@ pub const CYCLE: &str = "gantry_scheduling_cycle_seconds";
 pub const LEADER: &str = "gantry_scheduler_leader";
 pub const METERING_LAG: &str = "gantry_metering_lag_seconds";
 pub const HELD_BY_ENDED: &str = "gantry_gpus_held_by_ended_orders";
+pub const SLA_AT_RISK: &str = "gantry_sla_orders_at_risk";
 
 pub fn describe() {
     describe_gauge!(
@@ -87,6 +88,10 @@ pub fn describe() {
         HELD_BY_ENDED,
         "GPUs still allocated to ended orders at the last check, before they were reclaimed"
     );
+    describe_gauge!(
+        SLA_AT_RISK,
+        "Orders of a class with an SLA target that are using it up now: waiting past half the queue-wait target for their start (objective queue_wait), or down after they started (objective availability)"
+    );
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -114,7 +119,12 @@ impl Published {
 
 /// GPUs and nodes by state, slots per shape and fragmentation, from the
 /// leader's copy of the rows and the cycle's engine snapshot.
-pub fn publish_fleet(published: &mut Published, world: &World, loaded: &Loaded) {
+pub fn publish_fleet(
+    published: &mut Published,
+    world: &World,
+    loaded: &Loaded,
+    capacity: &engine::CapacityReport,
+) {
     let region = |id: &Uuid| world.regions.get(id).map_or("", |r| r.name.as_str());
     let held: HashSet<(Uuid, u32)> = world
         .allocations
@@ -179,12 +189,12 @@ pub fn publish_fleet(published: &mut Published, world: &World, loaded: &Loaded) 
         }
     }
     published.set(SLOTS, slots);
-    let fragmentation = engine::capacity_report(&snapshot)
+    let fragmentation = capacity
         .models
-        .into_iter()
+        .iter()
         .map(|m| {
             (
-                vec![("gpu_model", m.model)],
+                vec![("gpu_model", m.model.clone())],
                 f64::from(m.fragmentation_permille) / 1000.0,
             )
         })
@@ -193,14 +203,15 @@ pub fn publish_fleet(published: &mut Published, world: &World, loaded: &Loaded) 
 }
 
 /// Waiting orders by organization, priority class and their first reason
-/// this cycle: the engine's, or why they were held before it.
+/// this cycle: the engine's, or why they were held before it. Returns how
+/// many were counted.
 pub async fn publish_pending(
     published: &mut Published,
     db: &impl ConnectionTrait,
     world: &World,
     loaded: &Loaded,
     decisions: &engine::Decisions,
-) -> Result<(), DbErr> {
+) -> Result<usize, DbErr> {
     let mut first: HashMap<Uuid, &'static str> = decisions
         .waiting
         .iter()
@@ -221,10 +232,12 @@ pub async fn publish_pending(
         .collect();
     let names = crate::tenancy::orgs::names(db, orgs).await?;
     let mut pending: HashMap<Labels, f64> = HashMap::new();
+    let mut counted = 0;
     for (id, reason) in first {
         let Some(order) = world.orders.get(&id) else {
             continue;
         };
+        counted += 1;
         let labels = vec![
             (
                 "organization",
@@ -237,7 +250,7 @@ pub async fn publish_pending(
         *pending.entry(labels).or_default() += 1.0;
     }
     published.set(PENDING, pending);
-    Ok(())
+    Ok(counted)
 }
 
 /// How long an order waited from its creation until it came up.
@@ -301,5 +314,55 @@ pub async fn publish_orders(
         }
     }
     published.set(ORDERS, open);
+    Ok(())
+}
+
+/// Orders whose SLA is being used up now, by class and objective; every
+/// objective a class has a target for reads 0 when none is, so an alert
+/// can tell "none at risk" from "not measured".
+pub async fn publish_sla_risk(
+    published: &mut Published,
+    db: &impl ConnectionTrait,
+    world: &World,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let policies: HashMap<_, _> = sla_policy::Entity::find()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.priority_class, p))
+        .collect();
+    let labels = |class: &str, objective: &str| {
+        vec![
+            ("priority_class", class.to_owned()),
+            ("objective", objective.to_owned()),
+        ]
+    };
+    let mut at_risk: HashMap<Labels, f64> = HashMap::new();
+    for (class, policy) in &policies {
+        at_risk.insert(labels(class.as_str(), "availability"), 0.0);
+        if policy.queue_wait_target_seconds.is_some() {
+            at_risk.insert(labels(class.as_str(), "queue_wait"), 0.0);
+        }
+    }
+    for order in world.orders.values() {
+        let Some(policy) = policies.get(&order.priority_class) else {
+            continue;
+        };
+        if order.status.is_final() || order.status == OrderStatus::Running {
+            continue;
+        }
+        let objective = match (order.started_at, policy.queue_wait_target_seconds) {
+            (Some(_), _) => "availability",
+            (None, Some(target)) if (now - order.created_at).num_seconds() * 2 > target => {
+                "queue_wait"
+            }
+            (None, _) => continue,
+        };
+        *at_risk
+            .entry(labels(order.priority_class.as_str(), objective))
+            .or_default() += 1.0;
+    }
+    published.set(SLA_AT_RISK, at_risk);
     Ok(())
 }

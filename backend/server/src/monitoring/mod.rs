@@ -8,6 +8,7 @@
 
 pub mod fleet;
 pub mod gpus;
+pub mod history;
 pub mod http;
 
 use std::sync::OnceLock;

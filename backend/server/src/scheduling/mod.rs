@@ -29,7 +29,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
 use crate::entities::{allocation, change_log, order};
-use crate::monitoring::fleet;
+use crate::monitoring::{fleet, history};
 use crate::orders::lifecycle;
 use crate::provisioning::Driver;
 use crate::provisioning::simulated::{SimulatedDriver, Timing};
@@ -198,6 +198,8 @@ struct Due {
     /// held.
     published_at: Option<DateTime<Utc>>,
     published: fleet::Published,
+    /// The fleet history interval being folded.
+    history: history::Recorder,
 }
 
 /// Orders already handed to the driver by this process, so each is handed
@@ -366,7 +368,7 @@ async fn cycle(
     fleet::record_preemptions(&decisions);
     if due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY) {
         due.published_at = Some(now);
-        publish(state, world, &loaded, &decisions, &mut due.published).await;
+        publish(state, world, &loaded, &decisions, due, now).await;
     }
     // Only starts and preemptions give the driver something new to hand.
     if applied.started + applied.preempted > 0 {
@@ -409,22 +411,48 @@ async fn cycle(
     Ok(())
 }
 
-/// The fleet, queue and order gauges; a failed read is logged and tried
-/// again at the next publish, never failing the cycle.
+/// The fleet, queue, order and SLA gauges, and the fleet history; a
+/// failed read is logged and tried again at the next publish, never
+/// failing the cycle.
 async fn publish(
     state: &AppState,
     world: &World,
     loaded: &load::Loaded,
     decisions: &gantry_scheduler::Decisions,
-    published: &mut fleet::Published,
+    due: &mut Due,
+    now: DateTime<Utc>,
 ) {
-    fleet::publish_fleet(published, world, loaded);
-    if let Err(error) = fleet::publish_pending(published, &state.db, world, loaded, decisions).await
+    let published = &mut due.published;
+    let capacity = gantry_scheduler::capacity_report(&loaded.snapshot.snapshot());
+    fleet::publish_fleet(published, world, loaded, &capacity);
+    let pending = match fleet::publish_pending(published, &state.db, world, loaded, decisions).await
     {
-        tracing::warn!(%error, "could not publish waiting orders");
-    }
+        Ok(pending) => pending,
+        Err(error) => {
+            tracing::warn!(%error, "could not publish waiting orders");
+            decisions.waiting.len() + loaded.held.len()
+        }
+    };
     if let Err(error) = fleet::publish_orders(published, &state.db).await {
         tracing::warn!(%error, "could not publish orders by status");
+    }
+    if let Err(error) = fleet::publish_sla_risk(published, &state.db, world, now).await {
+        tracing::warn!(%error, "could not publish orders whose SLA is at risk");
+    }
+    let seen = history::Observation {
+        world,
+        capacity: &capacity,
+        pending,
+    };
+    let every = i64::try_from(state.config.history_interval_seconds).unwrap_or(60);
+    let retention =
+        chrono::TimeDelta::days(i64::try_from(state.config.history_retention_days).unwrap_or(8));
+    if let Err(error) = due
+        .history
+        .observe(&state.db, &seen, now, every, retention)
+        .await
+    {
+        tracing::warn!(%error, "could not write fleet history; the interval is lost");
     }
 }
 
