@@ -84,7 +84,8 @@ async function accessible(page: Page, where = "") {
 }
 
 beforeAll(async () => {
-  server = await startServer();
+  // Fleet history every 5 s, so the Trends page has points within a test.
+  server = await startServer({ GANTRY_HISTORY_INTERVAL_SECONDS: "5" });
   browser = await launchBrowser();
 });
 

@@ -89,6 +89,11 @@ function Panel({ title, summary, testId, children }: { title: string; summary: s
   );
 }
 
+/** A line whose points show as dots while there are few of them to join. */
+function line(name: string, data: [string, number][]) {
+  return { name, type: "line", showSymbol: data.length < 20, data } as const;
+}
+
 const shown = (value: number | undefined) => (value === undefined ? "—" : number(Math.round(value * 10) / 10));
 
 function Capacity({ history, model }: { history: History; model: string }) {
@@ -116,7 +121,7 @@ function Capacity({ history, model }: { history: History; model: string }) {
           grid: GRID,
           xAxis: timeAxis(history),
           yAxis: { type: "value", name: t("trends.gpusAxis"), minInterval: 1 },
-          series: lines.map(({ metric, name }) => ({ name, type: "line", showSymbol: false, data: pointsOf(find(history, metric, model)) })),
+          series: lines.map(({ metric, name }) => line(name, pointsOf(find(history, metric, model)))),
         }}
       />
     </Panel>
@@ -145,7 +150,7 @@ function Queue({ history }: { history: History }) {
             { type: "value", name: t("trends.secondsAxis"), splitLine: { show: false } },
           ],
           series: [
-            { name: t("trends.pending"), type: "line", showSymbol: false, data: pointsOf(pending) },
+            line(t("trends.pending"), pointsOf(pending)),
             { name: t("trends.waitP95"), type: "line", yAxisIndex: 1, data: pointsOf(wait) },
           ],
         }}
@@ -195,12 +200,12 @@ function Utilization({ history }: { history: History }) {
             grid: GRID,
             xAxis: timeAxis(history),
             yAxis: { type: "value", min: 0, max: 100, name: "%" },
-            series: series.map((s) => ({
-              name: s.gpu_model ?? "",
-              type: "line",
-              showSymbol: false,
-              data: s.points.map((p) => [p.at, Math.round(p.value * 1000) / 10]),
-            })),
+            series: series.map((s) =>
+              line(
+                s.gpu_model ?? "",
+                s.points.map((p) => [p.at, Math.round(p.value * 1000) / 10]),
+              ),
+            ),
           }}
         />
       )}
