@@ -1,23 +1,22 @@
 #!/usr/bin/env python3
 """The cost of one Prometheus scrape of /metrics at fleet scale, on a
 release server with the demo cluster plus NODES agent nodes of 8 H100 GPUs
-(each reporting telemetry for its GPUs, so every GPU has its four series),
-ORGS organizations and ORDERS orders spread over them:
+(each heartbeating telemetry for its GPUs, as real agents do), ORGS
+organizations and ORDERS orders spread over them:
 
-  1. the scrape's size (bytes, series);
-  2. wrk, one connection, DURATION seconds, against the private metrics
-     listener: scrape latency and scrapes per second;
+  1. the server scrape's size (bytes, series);
+  2. wrk, one connection, DURATION seconds, against the server's private
+     metrics listener: scrape latency and scrapes per second;
   3. the same wrk against /healthz of the same server, as the floor of one
-     HTTP round trip on this machine in the same run.
-
-It runs twice: with every agent reporting telemetry, then with agents that
-report none, which shows what the 32,000 per-GPU series cost apart from the
-fleet, queue and request figures.
+     HTTP round trip on this machine in the same run;
+  4. a real gantry-agent (8 simulated GPUs) joined to the same server: its
+     own /metrics, where per-GPU telemetry lives, with the same wrk.
 
     cargo build --release && scripts/bench-metrics.py
 
-GANTRY_BIN (default target/release/gantry), NODES (default 1000), ORGS
-(default 20), ORDERS (default 10000), DURATION (default 10).
+GANTRY_BIN (default target/release/gantry), GANTRY_AGENT_BIN (default
+target/release/gantry-agent), NODES (default 1000), ORGS (default 20),
+ORDERS (default 10000), DURATION (default 10).
 """
 
 import concurrent.futures
@@ -34,11 +33,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_orders import call, login, ready  # noqa: E402
 
 BIN = os.environ.get("GANTRY_BIN", "target/release/gantry")
+AGENT_BIN = os.environ.get("GANTRY_AGENT_BIN", "target/release/gantry-agent")
 NODES = int(os.environ.get("NODES", "1000"))
 ORGS = int(os.environ.get("ORGS", "20"))
 ORDERS = int(os.environ.get("ORDERS", "10000"))
 DURATION = int(os.environ.get("DURATION", "10"))
-PORT, METRICS_PORT = 18303, 18304
+PORT, METRICS_PORT, AGENT_METRICS_PORT = 18303, 18304, 18305
 BASE = f"http://127.0.0.1:{PORT}"
 METRICS = f"http://127.0.0.1:{METRICS_PORT}/metrics"
 OPERATOR = ("operator@demo.gantry.dev", "gantry operator demo")
@@ -56,7 +56,7 @@ def gantry():
     return subprocess.Popen([BIN, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def join_agents(operator, telemetry):
+def join_agents(operator):
     token = call("POST", f"{BASE}/api/v1/admin/join-tokens", operator, {"region": "us-east"})["token"]
 
     def join(i):
@@ -66,7 +66,7 @@ def join_agents(operator, telemetry):
         node = call("POST", f"{BASE}/api/v1/agent/register", token,
                     {"name": name, "cpu_milli": 192000, "memory_mib": 2097152, "gpus": gpus})
         samples = [{"index": g, "utilization_pct": 90, "memory_used_mib": 40960, "temperature_c": 65,
-                    "power_w": 600} for g in range(8)] if telemetry else []
+                    "power_w": 600} for g in range(8)]
         call("POST", f"{BASE}/api/v1/agent/heartbeat", node["credential"], {"gpus": samples})
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(pool.map(join, range(NODES)))
@@ -98,38 +98,62 @@ def wrk(url):
     return rate, p50, p99
 
 
+def scrape(url):
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        text = reply.read().decode()
+    return text, [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def agent(operator):
+    """A real agent with 8 simulated GPUs and its own metrics listener."""
+    token = call("POST", f"{BASE}/api/v1/admin/join-tokens", operator, {"region": "us-east"})["token"]
+    env = dict(os.environ, GANTRY_JOIN_TOKEN=token, RUST_LOG="warn")
+    return subprocess.Popen(
+        [AGENT_BIN, "--server", BASE, "--name", "bench-agent", "--runtime", "process",
+         "--simulate-gpus", "8xH100-SXM-80GB", "--state-dir", tempfile.mkdtemp(),
+         "--metrics-listen", f"127.0.0.1:{AGENT_METRICS_PORT}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def main():
-    for telemetry in (True, False):
-        print(f"--- agents {'with' if telemetry else 'without'} telemetry")
-        one_run(telemetry)
-
-
-def one_run(telemetry):
     server = gantry()
+    node = None
     try:
         ready(BASE)
         operator = login(BASE, *OPERATOR)
         started = time.time()
-        join_agents(operator, telemetry)
+        join_agents(operator)
         place_orders()
         print(f"seeded {NODES} agent nodes and {ORDERS} orders in {time.time() - started:.0f} s")
         # Two publishes of the leader's gauges.
         time.sleep(12)
-        with urllib.request.urlopen(METRICS, timeout=30) as reply:
-            text = reply.read().decode()
-        series = [line for line in text.splitlines() if line and not line.startswith("#")]
-        gpus = sum(1 for line in series if line.startswith("gantry_gpu_utilization_ratio{"))
+        text, series = scrape(METRICS)
         pending = sum(float(line.rsplit(" ", 1)[1]) for line in series if line.startswith("gantry_pending_orders{"))
-        print(f"scrape: {len(text)} bytes, {len(series)} series, {gpus} GPUs with telemetry, "
-              f"{pending:.0f} orders waiting")
+        print(f"server scrape: {len(text)} bytes, {len(series)} series, {pending:.0f} orders waiting")
         rate, p50, p99 = wrk(METRICS)
         floor, floor_p50, floor_p99 = wrk(f"{BASE}/healthz")
-        print(f"/metrics: {rate:.0f} scrapes/s, p50 {p50}, p99 {p99}")
-        print(f"/healthz: {floor:.0f} req/s, p50 {floor_p50}, p99 {floor_p99}")
+        print(f"server /metrics: {rate:.0f} scrapes/s, p50 {p50}, p99 {p99}")
+        print(f"server /healthz: {floor:.0f} req/s, p50 {floor_p50}, p99 {floor_p99}")
         print(f"ratio: one scrape costs {floor / rate:.1f} health checks")
+
+        node = agent(operator)
+        url = f"http://127.0.0.1:{AGENT_METRICS_PORT}/metrics"
+        for _ in range(100):
+            try:
+                text, series = scrape(url)
+                if sum(1 for line in series if line.startswith("gantry_gpu_utilization_ratio{")) == 8:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        print(f"agent scrape: {len(text)} bytes, {len(series)} series")
+        rate, p50, p99 = wrk(url)
+        print(f"agent /metrics: {rate:.0f} scrapes/s, p50 {p50}, p99 {p99}")
     finally:
-        server.terminate()
-        server.wait()
+        for process in (node, server):
+            if process:
+                process.terminate()
+                process.wait()
 
 
 if __name__ == "__main__":

@@ -45,6 +45,12 @@ pub enum Action {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Assignment {
     pub order_id: Uuid,
+    /// The organization it runs for, by id and name: the labels of its
+    /// GPUs' telemetry. Absent from control planes that do not say.
+    #[serde(default)]
+    pub org_id: Option<Uuid>,
+    #[serde(default)]
+    pub organization: String,
     pub action: Action,
     pub gpu_ids: Vec<u32>,
     /// The MIG instances it holds, by UUID.

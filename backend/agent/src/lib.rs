@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod client;
 pub mod devices;
 pub mod discovery;
+pub mod exporter;
 pub mod network;
 pub mod output;
 pub mod runtime;

@@ -1,6 +1,7 @@
 //! `gantry-agent`: joins a GPU server to a Gantry control plane and runs
 //! the work the scheduler assigns to it.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -14,6 +15,7 @@ use gantry_agent::cgroup::{Cgroups, Limits};
 use gantry_agent::client::{CallError, Client, Registration, Report, WorkloadState};
 use gantry_agent::devices::GpuDevices;
 use gantry_agent::discovery::{Gpu, Source};
+use gantry_agent::exporter;
 use gantry_agent::output::Line;
 use gantry_agent::runtime::oci::Oci;
 use gantry_agent::runtime::process::Process;
@@ -111,6 +113,11 @@ struct Cli {
     /// How often to heartbeat and fetch assignments.
     #[arg(long, default_value_t = 2000)]
     interval_ms: u64,
+    /// Serve the GPUs' telemetry for Prometheus at `/metrics` on this
+    /// address (DCGM's port is 9400). Its labels name the tenants holding
+    /// the GPUs: bind it to an interface only Prometheus reaches.
+    #[arg(long, env = "GANTRY_AGENT_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -241,6 +248,9 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         })
         .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
     let runtime = open_runtime(&cli, &source, &gpus)?;
+    if let Some(address) = cli.metrics_listen {
+        exporter::serve(address, Duration::from_millis(cli.interval_ms.max(50)))?;
+    }
     let client = Client::new(&cli.server)?;
     let (machine_cpu, machine_memory) = machine_size();
     let cpu_milli = cli.simulate_cpu_milli.unwrap_or(machine_cpu);
@@ -295,6 +305,8 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         client: &client,
         source: &source,
         public_host: &public_host,
+        exported_as: cli.metrics_listen.map(|_| name.as_str()),
+        holders: HashMap::new(),
         unsent: Vec::new(),
         unsent_output: Vec::new(),
     };
@@ -443,6 +455,10 @@ struct Round<'a> {
     client: &'a Client,
     source: &'a Source,
     public_host: &'a str,
+    /// The node's name, when its telemetry is exported.
+    exported_as: Option<&'a str>,
+    /// Who held each GPU at the last look at the assignments.
+    holders: HashMap<i32, exporter::Holder>,
     unsent: Vec<Report>,
     unsent_output: Vec<(Uuid, Vec<Line>)>,
 }
@@ -458,8 +474,12 @@ impl Round<'_> {
         why: Why,
     ) -> Result<Option<gantry_agent::client::Registered>, CallError> {
         let rotate = if why == Why::Tick {
+            let samples = self.source.samples(&supervisor.busy_gpus());
+            if let Some(node) = self.exported_as {
+                exporter::record(node, &samples, &self.holders);
+            }
             self.client
-                .heartbeat(credential, &self.source.samples(&supervisor.busy_gpus()))
+                .heartbeat(credential, &samples)
                 .await?
                 .rotate_credential
         } else {
@@ -470,6 +490,7 @@ impl Round<'_> {
         let mut events = Vec::new();
         if why != Why::Ended {
             let assignments = self.client.assignments(credential).await?;
+            self.holders = exporter::holders(&assignments);
             events = supervisor.reconcile(&assignments);
         }
         events.extend(supervisor.poll());

@@ -658,6 +658,8 @@ mod tests {
             .join(",");
         Assignment {
             order_id: Uuid::from_u128(7),
+            org_id: None,
+            organization: String::new(),
             action,
             gpu_ids: gpus.to_vec(),
             mig_devices: Vec::new(),

@@ -23,6 +23,7 @@ on_both_engines!(
     restarts_of_the_control_plane_and_the_agent_keep_work_running,
     an_operator_rotates_and_revokes_a_running_agents_credential,
     starts_and_stops_reach_the_agent_without_waiting_for_its_round,
+    the_agent_exports_each_gpus_telemetry_with_the_tenant_holding_it,
 );
 
 fn spawn_agent(server: &TestServer, token: &str, dir: &Path) -> Agent {
@@ -448,5 +449,126 @@ async fn starts_and_stops_reach_the_agent_without_waiting_for_its_round(engine: 
     registered(&server, op).await;
     // Well inside the minute the next round would take.
     runs_and_ends(&server).await;
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The agent's own `/metrics`, as Prometheus scrapes a DCGM exporter on
+/// every node: each GPU's readings, labelled with the organization whose
+/// work holds it; a GPU that changes hands changes labels.
+async fn the_agent_exports_each_gpus_telemetry_with_the_tenant_holding_it(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    let op = &operator.token;
+    let token = lab::catalog(&server, op).await;
+    let dir = std::env::temp_dir().join(format!("gantry-agent-test-{}", uuid::Uuid::new_v4()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let _agent = Agent(
+        lab::agent_command(&server, &token, "gpu-box-1", &dir.join("state"), "process")
+            .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+            .spawn()
+            .expect("start the agent"),
+    );
+    registered(&server, op).await;
+    let tenant = server.signup("tenant").await;
+    let org_name = server
+        .get(&format!("/api/v1/orgs/{}", tenant.org_id), &tenant.token)
+        .await
+        .str("/name");
+    let order = server
+        .order(&tenant, json!({ "instance_type": "h100x2" }))
+        .await;
+    let running = server.wait_status(&tenant, order, "running").await;
+    let held: Vec<u64> = running["placement"][0]["gpu_ids"]
+        .as_array()
+        .expect("placement")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(held.len(), 2, "{running}");
+
+    let scrape = || async {
+        reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+            .await
+            .expect("scrape the agent")
+            .text()
+            .await
+            .expect("text")
+    };
+    // Simulated GPUs read 97 % busy while held, idle otherwise.
+    let line = |gpu: u64, organization: &str, value: &str| {
+        let id = if organization.is_empty() {
+            String::new()
+        } else {
+            tenant.org_id.to_string()
+        };
+        format!(
+            r#"gantry_gpu_utilization_ratio{{node="gpu-box-1",gpu="{gpu}",organization="{organization}",organization_id="{id}"}} {value}"#
+        )
+    };
+    let mut text = String::new();
+    for _ in 0..200 {
+        text = scrape().await;
+        if (0..4).all(|gpu| {
+            let expected = if held.contains(&gpu) {
+                line(gpu, &org_name, "0.97")
+            } else {
+                line(gpu, "", "0")
+            };
+            text.lines().any(|l| l == expected)
+        }) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for gpu in &held {
+        let expected = line(*gpu, &org_name, "0.97");
+        assert!(
+            text.lines().any(|l| l == expected),
+            "{expected} not in:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("# TYPE gantry_gpu_power_watts gauge"),
+        "{text}"
+    );
+
+    // Once the order ends its GPUs are free again, and the series that
+    // named the tenant go.
+    server.cancel(&tenant, order).await;
+    server
+        .wait_order(&tenant, order, "ended", |o| o["ended_at"].is_string())
+        .await;
+    for _ in 0..200 {
+        text = scrape().await;
+        if !text.contains(&org_name) && (0..4).all(|gpu| text.contains(&line(gpu, "", "0"))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!text.contains(&org_name), "{text}");
+    for gpu in 0..4 {
+        assert!(text.lines().any(|l| l == line(gpu, "", "0")), "{text}");
+    }
+
+    // Every per-GPU metric the shipped dashboards and alerts read is here.
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+    let mut read = String::new();
+    for file in ["grafana/gantry.json", "prometheus/alerts.yml"] {
+        read.push_str(&std::fs::read_to_string(deploy.join(file)).expect(file));
+    }
+    let names: std::collections::BTreeSet<&str> = read
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("gantry_gpu_"))
+        .collect();
+    assert!(names.len() >= 3, "{names:?}");
+    for name in names {
+        assert!(
+            text.contains(&format!("\n{name}{{")),
+            "{name} is read by deploy/ but the agent does not export it"
+        );
+    }
     std::fs::remove_dir_all(&dir).ok();
 }

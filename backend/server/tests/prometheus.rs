@@ -378,50 +378,10 @@ async fn promql_over_the_scraped_server_answers_as_the_api_does() {
     )
     .await;
 
-    // An agent node reports its GPU's telemetry, which Prometheus sees
-    // labelled with the node.
-    let join = gantry
-        .call(
-            reqwest::Method::POST,
-            "/api/v1/admin/join-tokens",
-            &operator,
-            Some(json!({ "region": "us-east" })),
-        )
-        .await;
-    let agent = gantry
-        .call(
-            reqwest::Method::POST,
-            "/api/v1/agent/register",
-            join["token"].as_str().expect("join token"),
-            Some(json!({
-                "name": "edge-1", "cpu_milli": 32000, "memory_mib": 262144,
-                "gpus": [{ "index": 0, "model": "H100-SXM-80GB", "uuid": "GPU-edge-1-0",
-                           "memory_mib": 81920, "nvlink_domain": 0, "mig_enabled": false }]
-            })),
-        )
-        .await;
-    gantry
-        .call(
-            reqwest::Method::POST,
-            "/api/v1/agent/heartbeat",
-            agent["credential"].as_str().expect("credential"),
-            Some(
-                json!({ "gpus": [{ "index": 0, "utilization_pct": 42, "memory_used_mib": 1024,
-                                     "temperature_c": 55, "power_w": 300 }] }),
-            ),
-        )
-        .await;
-    eventually("the agent's telemetry is scraped", || async {
-        let power = prometheus.query("gantry_gpu_power_watts", "node").await;
-        match power.get("edge-1") {
-            Some(w) if *w == 300.0 => Ok(()),
-            _ => Err(format!("{power:?}")),
-        }
-    })
-    .await;
-
     // Every metric the alerting rules and the dashboards read is one the
     // server exports, and every dashboard query is one Prometheus accepts.
+    // Per-GPU telemetry (`gantry_gpu_…`) is the agents' own: the agent's
+    // tests check those names against a real agent.
     let dashboards = std::fs::read_dir(deploy().join("grafana"))
         .expect("dashboards")
         .map(|entry| std::fs::read_to_string(entry.expect("entry").path()).expect("dashboard"))
@@ -470,12 +430,12 @@ async fn promql_over_the_scraped_server_answers_as_the_api_does() {
         .into_iter()
         .chain(queries.iter().flat_map(|q| metric_names(q)))
         .collect::<std::collections::BTreeSet<_>>();
-    for name in names {
+    for name in names.iter().filter(|n| !n.starts_with("gantry_gpu_")) {
         // A histogram is exported as its _bucket, _count and _sum series.
         assert!(
             exported
                 .iter()
-                .any(|e| e == &name || e.strip_suffix("_bucket") == Some(&name)),
+                .any(|e| e == name || e.strip_suffix("_bucket") == Some(name)),
             "{name} is read by the rules or dashboards but not exported: {exported:?}"
         );
     }

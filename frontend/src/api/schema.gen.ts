@@ -1952,6 +1952,14 @@ export interface components {
         Assignment: {
             /** Format: uuid */
             order_id: string;
+            /**
+             * Format: uuid
+             * @description The organization it runs for: the agent labels the telemetry of
+             *     the GPUs it holds with it.
+             */
+            org_id: string;
+            /** @description That organization's name, for people reading the agent's metrics. */
+            organization: string;
             action: components["schemas"]["Action"];
             /** @description GPU indices on this node. */
             gpu_ids: number[];

@@ -26,7 +26,6 @@ use crate::entities::{
 use crate::error::{ApiError, ApiResult, ProblemResponses};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::inventory::nodes::{self, GpuSpec, NodeSpec};
-use crate::monitoring::gpus;
 use crate::validate::Fields;
 
 const GPUS_MAX: usize = 64;
@@ -159,6 +158,11 @@ pub enum Action {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Assignment {
     pub order_id: Uuid,
+    /// The organization it runs for: the agent labels the telemetry of
+    /// the GPUs it holds with it.
+    pub org_id: Uuid,
+    /// That organization's name, for people reading the agent's metrics.
+    pub organization: String,
     pub action: Action,
     /// GPU indices on this node.
     pub gpu_ids: Vec<u32>,
@@ -566,56 +570,11 @@ async fn heartbeat(
     if recovered {
         state.scheduler.wake();
     }
-    if !request.gpus.is_empty() {
-        record_telemetry(&state, &node, &request.gpus).await?;
-    }
     Ok(Json(HeartbeatAck {
         node_id: updated.id,
         state: updated.state,
         rotate_credential: updated.credential_rotate,
     }))
-}
-
-/// Sets the node's GPU gauges, each labelled with the organization that
-/// holds it now.
-async fn record_telemetry(
-    state: &AppState,
-    node: &node::Model,
-    samples: &[GpuSample],
-) -> ApiResult<()> {
-    let holding = allocation::Entity::find()
-        .filter(allocation::Column::NodeId.eq(node.id))
-        .filter(allocation::Column::State.ne(AllocationState::Released))
-        .all(&state.db)
-        .await?;
-    let names = crate::tenancy::orgs::names(&state.db, holding.iter().map(|a| a.org_id)).await?;
-    let holders = holding
-        .iter()
-        .flat_map(|a| {
-            let name = names.get(&a.org_id).cloned().unwrap_or_default();
-            a.gpu_list().into_iter().map(move |index| {
-                (
-                    i32::try_from(index).unwrap_or(i32::MAX),
-                    gpus::Holder {
-                        id: a.org_id,
-                        name: name.clone(),
-                    },
-                )
-            })
-        })
-        .collect();
-    let readings: Vec<gpus::Reading> = samples
-        .iter()
-        .map(|g| gpus::Reading {
-            index: g.index,
-            utilization_pct: g.utilization_pct,
-            memory_used_mib: g.memory_used_mib,
-            temperature_c: g.temperature_c,
-            power_w: g.power_w,
-        })
-        .collect();
-    gpus::record(&node.name, &readings, &holders);
-    Ok(())
 }
 
 /// What should run on this node now, and what must stop. Fetching an order
@@ -799,6 +758,7 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .await?
         .into_iter()
         .collect();
+    let org_names = crate::tenancy::orgs::names(&state.db, live.iter().map(|a| a.org_id)).await?;
     // A fraction's memory limit is its share of its GPU's memory.
     let memory: HashMap<u32, i64> = if live.iter().any(|a| a.gpu_milli < 1000) {
         gpu::Entity::find()
@@ -844,6 +804,8 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
             };
             Some(Assignment {
                 order_id: a.order_id,
+                org_id: a.org_id,
+                organization: org_names.get(&a.org_id).cloned().unwrap_or_default(),
                 action: if a.state == AllocationState::Active {
                     Action::Run
                 } else {
