@@ -8,8 +8,8 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use gantry_scheduler::{Cluster, Node};
 use gantry_sim::experiment::{
-    FillReport, PLACEMENT_POLICIES, REPLAY_POLICIES, ReplayReport, fill_experiment,
-    placement_policy, replay_experiment,
+    FillReport, PLACEMENT_POLICIES, REPLAY_POLICIES, ReplayReport, WindowedReport, fill_experiment,
+    placement_policy, replay_experiment, replay_windows,
 };
 use gantry_sim::fill::{self, PlacementRow};
 use gantry_sim::sun::{self, SunReport};
@@ -81,6 +81,17 @@ pub enum SimCommand {
         /// Policies: fcfs, easy, gantry.
         #[arg(long = "policy", default_values_t = REPLAY_POLICIES.map(str::to_owned))]
         policies: Vec<String>,
+        /// How many waiting jobs get an estimated start each cycle (the
+        /// server estimates 100); more only costs replay time.
+        #[arg(long, default_value_t = 1)]
+        planning_depth: usize,
+        /// Replay windows of this many consecutive jobs instead of the whole
+        /// trace, one per seed, each on an empty machine.
+        #[arg(long)]
+        window: Option<usize>,
+        /// With --window: one window per seed (`42` or `42..51`).
+        #[arg(long, default_value = "42..51", requires = "window")]
+        seeds: String,
         /// Write the JSON report here.
         #[arg(long)]
         report: Option<PathBuf>,
@@ -218,10 +229,16 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
             cluster,
             workloads,
             policies,
+            planning_depth,
+            window,
+            seeds: seed_text,
             report: report_path,
             threads: asked,
         } => {
             check(&policies, &REPLAY_POLICIES)?;
+            if !(1..=10_000).contains(&planning_depth) {
+                bail!("--planning-depth must be 1 to 10000");
+            }
             let (nodes, jobs) = match (swf_path, cluster, workloads) {
                 (Some(path), _, _) => {
                     if processors == 0 || processors > 100_000 {
@@ -242,10 +259,34 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
                 nodes,
                 regions: Vec::new(),
             };
-            let report =
-                replay_experiment(&cluster, &[], &jobs, &policies, threads(asked), &|line| {
-                    eprintln!("{line}");
-                });
+            let progress = |line: &str| eprintln!("{line}");
+            if let Some(size) = window {
+                if size == 0 {
+                    bail!("--window must be at least 1");
+                }
+                let seeds = seeds(&seed_text)?;
+                let report = replay_windows(
+                    &cluster,
+                    &jobs,
+                    &policies,
+                    planning_depth,
+                    size,
+                    &seeds,
+                    threads(asked),
+                    &progress,
+                );
+                print!("{}", windows_summary(&report));
+                return write_json(report_path.as_deref(), &report);
+            }
+            let report = replay_experiment(
+                &cluster,
+                &[],
+                &jobs,
+                &policies,
+                planning_depth,
+                threads(asked),
+                &progress,
+            );
             print!("{}", replay_summary(&report));
             write_json(report_path.as_deref(), &report)
         }
@@ -323,6 +364,70 @@ fn replay_summary(report: &ReplayReport) -> String {
             run.bounded_slowdown.mean,
             run.utilization * 100.0,
             run.makespan
+        );
+    }
+    out.push_str(&estimates_summary(
+        report
+            .runs
+            .iter()
+            .map(|e| (e.policy.as_str(), &e.run.estimates)),
+    ));
+    out
+}
+
+fn windows_summary(report: &WindowedReport) -> String {
+    let mut out = format!(
+        "{} windows of {} jobs\npolicy   mean bounded slowdown  mean wait s  longest wait s  per window\n",
+        report.seeds.len(),
+        report.window
+    );
+    for entry in &report.policies {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>22.2} {:>12.0} {:>15.0}  {}",
+            entry.policy,
+            entry.mean_bounded_slowdown,
+            entry.mean_wait,
+            entry.longest_wait,
+            entry
+                .bounded_slowdown_by_window
+                .iter()
+                .map(|s| format!("{s:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    out.push_str(&estimates_summary(
+        report
+            .policies
+            .iter()
+            .map(|e| (e.policy.as_str(), &e.estimates)),
+    ));
+    out
+}
+
+/// Estimated starts against real ones, one line per policy.
+fn estimates_summary<'a>(
+    entries: impl Iterator<Item = (&'a str, &'a gantry_sim::replay::EstimateAccuracy)>,
+) -> String {
+    let mut out = String::from(
+        "policy   estimated  first estimate error s: median  p90  within 10 % of wait  median error/wait (waits > 60 s)\n",
+    );
+    for (policy, e) in entries {
+        let _ = writeln!(
+            out,
+            "{:<7} {:>10} {:>31.0} {:>5.0} {:>19.1}% {:>33}",
+            policy,
+            e.jobs,
+            e.first_error.p50,
+            e.first_error_p90,
+            e.within_10_percent * 100.0,
+            e.median_relative_error_over_60s
+                .map_or("-".to_owned(), |r| format!(
+                    "{:.1}% of {} jobs",
+                    r * 100.0,
+                    e.waited_over_60s
+                )),
         );
     }
     out

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::alibaba::Pod;
 use crate::fill::{self, FillRun};
-use crate::replay::{self, Job, ReplayRun};
+use crate::replay::{self, EstimateAccuracy, Job, ReplayRun};
 use crate::stats::median;
 
 /// A placement policy of the fill protocol, by the name reports use.
@@ -220,12 +220,16 @@ pub struct ReplayReport {
     pub runs: Vec<ReplayEntry>,
 }
 
-/// Replays `jobs` once per policy, on `threads` threads.
+/// Replays `jobs` once per policy, on `threads` threads, estimating starts
+/// for the first `planning_depth` waiting jobs of every cycle (the server
+/// estimates 100; beyond the head of the queue they change no decision of
+/// these policies, only the replay's cost).
 pub fn replay_experiment(
     cluster: &Cluster,
     queues: &[Queue],
     jobs: &[Job],
     policies: &[String],
+    planning_depth: usize,
     threads: usize,
     progress: &(dyn Fn(&str) + Sync),
 ) -> ReplayReport {
@@ -241,6 +245,10 @@ pub fn replay_experiment(
                     };
                     let Some(policy) = replay_policy(name) else {
                         continue;
+                    };
+                    let policy = Policy {
+                        planning_depth: planning_depth.max(1),
+                        ..policy
                     };
                     let began = Instant::now();
                     let run = replay::run(cluster, queues, jobs, &policy, |ended| {
@@ -270,5 +278,97 @@ pub fn replay_experiment(
     ReplayReport {
         mode: "replay",
         runs: runs.into_iter().map(|(_, entry)| entry).collect(),
+    }
+}
+
+/// One policy over the windows of a windowed replay.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowedEntry {
+    /// The policy's name.
+    pub policy: String,
+    /// Each window's mean bounded slowdown, in seed order.
+    pub bounded_slowdown_by_window: Vec<f64>,
+    /// The mean of those.
+    pub mean_bounded_slowdown: f64,
+    /// The mean of the windows' mean waits, seconds.
+    pub mean_wait: f64,
+    /// The longest wait of any job in any window, seconds.
+    pub longest_wait: f64,
+    /// Estimated starts against real ones, over every window's jobs.
+    pub estimates: EstimateAccuracy,
+}
+
+/// The report of a windowed replay: RLScheduler's protocol, each window
+/// replayed alone on an empty machine.
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowedReport {
+    /// The mode.
+    pub mode: &'static str,
+    /// Jobs per window.
+    pub window: usize,
+    /// One window per seed.
+    pub seeds: Vec<u64>,
+    /// One entry per policy, in the order asked.
+    pub policies: Vec<WindowedEntry>,
+}
+
+/// Replays one window of `size` consecutive jobs per seed, each from an
+/// empty machine, once per policy.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_windows(
+    cluster: &Cluster,
+    jobs: &[Job],
+    policies: &[String],
+    planning_depth: usize,
+    size: usize,
+    seeds: &[u64],
+    threads: usize,
+    progress: &(dyn Fn(&str) + Sync),
+) -> WindowedReport {
+    let runs: Vec<ReplayReport> = seeds
+        .iter()
+        .map(|seed| {
+            let window = replay::window(jobs, size, *seed);
+            progress(&format!("window of seed {seed}: {} jobs", window.len()));
+            replay_experiment(
+                cluster,
+                &[],
+                &window,
+                policies,
+                planning_depth,
+                threads,
+                progress,
+            )
+        })
+        .collect();
+    let policies = policies
+        .iter()
+        .map(|name| {
+            let of_policy: Vec<&ReplayRun> = runs
+                .iter()
+                .filter_map(|r| r.runs.iter().find(|e| &e.policy == name))
+                .map(|e| &e.run)
+                .collect();
+            let slowdowns: Vec<f64> = of_policy.iter().map(|r| r.bounded_slowdown.mean).collect();
+            let outcomes: Vec<replay::Outcome> = of_policy
+                .iter()
+                .flat_map(|r| r.outcomes.iter().cloned())
+                .collect();
+            let count = of_policy.len().max(1) as f64;
+            WindowedEntry {
+                policy: name.clone(),
+                mean_bounded_slowdown: slowdowns.iter().sum::<f64>() / count,
+                bounded_slowdown_by_window: slowdowns,
+                mean_wait: of_policy.iter().map(|r| r.wait.mean).sum::<f64>() / count,
+                longest_wait: of_policy.iter().map(|r| r.wait.max).fold(0.0, f64::max),
+                estimates: EstimateAccuracy::of(&outcomes),
+            }
+        })
+        .collect();
+    WindowedReport {
+        mode: "replay-windows",
+        window: size,
+        seeds: seeds.to_vec(),
+        policies,
     }
 }

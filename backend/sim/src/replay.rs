@@ -9,7 +9,8 @@ use gantry_scheduler::{
 };
 use serde::Serialize;
 
-use crate::stats::{Summary, summary};
+use crate::rng::Rng;
+use crate::stats::{Summary, median, summary};
 
 /// A job of a trace.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,6 +21,26 @@ pub struct Job {
     pub submit: i64,
     /// How long it runs once started.
     pub run: i64,
+}
+
+/// `size` consecutive jobs (by submit time) from an offset the seed picks,
+/// their submits moved so that the first arrives at 0: one window of a
+/// trace, to replay on an empty machine. The whole trace when it is no
+/// longer than `size`.
+pub fn window(jobs: &[Job], size: usize, seed: u64) -> Vec<Job> {
+    let mut sorted: Vec<&Job> = jobs.iter().collect();
+    sorted.sort_by_key(|j| j.submit);
+    let size = size.min(sorted.len());
+    let start = Rng::new(seed).below(sorted.len() - size + 1);
+    let picked = &sorted[start..start + size];
+    let first = picked.first().map_or(0, |j| j.submit);
+    picked
+        .iter()
+        .map(|j| Job {
+            submit: j.submit - first,
+            ..(*j).clone()
+        })
+        .collect()
 }
 
 /// What happened to one job.
@@ -43,6 +64,10 @@ pub struct Outcome {
     pub preempted: u32,
     /// Why it was rejected, if it was.
     pub rejected: Option<String>,
+    /// The start the engine first estimated for it while it waited.
+    pub first_estimate: Option<i64>,
+    /// The last start it estimated before the job started.
+    pub latest_estimate: Option<i64>,
 }
 
 impl Outcome {
@@ -51,6 +76,70 @@ impl Outcome {
         let wait = self.wait? as f64;
         let run = run as f64;
         Some(((wait + run) / run.max(10.0)).max(1.0))
+    }
+}
+
+/// How well the engine's estimated starts foretold the real ones, over
+/// the completed jobs that waited with an estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct EstimateAccuracy {
+    /// Jobs measured.
+    pub jobs: usize,
+    /// |start − first estimate|, seconds.
+    pub first_error: Summary,
+    /// 90th percentile of that error (nearest rank), seconds.
+    pub first_error_p90: f64,
+    /// |start − latest estimate|, seconds.
+    pub latest_error: Summary,
+    /// Share of jobs whose first estimate's error is within 10 % of their
+    /// actual wait.
+    pub within_10_percent: f64,
+    /// Jobs that waited over a minute.
+    pub waited_over_60s: usize,
+    /// Among those, the median of first-estimate error over actual wait.
+    pub median_relative_error_over_60s: Option<f64>,
+}
+
+impl EstimateAccuracy {
+    /// The accuracy of `outcomes`' estimates (jobs without one, or that
+    /// never started, are left out).
+    pub fn of(outcomes: &[Outcome]) -> Self {
+        let measured: Vec<(f64, f64, f64)> = outcomes
+            .iter()
+            .filter(|o| o.end.is_some())
+            .filter_map(|o| {
+                let (start, first, wait) = (o.start?, o.first_estimate?, o.wait?);
+                let latest = o.latest_estimate.unwrap_or(first);
+                Some((
+                    (start - first).abs() as f64,
+                    (start - latest).abs() as f64,
+                    wait as f64,
+                ))
+            })
+            .collect();
+        if measured.is_empty() {
+            return Self::default();
+        }
+        let first: Vec<f64> = measured.iter().map(|m| m.0).collect();
+        let latest: Vec<f64> = measured.iter().map(|m| m.1).collect();
+        let mut sorted = first.clone();
+        sorted.sort_by(f64::total_cmp);
+        let p90 = sorted[((0.9 * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
+        let within = measured.iter().filter(|m| m.0 <= 0.1 * m.2).count();
+        let relative: Vec<f64> = measured
+            .iter()
+            .filter(|m| m.2 > 60.0)
+            .map(|m| m.0 / m.2)
+            .collect();
+        Self {
+            jobs: measured.len(),
+            first_error: summary(&first),
+            first_error_p90: p90,
+            latest_error: summary(&latest),
+            within_10_percent: within as f64 / measured.len() as f64,
+            waited_over_60s: relative.len(),
+            median_relative_error_over_60s: (!relative.is_empty()).then(|| median(&relative)),
+        }
     }
 }
 
@@ -88,6 +177,8 @@ pub struct ReplayRun {
     pub samples: Vec<Sample>,
     /// Engine cycles run.
     pub cycles: usize,
+    /// How well estimated starts foretold the real ones.
+    pub estimates: EstimateAccuracy,
     /// Every job's outcome, in trace order.
     pub outcomes: Vec<Outcome>,
 }
@@ -130,6 +221,8 @@ pub fn run(
             wait: None,
             preempted: 0,
             rejected: None,
+            first_estimate: None,
+            latest_estimate: None,
         })
         .collect();
     let first = order.first().map_or(0, |i| jobs[*i].submit);
@@ -209,6 +302,16 @@ pub fn run(
                     .find(|e| e.workload.id == preemption.workload)
                 {
                     entry.stopping_at = Some(preemption.stop_at);
+                }
+            }
+            for waiting in &decisions.waiting {
+                if let (Some(&job), Some(at)) = (
+                    by_id.get(waiting.workload.as_str()),
+                    waiting.estimated_start,
+                ) {
+                    let outcome = &mut outcomes[job];
+                    outcome.first_estimate.get_or_insert(at);
+                    outcome.latest_estimate = Some(at);
                 }
             }
             for rejection in decisions.rejections {
@@ -302,6 +405,7 @@ pub fn run(
         gpu_seconds_by_queue: by_queue,
         samples: samples.into_iter().step_by(step).collect(),
         cycles,
+        estimates: EstimateAccuracy::of(&outcomes),
         outcomes,
     }
 }

@@ -90,3 +90,61 @@ fn the_swf_slice_replays_the_same_way_twice() {
     );
     assert!(first.utilization > 0.0 && first.utilization <= 1.0);
 }
+
+#[test]
+fn estimated_starts_are_kept_beside_the_real_ones_and_scored() {
+    // On 2 processors: A holds one until 100 and B one until 60 (requested
+    // 200 s, so B's estimated end is 201); C needs both. C's start is
+    // estimated on B's estimate, at 201, and first at 2; it starts at 100,
+    // when the later of the two really ends.
+    let mut b = job(2, 1, 59, 1);
+    b.requested_time = Some(200);
+    let jobs = swf::replay_jobs(&[job(1, 0, 100, 1), b, job(3, 2, 10, 2)]);
+    let run = replay(&jobs, "easy");
+    let c = &run.outcomes[2];
+    assert_eq!((c.start, c.wait), (Some(100), Some(98)));
+    assert_eq!(c.first_estimate, Some(201));
+    // At 60 B ended: from then on the estimate rests on A's end, exact.
+    assert_eq!(c.latest_estimate, Some(100));
+    // Jobs that never waited have no estimate.
+    assert_eq!(run.outcomes[0].first_estimate, None);
+    assert_eq!(run.outcomes[1].first_estimate, None);
+
+    let e = &run.estimates;
+    assert_eq!(e.jobs, 1);
+    assert_eq!(e.first_error.p50, 101.0);
+    assert_eq!(e.first_error_p90, 101.0);
+    assert_eq!(e.latest_error.p50, 0.0);
+    assert_eq!(e.within_10_percent, 0.0);
+    assert_eq!(e.waited_over_60s, 1);
+    assert_eq!(e.median_relative_error_over_60s, Some(101.0 / 98.0));
+}
+
+#[test]
+fn a_window_is_consecutive_jobs_from_a_seeded_offset_starting_at_zero() {
+    let jobs = swf::replay_jobs(
+        &(0..100)
+            .map(|i| job(i, 1_000 + 10 * i as i64, 5, 1))
+            .collect::<Vec<_>>(),
+    );
+    let window = replay::window(&jobs, 10, 42);
+    assert_eq!(window.len(), 10);
+    assert_eq!(window[0].submit, 0);
+    let first = jobs
+        .iter()
+        .position(|j| j.workload.id == window[0].workload.id)
+        .expect("from the trace");
+    for (i, job) in window.iter().enumerate() {
+        assert_eq!(job.workload.id, jobs[first + i].workload.id);
+        assert_eq!(job.submit, 10 * i as i64);
+    }
+    assert_eq!(replay::window(&jobs, 10, 42), window);
+    let offsets: std::collections::BTreeSet<String> = (42..52)
+        .map(|seed| replay::window(&jobs, 10, seed)[0].workload.id.clone())
+        .collect();
+    assert!(
+        offsets.len() > 5,
+        "seeds pick different windows: {offsets:?}"
+    );
+    assert_eq!(replay::window(&jobs, 500, 7).len(), 100);
+}
