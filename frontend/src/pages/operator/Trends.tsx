@@ -89,6 +89,16 @@ function Panel({ title, summary, testId, children }: { title: string; summary: s
   );
 }
 
+/** A chart over the history's whole range, with the page's legend and grid. */
+function TimeChart({ history, label, yAxis, series }: { history: History; label: string; yAxis: object | object[]; series: object[] }) {
+  return (
+    <Chart
+      label={label}
+      option={{ tooltip: { trigger: "axis" }, legend: LEGEND, grid: GRID, xAxis: timeAxis(history), yAxis, series }}
+    />
+  );
+}
+
 /** A line whose points show as dots while there are few of them to join. */
 function line(name: string, data: [string, number][]) {
   return { name, type: "line", showSymbol: data.length < 20, data } as const;
@@ -113,16 +123,11 @@ function Capacity({ history, model }: { history: History; model: string }) {
         schedulable: shown(latest(find(history, "gpus_schedulable", model))),
       })}
     >
-      <Chart
+      <TimeChart
+        history={history}
         label={title}
-        option={{
-          tooltip: { trigger: "axis" },
-          legend: LEGEND,
-          grid: GRID,
-          xAxis: timeAxis(history),
-          yAxis: { type: "value", name: t("trends.gpusAxis"), minInterval: 1 },
-          series: lines.map(({ metric, name }) => line(name, pointsOf(find(history, metric, model)))),
-        }}
+        yAxis={{ type: "value", name: t("trends.gpusAxis"), minInterval: 1 }}
+        series={lines.map(({ metric, name }) => line(name, pointsOf(find(history, metric, model))))}
       />
     </Panel>
   );
@@ -138,22 +143,14 @@ function Queue({ history }: { history: History }) {
       testId="trend-queue"
       summary={t("trends.queueNow", { pending: shown(latest(pending)), wait: p95 === undefined ? "—" : duration(p95) })}
     >
-      <Chart
+      <TimeChart
+        history={history}
         label={t("trends.queue")}
-        option={{
-          tooltip: { trigger: "axis" },
-          legend: LEGEND,
-          grid: GRID,
-          xAxis: timeAxis(history),
-          yAxis: [
-            { type: "value", name: t("trends.ordersAxis"), minInterval: 1 },
-            { type: "value", name: t("trends.secondsAxis"), splitLine: { show: false } },
-          ],
-          series: [
-            line(t("trends.pending"), pointsOf(pending)),
-            { name: t("trends.waitP95"), type: "line", yAxisIndex: 1, data: pointsOf(wait) },
-          ],
-        }}
+        yAxis={[
+          { type: "value", name: t("trends.ordersAxis"), minInterval: 1 },
+          { type: "value", name: t("trends.secondsAxis"), splitLine: { show: false } },
+        ]}
+        series={[line(t("trends.pending"), pointsOf(pending)), { ...line(t("trends.waitP95"), pointsOf(wait)), yAxisIndex: 1 }]}
       />
     </Panel>
   );
@@ -167,16 +164,11 @@ function Tenants({ history }: { history: History }) {
       {tenants.length === 0 ? (
         <EmptyState title={t("trends.noTenantHours")} />
       ) : (
-        <Chart
+        <TimeChart
+          history={history}
           label={t("trends.tenantHours")}
-          option={{
-            tooltip: { trigger: "axis" },
-            legend: LEGEND,
-            grid: GRID,
-            xAxis: timeAxis(history),
-            yAxis: { type: "value", name: t("trends.gpuHoursAxis") },
-            series: tenants.map((tenant) => ({ name: tenant.name, type: "bar", stack: "hours", data: tenant.points })),
-          }}
+          yAxis={{ type: "value", name: t("trends.gpuHoursAxis") }}
+          series={tenants.map((tenant) => ({ name: tenant.name, type: "bar", stack: "hours", data: tenant.points }))}
         />
       )}
     </Panel>
@@ -192,21 +184,16 @@ function Utilization({ history }: { history: History }) {
       summary={series.length === 0 ? t("trends.noTelemetry") : t("trends.utilizationModels", { count: series.length })}
     >
       {series.length > 0 && (
-        <Chart
+        <TimeChart
+          history={history}
           label={t("trends.utilization")}
-          option={{
-            tooltip: { trigger: "axis" },
-            legend: LEGEND,
-            grid: GRID,
-            xAxis: timeAxis(history),
-            yAxis: { type: "value", min: 0, max: 100, name: "%" },
-            series: series.map((s) =>
-              line(
-                s.gpu_model ?? "",
-                s.points.map((p) => [p.at, Math.round(p.value * 1000) / 10]),
-              ),
+          yAxis={{ type: "value", min: 0, max: 100, name: "%" }}
+          series={series.map((s) =>
+            line(
+              s.gpu_model ?? "",
+              s.points.map((p) => [p.at, Math.round(p.value * 1000) / 10]),
             ),
-          }}
+          )}
         />
       )}
     </Panel>
