@@ -1,11 +1,11 @@
 // Sessions that outlive their access tokens: with a four-second token, a
 // signed-in user keeps working across expiries and reloads (renewed from
-// the httpOnly refresh cookie), a session that cannot be renewed sends the
+// the httpOnly refresh cookie), a session ended on the server sends the
 // user to sign in once (never a `next` inside a `next`) and back to the page
 // they were on, and signing out ends the session on the server.
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { launchBrowser, openSession, screenshot, type Server, signIn, startServer } from "./harness";
+import { apiToken, launchBrowser, openSession, screenshot, type Server, signIn, startServer } from "./harness";
 
 const TENANT = { email: "tenant@demo.gantry.dev", password: "gantry tenant demo" };
 const TOKEN_SECONDS = 4;
@@ -24,6 +24,22 @@ afterAll(async () => {
 });
 
 const wait = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Changes the user's password through the API, which revokes every refresh
+ * token of the user; the tests go on with the new one.
+ */
+async function endEverySession(who: { email: string; password: string }) {
+  const token = await apiToken(server, who);
+  const next = "violet harbor lantern 73";
+  const answer = await fetch(`${server.url}/api/v1/me/password`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ current_password: who.password, new_password: next }),
+  });
+  expect(answer.status, await answer.text()).toBe(204);
+  who.password = next;
+}
 
 describe("a session", () => {
   test("outlives its access tokens, ends when it cannot be renewed, and comes back to the page", async () => {
@@ -45,9 +61,12 @@ describe("a session", () => {
     await page.getByRole("heading", { name: "Orders", exact: true }).waitFor();
     expect(page.url()).toBe(ordersUrl);
 
-    // The refresh cookie gone (another browser signed out everywhere, say):
-    // once the token runs out, the user signs in again, once, and is back.
-    await context.clearCookies();
+    // Every session of the user ended on the server (a password change
+    // elsewhere signs out everywhere): once the token runs out, the user
+    // signs in again, once, and is back. A renewal this page had in flight
+    // cannot bring the session back, as it could after clearing only this
+    // browser's cookie.
+    await endEverySession(TENANT);
     await wait((TOKEN_SECONDS + 1) * 1000);
     await page.getByRole("link", { name: "Usage", exact: true }).click();
     await page.getByText("Your session expired").waitFor();
