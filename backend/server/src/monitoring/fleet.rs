@@ -16,7 +16,7 @@ use metrics::{
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QuerySelect};
 use uuid::Uuid;
 
-use crate::classes::{AllocationState, NodeState, OrderStatus};
+use crate::classes::{AllocationState, NodeState, OrderStatus, PriorityClass};
 use crate::entities::{order, sla_policy};
 use crate::orders::reasons::WaitReason;
 use crate::scheduling::load::Loaded;
@@ -326,43 +326,133 @@ pub async fn publish_sla_risk(
     world: &World,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let policies: HashMap<_, _> = sla_policy::Entity::find()
+    let targets: HashMap<PriorityClass, Option<i64>> = sla_policy::Entity::find()
         .all(db)
         .await?
         .into_iter()
-        .map(|p| (p.priority_class, p))
+        .map(|p| (p.priority_class, p.queue_wait_target_seconds))
         .collect();
-    let labels = |class: &str, objective: &str| {
+    let orders = world
+        .orders
+        .values()
+        .map(|o| (o.priority_class, o.status, o.created_at, o.started_at));
+    published.set(SLA_AT_RISK, sla_risk(&targets, orders, now));
+    Ok(())
+}
+
+/// The SLA-at-risk counts of `orders` (class, status, created, started)
+/// under classes' queue-wait targets (`None`: availability only): waiting
+/// past half the target before the first start, or down after a start.
+fn sla_risk(
+    targets: &HashMap<PriorityClass, Option<i64>>,
+    orders: impl Iterator<
+        Item = (
+            PriorityClass,
+            OrderStatus,
+            DateTime<Utc>,
+            Option<DateTime<Utc>>,
+        ),
+    >,
+    now: DateTime<Utc>,
+) -> HashMap<Labels, f64> {
+    let labels = |class: PriorityClass, objective: &str| {
         vec![
-            ("priority_class", class.to_owned()),
+            ("priority_class", class.as_str().to_owned()),
             ("objective", objective.to_owned()),
         ]
     };
     let mut at_risk: HashMap<Labels, f64> = HashMap::new();
-    for (class, policy) in &policies {
-        at_risk.insert(labels(class.as_str(), "availability"), 0.0);
-        if policy.queue_wait_target_seconds.is_some() {
-            at_risk.insert(labels(class.as_str(), "queue_wait"), 0.0);
+    for (class, wait_target) in targets {
+        at_risk.insert(labels(*class, "availability"), 0.0);
+        if wait_target.is_some() {
+            at_risk.insert(labels(*class, "queue_wait"), 0.0);
         }
     }
-    for order in world.orders.values() {
-        let Some(policy) = policies.get(&order.priority_class) else {
+    for (class, status, created_at, started_at) in orders {
+        let Some(wait_target) = targets.get(&class) else {
             continue;
         };
-        if order.status.is_final() || order.status == OrderStatus::Running {
+        if status.is_final() || status == OrderStatus::Running {
             continue;
         }
-        let objective = match (order.started_at, policy.queue_wait_target_seconds) {
+        let objective = match (started_at, wait_target) {
             (Some(_), _) => "availability",
-            (None, Some(target)) if (now - order.created_at).num_seconds() * 2 > target => {
-                "queue_wait"
-            }
+            (None, Some(target)) if (now - created_at).num_seconds() * 2 > *target => "queue_wait",
             (None, _) => continue,
         };
-        *at_risk
-            .entry(labels(order.priority_class.as_str(), objective))
-            .or_default() += 1.0;
+        *at_risk.entry(labels(class, objective)).or_default() += 1.0;
     }
-    published.set(SLA_AT_RISK, at_risk);
-    Ok(())
+    at_risk
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    #[test]
+    fn an_sla_is_at_risk_past_half_the_wait_target_or_while_down_after_a_start() {
+        let now = Utc::now();
+        let ago = |minutes: i64| now - TimeDelta::minutes(minutes);
+        let targets = HashMap::from([
+            (PriorityClass::Production, Some(600)),
+            (PriorityClass::Standard, None),
+        ]);
+        let orders = [
+            // Waited 6 of its 10 minutes: at risk.
+            (PriorityClass::Production, OrderStatus::Queued, ago(6), None),
+            // Waited 4: not yet.
+            (PriorityClass::Production, OrderStatus::Queued, ago(4), None),
+            // Started once and queued again after a node fault: down.
+            (
+                PriorityClass::Production,
+                OrderStatus::Queued,
+                ago(60),
+                Some(ago(50)),
+            ),
+            (
+                PriorityClass::Production,
+                OrderStatus::Provisioning,
+                ago(60),
+                Some(ago(50)),
+            ),
+            // Running, or over: nothing to lose now.
+            (
+                PriorityClass::Production,
+                OrderStatus::Running,
+                ago(60),
+                Some(ago(50)),
+            ),
+            (
+                PriorityClass::Production,
+                OrderStatus::Completed,
+                ago(60),
+                Some(ago(50)),
+            ),
+            // A class without a wait target waits freely.
+            (PriorityClass::Standard, OrderStatus::Queued, ago(600), None),
+            // A class without an SLA is not counted at all.
+            (
+                PriorityClass::Batch,
+                OrderStatus::Queued,
+                ago(60),
+                Some(ago(50)),
+            ),
+        ];
+        let risk = sla_risk(&targets, orders.into_iter(), now);
+        let of = |class: &str, objective: &str| {
+            risk.get(&vec![
+                ("priority_class", class.to_owned()),
+                ("objective", objective.to_owned()),
+            ])
+            .copied()
+        };
+        assert_eq!(of("production", "queue_wait"), Some(1.0));
+        assert_eq!(of("production", "availability"), Some(2.0));
+        assert_eq!(of("standard", "availability"), Some(0.0));
+        assert_eq!(of("standard", "queue_wait"), None);
+        assert_eq!(of("batch", "availability"), None);
+        assert_eq!(risk.len(), 3);
+    }
 }
