@@ -13,7 +13,7 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gantry_scheduler::{
     Cluster, Gpu, GpuRequest, Node, OwnedSnapshot, Placement, Policy, PriorityClass, Queue, Quota,
-    Running, UsageLedger, Workload, schedule,
+    Running, UsageLedger, Workload, capacity_report, capacity_reports, schedule,
 };
 
 const MODELS: [&str; 2] = ["H100-SXM-80GB", "H200-141GB"];
@@ -180,5 +180,20 @@ fn arrival(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, cycle, arrival);
+/// What the leader's metrics publish reads every 5 s: the capacity report of
+/// a loaded 1,000-node cluster, for the fleet alone and with every region.
+fn capacity(c: &mut Criterion) {
+    let world = scenario(1_000, 10_000);
+    let mut group = c.benchmark_group("capacity");
+    group.sample_size(20);
+    group.bench_function("fleet_1000x8-gpus_10000-pending", |b| {
+        b.iter(|| capacity_report(black_box(&world.snapshot())))
+    });
+    group.bench_function("fleet-and-regions_1000x8-gpus_10000-pending", |b| {
+        b.iter(|| capacity_reports(black_box(&world.snapshot())))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, cycle, arrival, capacity);
 criterion_main!(benches);

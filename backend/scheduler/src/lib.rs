@@ -42,8 +42,8 @@ pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};
 pub use report::{
-    CapacityReport, LaunchShape, ModelCapacity, RegionRoom, SHAPES, ShapeSlots, capacity_by_region,
-    capacity_report, launch_room,
+    CapacityReport, LaunchShape, ModelCapacity, RegionRoom, SHAPES, ShapeSlots, capacity_report,
+    capacity_reports, launch_room,
 };
 pub use reservation::{ReservationRequest, can_extend, earliest_windows, plan_advance_reservation};
 pub use schedule::{OwnedSnapshot, Snapshot, schedule};

@@ -59,12 +59,19 @@ pub fn capacity_report(snapshot: &Snapshot<'_>) -> CapacityReport {
     report(cycle.state(), |_| true)
 }
 
-/// [`capacity_report`] for each region, by region name: what monitoring
-/// shows per region and model.
-pub fn capacity_by_region(snapshot: &Snapshot<'_>) -> BTreeMap<String, CapacityReport> {
+/// [`capacity_report`], and the same for each region by region name (what
+/// monitoring shows per region and model), from one preparation of the
+/// snapshot.
+pub fn capacity_reports(
+    snapshot: &Snapshot<'_>,
+) -> (CapacityReport, BTreeMap<String, CapacityReport>) {
     let policy = Policy::default();
     let cycle = prepared(snapshot, &policy);
     let state = cycle.state();
+    (report(state, |_| true), by_region(state))
+}
+
+fn by_region(state: &State<'_>) -> BTreeMap<String, CapacityReport> {
     let regions: BTreeSet<&str> = state.nodes.iter().map(|n| n.node.region.as_str()).collect();
     regions
         .into_iter()

@@ -6,7 +6,7 @@ mod common;
 use common::{Drive, H100, NOON, World, job, node, running};
 use gantry_scheduler::{
     AdvanceReservation, GpuRequest, LaunchShape, Placement, RegionRoom, ShapeSlots,
-    capacity_by_region, capacity_report, launch_room,
+    capacity_report, capacity_reports, launch_room,
 };
 
 #[test]
@@ -180,8 +180,8 @@ fn capacity_splits_by_region_and_adds_up_to_the_whole() {
     far.region = "us-east-1".into();
     let mut world = World::new(vec![node("a", "r1", H100, 8), far]);
     world.running = vec![running(job("r", "q", 3, 1), &[("a", &[0, 1, 2])], NOON)];
-    let whole = capacity_report(&world.snapshot());
-    let regions = capacity_by_region(&world.snapshot());
+    let (whole, regions) = capacity_reports(&world.snapshot());
+    assert_eq!(whole, capacity_report(&world.snapshot()));
     assert_eq!(
         regions.keys().map(String::as_str).collect::<Vec<_>>(),
         ["eu-west-1", "us-east-1"]

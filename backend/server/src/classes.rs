@@ -67,6 +67,30 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// What a series of the fleet history measures. Its subject is a GPU
+    /// model, an organization or the whole fleet.
+    HistoryMetric {
+        /// GPUs held by running work, by model.
+        GpusAllocated = "gpus_allocated",
+        /// Healthy, unheld GPUs on nodes taking work, by model.
+        GpusFree = "gpus_free",
+        /// Free GPUs that can serve a whole node of the model's largest
+        /// size: free less what fragmentation strands.
+        GpusSchedulable = "gpus_schedulable",
+        /// Orders waiting to be placed, over the fleet.
+        PendingOrders = "pending_orders",
+        /// The 95th percentile of creation-to-start waits of the orders that
+        /// came up in an interval; over a longer step, the worst interval's.
+        AdmissionWaitP95Seconds = "admission_wait_p95_seconds",
+        /// GPU-hours of running work, by organization (shares of a GPU count
+        /// as their share).
+        GpuHours = "gpu_hours",
+        /// Mean busy share of the GPUs that reported telemetry, by model.
+        GpuUtilizationRatio = "gpu_utilization_ratio",
+    }
+}
+
+stored_enum! {
     /// Where an order is in its life.
     OrderStatus {
         /// Admitted, waiting for the engine to place it.

@@ -2698,6 +2698,12 @@ export interface components {
             interval_seconds: number;
             series: components["schemas"]["Series"][];
         };
+        /**
+         * @description What a series of the fleet history measures. Its subject is a GPU
+         *     model, an organization or the whole fleet.
+         * @enum {string}
+         */
+        HistoryMetric: "gpus_allocated" | "gpus_free" | "gpus_schedulable" | "pending_orders" | "admission_wait_p95_seconds" | "gpu_hours" | "gpu_utilization_ratio";
         HostAccess: {
             node: string;
             /** @description The address tenants reach the node at. */
@@ -3059,12 +3065,6 @@ export interface components {
             organization: components["schemas"]["Organization"];
             role: components["schemas"]["OrgRole"];
         };
-        /**
-         * @description What a series measures. Its subject is a GPU model, an organization or
-         *     the whole fleet.
-         * @enum {string}
-         */
-        Metric: "gpus_allocated" | "gpus_free" | "gpus_schedulable" | "pending_orders" | "admission_wait_p95_seconds" | "gpu_hours" | "gpu_utilization_ratio";
         /** @description One MIG instance of a GPU, as its node's agent found it. */
         MigDevice: {
             /** @description The UUID CUDA knows it by (`MIG-…`). */
@@ -4290,7 +4290,7 @@ export interface components {
          *     left out.
          */
         Series: {
-            metric: components["schemas"]["Metric"];
+            metric: components["schemas"]["HistoryMetric"];
             /** @description For series by GPU model. */
             gpu_model?: string | null;
             /**

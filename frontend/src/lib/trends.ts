@@ -4,7 +4,7 @@ import type { Schemas } from "../api/client";
 
 export type History = Schemas["History"];
 export type Series = Schemas["Series"];
-export type Metric = Schemas["Metric"];
+export type Metric = Schemas["HistoryMetric"];
 type Point = [string, number];
 
 export function pointsOf(series: Series | undefined): Point[] {

@@ -682,6 +682,10 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(&state.db)
         .await?;
+    // An idle node asks every second: nothing more to read for it.
+    if live.is_empty() {
+        return Ok(Vec::new());
+    }
     let orders: HashMap<Uuid, order::Model> = order::Entity::find()
         .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
         .all(&state.db)

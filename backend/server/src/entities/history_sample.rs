@@ -1,5 +1,7 @@
 use sea_orm::entity::prelude::*;
 
+use crate::classes::HistoryMetric;
+
 /// One series' mean over one sampling interval: a fleet figure the
 /// scheduling leader saw, by metric and subject (a GPU model, an
 /// organization's id, or empty for the whole fleet).
@@ -7,7 +9,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "history_samples")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub metric: String,
+    pub metric: HistoryMetric,
     #[sea_orm(primary_key, auto_increment = false)]
     pub subject: String,
     /// The interval's start, in seconds since the Unix epoch.

@@ -6,7 +6,7 @@
 //! counts twice. Counters and histograms count each event once, on the
 //! replica where it happened.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use gantry_scheduler as engine;
@@ -118,12 +118,13 @@ impl Published {
 }
 
 /// GPUs and nodes by state, slots per shape and fragmentation, from the
-/// leader's copy of the rows and the cycle's engine snapshot.
+/// leader's copy of the rows and the capacity reports of the cycle's
+/// engine snapshot (the fleet's, and each region's).
 pub fn publish_fleet(
     published: &mut Published,
     world: &World,
-    loaded: &Loaded,
     capacity: &engine::CapacityReport,
+    by_region: &BTreeMap<String, engine::CapacityReport>,
 ) {
     let region = |id: &Uuid| world.regions.get(id).map_or("", |r| r.name.as_str());
     let held: HashSet<(Uuid, u32)> = world
@@ -172,11 +173,10 @@ pub fn publish_fleet(
     }
     published.set(NODES, nodes);
 
-    let snapshot = loaded.snapshot.snapshot();
     let mut slots: HashMap<Labels, f64> = HashMap::new();
-    for (region, report) in engine::capacity_by_region(&snapshot) {
-        for model in report.models {
-            for shape in model.shapes {
+    for (region, report) in by_region {
+        for model in &report.models {
+            for shape in &model.shapes {
                 slots.insert(
                     vec![
                         ("region", region.clone()),

@@ -423,8 +423,8 @@ async fn publish(
     now: DateTime<Utc>,
 ) {
     let published = &mut due.published;
-    let capacity = gantry_scheduler::capacity_report(&loaded.snapshot.snapshot());
-    fleet::publish_fleet(published, world, loaded, &capacity);
+    let (capacity, by_region) = gantry_scheduler::capacity_reports(&loaded.snapshot.snapshot());
+    fleet::publish_fleet(published, world, &capacity, &by_region);
     let pending = match fleet::publish_pending(published, &state.db, world, loaded, decisions).await
     {
         Ok(pending) => pending,

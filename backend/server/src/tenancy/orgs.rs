@@ -156,11 +156,16 @@ async fn page_of(
     Ok(Page::from_rows(rows, request, |o| o.id, Organization::from))
 }
 
-/// The names of the organizations `ids`, for labels and logs.
+/// The names of the organizations `ids`, for labels and logs; no query
+/// for none (agents and the leader ask on every round, mostly for none).
 pub async fn names(
     db: &impl sea_orm::ConnectionTrait,
     ids: impl IntoIterator<Item = Uuid>,
 ) -> Result<std::collections::HashMap<Uuid, String>, sea_orm::DbErr> {
+    let ids: std::collections::HashSet<Uuid> = ids.into_iter().collect();
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
     Ok(organization::Entity::find()
         .filter(organization::Column::Id.is_in(ids))
         .select_only()

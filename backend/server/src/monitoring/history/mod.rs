@@ -17,61 +17,11 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, HistoryMetric, OrderStatus};
 use crate::entities::{gpu_telemetry, history_sample, order};
 use crate::scheduling::world::World;
 
-/// What a series measures. Its subject is a GPU model, an organization or
-/// the whole fleet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// GPUs held by running work, by model.
-    GpusAllocated,
-    /// Healthy, unheld GPUs on nodes taking work, by model.
-    GpusFree,
-    /// Free GPUs that can serve a whole node of the model's largest size:
-    /// free less what fragmentation strands.
-    GpusSchedulable,
-    /// Orders waiting to be placed, over the fleet.
-    PendingOrders,
-    /// The 95th percentile of creation-to-start waits of the orders that
-    /// came up in an interval; over a longer step, the worst interval's.
-    AdmissionWaitP95Seconds,
-    /// GPU-hours of running work, by organization (shares of a GPU count
-    /// as their share).
-    GpuHours,
-    /// Mean busy share of the GPUs that reported telemetry, by model.
-    GpuUtilizationRatio,
-}
-
-impl Metric {
-    const ALL: [Self; 7] = [
-        Self::GpusAllocated,
-        Self::GpusFree,
-        Self::GpusSchedulable,
-        Self::PendingOrders,
-        Self::AdmissionWaitP95Seconds,
-        Self::GpuHours,
-        Self::GpuUtilizationRatio,
-    ];
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::GpusAllocated => "gpus_allocated",
-            Self::GpusFree => "gpus_free",
-            Self::GpusSchedulable => "gpus_schedulable",
-            Self::PendingOrders => "pending_orders",
-            Self::AdmissionWaitP95Seconds => "admission_wait_p95_seconds",
-            Self::GpuHours => "gpu_hours",
-            Self::GpuUtilizationRatio => "gpu_utilization_ratio",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.as_str() == text)
-    }
-
+impl HistoryMetric {
     /// How the intervals inside one chart step combine.
     fn combine(self, sum: f64, max: f64, count: i64) -> f64 {
         match self {
@@ -94,7 +44,7 @@ pub struct Observation<'a> {
 pub struct Recorder {
     /// The interval being folded, as its start in Unix seconds.
     interval: Option<i64>,
-    sums: HashMap<(Metric, String), f64>,
+    sums: HashMap<(HistoryMetric, String), f64>,
     observations: u32,
 }
 
@@ -129,16 +79,16 @@ impl Recorder {
                 * u64::from(1000 - model.fragmentation_permille.min(1000))
                 / 1000;
             for (metric, value) in [
-                (Metric::GpusAllocated, f64::from(model.allocated)),
-                (Metric::GpusFree, f64::from(model.free)),
-                (Metric::GpusSchedulable, schedulable as f64),
+                (HistoryMetric::GpusAllocated, f64::from(model.allocated)),
+                (HistoryMetric::GpusFree, f64::from(model.free)),
+                (HistoryMetric::GpusSchedulable, schedulable as f64),
             ] {
                 *self.sums.entry((metric, model.model.clone())).or_default() += value;
             }
         }
         *self
             .sums
-            .entry((Metric::PendingOrders, String::new()))
+            .entry((HistoryMetric::PendingOrders, String::new()))
             .or_default() += seen.pending as f64;
         // Running as its order's status says: the leader's copy of the rows
         // follows statuses, not each allocation's metering start.
@@ -154,7 +104,7 @@ impl Recorder {
             let gpus = allocation.gpu_count() as f64 * f64::from(allocation.gpu_milli) / 1000.0;
             *self
                 .sums
-                .entry((Metric::GpuHours, allocation.org_id.to_string()))
+                .entry((HistoryMetric::GpuHours, allocation.org_id.to_string()))
                 .or_default() += gpus;
         }
         Ok(())
@@ -171,12 +121,12 @@ impl Recorder {
         every: i64,
     ) -> Result<(), DbErr> {
         let observations = f64::from(self.observations.max(1));
-        let mut rows: Vec<(Metric, String, f64)> = self
+        let mut rows: Vec<(HistoryMetric, String, f64)> = self
             .sums
             .iter()
             .map(|((metric, subject), sum)| {
                 let mean = sum / observations;
-                let value = if *metric == Metric::GpuHours {
+                let value = if *metric == HistoryMetric::GpuHours {
                     mean * every as f64 / 3600.0
                 } else {
                     mean
@@ -189,13 +139,13 @@ impl Recorder {
             DateTime::from_timestamp(interval + every, 0).unwrap_or_default(),
         );
         if let Some(p95) = admission_wait_p95(db, from, to).await? {
-            rows.push((Metric::AdmissionWaitP95Seconds, String::new(), p95));
+            rows.push((HistoryMetric::AdmissionWaitP95Seconds, String::new(), p95));
         }
         rows.extend(
             utilization_by_model(db, world, from, to)
                 .await?
                 .into_iter()
-                .map(|(model, ratio)| (Metric::GpuUtilizationRatio, model, ratio)),
+                .map(|(model, ratio)| (HistoryMetric::GpuUtilizationRatio, model, ratio)),
         );
         if rows.is_empty() {
             return Ok(());
@@ -204,7 +154,7 @@ impl Recorder {
         // interval again: its fold replaces the first one's.
         history_sample::Entity::insert_many(rows.into_iter().map(|(metric, subject, value)| {
             history_sample::ActiveModel {
-                metric: Set(metric.as_str().to_owned()),
+                metric: Set(metric),
                 subject: Set(subject),
                 at: Set(interval),
                 value: Set(value),
@@ -343,7 +293,7 @@ pub struct Point {
 /// left out.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Series {
-    pub metric: Metric,
+    pub metric: HistoryMetric,
     /// For series by GPU model.
     pub gpu_model: Option<String>,
     /// For series by organization.
@@ -377,7 +327,7 @@ pub async fn read(
     let from = (to - range.span()).div_euclid(step) * step;
     // The step is a server-chosen integer: safe to write into the SQL.
     let bucket = format!("(at / {step}) * {step}");
-    let rows: Vec<(String, String, i64, f64, f64, i64)> = history_sample::Entity::find()
+    let rows: Vec<(HistoryMetric, String, i64, f64, f64, i64)> = history_sample::Entity::find()
         .select_only()
         .column(history_sample::Column::Metric)
         .column(history_sample::Column::Subject)
@@ -392,11 +342,8 @@ pub async fn read(
         .into_tuple()
         .all(db)
         .await?;
-    let mut grouped: HashMap<(Metric, String), Vec<Point>> = HashMap::new();
+    let mut grouped: HashMap<(HistoryMetric, String), Vec<Point>> = HashMap::new();
     for (metric, subject, at, sum, max, count) in rows {
-        let Some(metric) = Metric::parse(&metric) else {
-            continue;
-        };
         grouped.entry((metric, subject)).or_default().push(Point {
             at: DateTime::from_timestamp(at, 0).unwrap_or_default(),
             value: metric.combine(sum, max, count),
@@ -404,7 +351,7 @@ pub async fn read(
     }
     let orgs: Vec<Uuid> = grouped
         .keys()
-        .filter(|(m, _)| *m == Metric::GpuHours)
+        .filter(|(m, _)| *m == HistoryMetric::GpuHours)
         .filter_map(|(_, s)| Uuid::try_parse(s).ok())
         .collect();
     let names = crate::tenancy::orgs::names(db, orgs).await?;
@@ -413,8 +360,10 @@ pub async fn read(
         .map(|((metric, subject), mut points)| {
             points.sort_by_key(|p| p.at);
             let (gpu_model, org_id) = match metric {
-                Metric::PendingOrders | Metric::AdmissionWaitP95Seconds => (None, None),
-                Metric::GpuHours => (None, Uuid::try_parse(&subject).ok()),
+                HistoryMetric::PendingOrders | HistoryMetric::AdmissionWaitP95Seconds => {
+                    (None, None)
+                }
+                HistoryMetric::GpuHours => (None, Uuid::try_parse(&subject).ok()),
                 _ => (Some(subject), None),
             };
             Series {
