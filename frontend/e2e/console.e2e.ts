@@ -452,6 +452,10 @@ describe("the console", () => {
     await page.getByRole("button", { name: "Launch", exact: true }).click();
     await page.getByRole("heading", { name: "launch-week-run" }).waitFor();
     await page.getByText("Why it waits").waitFor({ timeout: 30_000 });
+    // Its estimated start is the window's, and says how firm it is.
+    const confidence = page.getByTestId("estimate-confidence");
+    await confidence.waitFor({ timeout: 30_000 });
+    expect(await confidence.textContent()).toMatch(/^(Reserved: GPUs are held|Planned behind other waiting work)/);
 
     // It grows by an hour on the same GPUs; cancelling it stops the order in it.
     await page.getByRole("link", { name: "Reservations", exact: true }).click();

@@ -12,6 +12,7 @@ use crate::support::{Engine, TestServer};
 crate::on_both_engines!(
     order_runs_on_exact_gpus_and_cancel_releases_them,
     gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees,
+    shorter_work_goes_first_and_estimates_say_how_firm_they_are,
     production_preempts_batch_which_is_queued_again,
     quota_refuses_or_queues_and_raising_it_starts_the_order,
     project_and_regional_maximums_hold_work_back,
@@ -221,6 +222,47 @@ async fn gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees(engine: 
     assert_eq!(gpus.len(), 16);
     let used: HashSet<&str> = gpus.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(used, nodes[..2].iter().map(String::as_str).collect());
+}
+
+async fn shorter_work_goes_first_and_estimates_say_how_firm_they_are(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let whole_node =
+        |seconds: i64| json!({ "instance_type": "h100x8", "duration_seconds": seconds });
+
+    let running = server.order(&tenant, whole_node(3_600)).await;
+    server.wait_status(&tenant, running, "running").await;
+    // Two hours' work arrives before ten minutes' work; the ten minutes go
+    // first, with the node reserved for them from the running order's end.
+    let long = server.order(&tenant, whole_node(7_200)).await;
+    let short = server.order(&tenant, whole_node(600)).await;
+    let firm = server
+        .wait_order(&tenant, short, "a reserved estimate", |o| {
+            o["estimate_confidence"] == "reserved"
+        })
+        .await;
+    let planned = server
+        .wait_order(&tenant, long, "a planned estimate", |o| {
+            o["estimate_confidence"] == "planned"
+        })
+        .await;
+    let at = |o: &Value| {
+        chrono::DateTime::parse_from_rfc3339(o["estimated_start"].as_str().expect("an estimate"))
+            .expect("a time")
+    };
+    assert_eq!((at(&planned) - at(&firm)).num_seconds(), 600);
+
+    server.cancel(&tenant, running).await;
+    let started = server.wait_status(&tenant, short, "running").await;
+    assert!(started["estimate_confidence"].is_null());
+    let next = server
+        .wait_order(&tenant, long, "reserved once at the head", |o| {
+            o["estimate_confidence"] == "reserved"
+        })
+        .await;
+    assert_eq!(next["status"], "queued");
 }
 
 async fn production_preempts_batch_which_is_queued_again(engine: Engine) {

@@ -380,8 +380,24 @@ pub struct Waiting {
     pub reasons: Vec<Reason>,
     /// When the backfill plan expects it to start.
     pub estimated_start: Option<i64>,
+    /// How far that start can be trusted, when there is one.
+    pub estimate_confidence: Option<EstimateConfidence>,
     /// The running work whose estimated ends that start rests on.
     pub estimate_rests_on: Vec<String>,
+}
+
+/// How far an estimated start can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EstimateConfidence {
+    /// GPUs are held for it from then: work started behind it may not delay
+    /// it, so only a preemption, a node going away or work ranked above it
+    /// arriving later can.
+    Reserved,
+    /// Planned behind the reservations of work ranked above it: any work
+    /// that gains rank on it (shorter, more urgent, of a higher class, of a
+    /// queue with a smaller share) may push it back, and backfill may take
+    /// its GPUs.
+    Planned,
 }
 
 /// What one cycle decided.

@@ -35,8 +35,8 @@ mod workload;
 pub use calendar::{CalendarRequest, CalendarSlot, capacity_calendar};
 pub use cluster::{Cluster, Gpu, MAX_GPUS_PER_NODE, Node, OffPeak, Region};
 pub use decision::{
-    Decisions, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason, RejectReason,
-    Rejection, Reservation, Start, Waiting,
+    Decisions, EstimateConfidence, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason,
+    RejectReason, Rejection, Reservation, Start, Waiting,
 };
 pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};

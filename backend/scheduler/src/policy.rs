@@ -64,6 +64,15 @@ pub struct Policy {
     pub aging_per_hour: f64,
     /// The most points aging may add.
     pub aging_cap: f64,
+    /// Within a queue and class, work that frees its GPUs sooner goes
+    /// first: a workload ranks as if it had arrived later by this many times
+    /// its estimated duration, at most `shorter_first_horizon`. Zero ranks
+    /// by arrival.
+    pub shorter_first_factor: f64,
+    /// The longest such delay, in seconds, which work that states no
+    /// duration gets whole: nothing that arrives more than this after a
+    /// workload passes it within its queue and class.
+    pub shorter_first_horizon: i64,
     /// Deadline work escalates once its slack falls under this many seconds.
     pub deadline_window: i64,
     /// Points added at zero slack, in proportion before.
@@ -96,6 +105,10 @@ impl Default for Policy {
             aging_after: 2 * 3_600,
             aging_per_hour: 50.0,
             aging_cap: 1_000.0,
+            shorter_first_factor: 40.0,
+            // A week: where Slurm's multifactor age factor stops growing by
+            // default, and past what a tenant would wait for a start.
+            shorter_first_horizon: 7 * 86_400,
             deadline_window: 6 * 3_600,
             deadline_boost: 1_500.0,
             backfill: Backfill::Easy,

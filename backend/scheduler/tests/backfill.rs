@@ -5,8 +5,9 @@ mod common;
 
 use common::{Drive, H100, NOON, World, job, node, nodes, running};
 use gantry_scheduler::{
-    AdvanceReservation, CalendarRequest, Policy, PreemptionCause, Reason, ReservationRequest,
-    Workload, can_extend, capacity_calendar, earliest_windows, plan_advance_reservation,
+    AdvanceReservation, CalendarRequest, EstimateConfidence, Policy, PreemptionCause, Reason,
+    ReservationRequest, Workload, can_extend, capacity_calendar, earliest_windows,
+    plan_advance_reservation,
 };
 
 fn short(id: &str, at: i64) -> Workload {
@@ -44,6 +45,25 @@ fn gang_world() -> World {
 }
 
 #[test]
+fn only_the_reserved_estimate_is_firm() {
+    // A second gang behind the first is planned after it, without GPUs
+    // held: its estimate may move.
+    let mut world = gang_world();
+    let mut second = job("second", "big", 8, 2);
+    second.duration_estimate = Some(3_600);
+    second.submitted_at = NOON - 30;
+    world.pending.push(second);
+    let decisions = world.decide(&Policy::default());
+    let confidence = |id: &str| decisions.waiting(id).and_then(|w| w.estimate_confidence);
+    assert_eq!(confidence("gang"), Some(EstimateConfidence::Reserved));
+    assert_eq!(confidence("second"), Some(EstimateConfidence::Planned));
+    assert_eq!(
+        decisions.waiting("second").and_then(|w| w.estimated_start),
+        Some(NOON + 1_800 + 3_600)
+    );
+}
+
+#[test]
 fn a_big_gang_starts_at_its_reserved_time_while_small_jobs_fill_the_holes() {
     let mut world = gang_world();
     let first = world.decide(&Policy::default());
@@ -53,6 +73,10 @@ fn a_big_gang_starts_at_its_reserved_time_while_small_jobs_fill_the_holes() {
     let waiting = first.waiting("gang").expect("the gang waits");
     assert_eq!(waiting.estimated_start, Some(NOON + 1_800));
     assert_eq!(waiting.estimate_rests_on, ["r0", "r1"]);
+    assert_eq!(
+        waiting.estimate_confidence,
+        Some(EstimateConfidence::Reserved)
+    );
 
     let mut gang_started = None;
     let mut small_started = 0;

@@ -139,6 +139,7 @@ fn deadline_work_escalates_as_its_deadline_nears() {
     let mut world = World::new(vec![node("n0", "r1", common::H100, 8)]);
     let mut early = job("early", "q", 8, 1);
     early.submitted_at -= 600;
+    early.duration_estimate = Some(3_600);
     let mut urgent = job("urgent", "q", 8, 1);
     urgent.duration_estimate = Some(3_600);
     urgent.deadline = Some(NOON + 2 * 3_600);

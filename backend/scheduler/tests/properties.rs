@@ -338,7 +338,13 @@ proptest! {
         head.duration_estimate = Some(3_600);
         head.submitted_at = NOON - 60;
         world.pending = vec![head];
-        let policy = Policy { aging_per_hour: 0.0, fair_share: false, ..Policy::default() };
+        // In arrival order, so that only backfill could pass the head.
+        let policy = Policy {
+            aging_per_hour: 0.0,
+            fair_share: false,
+            shorter_first_factor: 0.0,
+            ..Policy::default()
+        };
         let first = world.decide(&policy);
         let Some(reserved) = first.reservations.first().map(|r| r.start_at) else {
             prop_assert!(first.start("head").is_some());

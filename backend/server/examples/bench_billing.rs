@@ -178,6 +178,7 @@ fn order_row(
         pending_reason: Set(None),
         pending_details: Set(None),
         estimated_start: Set(None),
+        estimate_confidence: Set(None),
         failure_reason: Set(None),
         access: Set(None),
         attempts: Set(1),

@@ -260,3 +260,26 @@ stored_enum! {
         Usage = "usage",
     }
 }
+
+stored_enum! {
+    /// How far a waiting order's estimated start can be trusted.
+    EstimateConfidence {
+        /// GPUs are held for it from then: work started behind it cannot
+        /// delay it; a preemption, a node going away or work ranked above it
+        /// that arrives later can.
+        Reserved = "reserved",
+        /// Planned behind work ranked above it: work that gains rank on it
+        /// (shorter, more urgent, of a higher class or a less served
+        /// organization) may push it back.
+        Planned = "planned",
+    }
+}
+
+impl From<engine::EstimateConfidence> for EstimateConfidence {
+    fn from(confidence: engine::EstimateConfidence) -> Self {
+        match confidence {
+            engine::EstimateConfidence::Reserved => Self::Reserved,
+            engine::EstimateConfidence::Planned => Self::Planned,
+        }
+    }
+}

@@ -366,29 +366,41 @@ fn replay_summary(report: &ReplayReport) -> String {
             run.makespan
         );
     }
-    out.push_str(&estimates_summary(
-        report
-            .runs
-            .iter()
-            .map(|e| (e.policy.as_str(), &e.run.estimates)),
-    ));
+    out.push_str(&estimates_summary(report.runs.iter().map(|e| {
+        (
+            e.policy.as_str(),
+            &e.run.estimates,
+            &e.run.estimates_by_confidence,
+        )
+    })));
     out
 }
 
 fn windows_summary(report: &WindowedReport) -> String {
     let mut out = format!(
-        "{} windows of {} jobs\npolicy   mean bounded slowdown  mean wait s  longest wait s  per window\n",
+        "{} windows of {} jobs\npolicy   mean bounded slowdown  mean wait s  longest wait s  longest/EASY's  over 2x EASY  per window\n",
         report.seeds.len(),
         report.window
     );
     for entry in &report.policies {
+        let (ratio, over) = entry.against_easy.as_ref().map_or_else(
+            || ("-".to_owned(), "-".to_owned()),
+            |a| {
+                (
+                    format!("{:.2}", a.worst_longest_wait_ratio),
+                    format!("{}/{}", a.jobs_over_twice_easy_wait, a.jobs),
+                )
+            },
+        );
         let _ = writeln!(
             out,
-            "{:<7} {:>22.2} {:>12.0} {:>15.0}  {}",
+            "{:<7} {:>22.2} {:>12.0} {:>15.0} {:>15} {:>13}  {}",
             entry.policy,
             entry.mean_bounded_slowdown,
             entry.mean_wait,
             entry.longest_wait,
+            ratio,
+            over,
             entry
                 .bounded_slowdown_by_window
                 .iter()
@@ -397,38 +409,48 @@ fn windows_summary(report: &WindowedReport) -> String {
                 .join(" ")
         );
     }
-    out.push_str(&estimates_summary(
-        report
-            .policies
-            .iter()
-            .map(|e| (e.policy.as_str(), &e.estimates)),
-    ));
+    out.push_str(&estimates_summary(report.policies.iter().map(|e| {
+        (e.policy.as_str(), &e.estimates, &e.estimates_by_confidence)
+    })));
     out
 }
 
-/// Estimated starts against real ones, one line per policy.
+/// Estimated starts against real ones: per policy, all of them and then
+/// split by the confidence of each job's first estimate.
 fn estimates_summary<'a>(
-    entries: impl Iterator<Item = (&'a str, &'a gantry_sim::replay::EstimateAccuracy)>,
+    entries: impl Iterator<
+        Item = (
+            &'a str,
+            &'a gantry_sim::replay::EstimateAccuracy,
+            &'a gantry_sim::replay::ByConfidence,
+        ),
+    >,
 ) -> String {
     let mut out = String::from(
-        "policy   estimated  first estimate error s: median  p90  within 10 % of wait  median error/wait (waits > 60 s)\n",
+        "policy, first estimate   estimated  error s: median  p90  within 10 % of wait  median error/wait (waits > 60 s)\n",
     );
-    for (policy, e) in entries {
-        let _ = writeln!(
-            out,
-            "{:<7} {:>10} {:>31.0} {:>5.0} {:>19.1}% {:>33}",
-            policy,
-            e.jobs,
-            e.first_error.p50,
-            e.first_error_p90,
-            e.within_10_percent * 100.0,
-            e.median_relative_error_over_60s
-                .map_or("-".to_owned(), |r| format!(
-                    "{:.1}% of {} jobs",
-                    r * 100.0,
-                    e.waited_over_60s
-                )),
-        );
+    for (policy, all, split) in entries {
+        for (label, e) in [
+            (format!("{policy}, any"), all),
+            (format!("{policy}, reserved"), &split.reserved),
+            (format!("{policy}, planned"), &split.planned),
+        ] {
+            let _ = writeln!(
+                out,
+                "{:<24} {:>10} {:>15.0} {:>5.0} {:>19.1}% {:>33}",
+                label,
+                e.jobs,
+                e.first_error.p50,
+                e.first_error_p90,
+                e.within_10_percent * 100.0,
+                e.median_relative_error_over_60s
+                    .map_or("-".to_owned(), |r| format!(
+                        "{:.1}% of {} jobs",
+                        r * 100.0,
+                        e.waited_over_60s
+                    )),
+            );
+        }
     }
     out
 }

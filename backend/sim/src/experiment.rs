@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::alibaba::Pod;
 use crate::fill::{self, FillRun};
-use crate::replay::{self, EstimateAccuracy, Job, ReplayRun};
+use crate::replay::{self, ByConfidence, EstimateAccuracy, Job, ReplayRun};
 use crate::stats::median;
 
 /// A placement policy of the fill protocol, by the name reports use.
@@ -37,7 +37,8 @@ pub const PLACEMENT_POLICIES: [&str; 5] = ["random", "first-fit", "best-fit", "s
 
 /// A queueing policy of the replay, by the name reports use: `fcfs`
 /// (first come, first served, nothing passes blocked work), `easy` (the same
-/// with EASY backfill), `gantry` (the default policy). Only the head's
+/// with EASY backfill), `sjf` (EASY with the queue ordered by estimated
+/// duration alone, shortest first), `gantry` (the default policy). Only the head's
 /// reservation is planned: the further estimated starts the server shows
 /// change no decision, and a replay has no one to show them to.
 pub fn replay_policy(name: &str) -> Option<Policy> {
@@ -49,6 +50,8 @@ pub fn replay_policy(name: &str) -> Option<Policy> {
         quotas: false,
         fair_share: false,
         aging_per_hour: 0.0,
+        shorter_first_factor: 0.0,
+        shorter_first_horizon: 0,
         deadline_boost: 0.0,
         follow_the_sun: false,
         planning_depth: 1,
@@ -60,6 +63,14 @@ pub fn replay_policy(name: &str) -> Option<Policy> {
             backfill: Backfill::Easy,
             ..fcfs
         }),
+        "sjf" => Some(Policy {
+            backfill: Backfill::Easy,
+            // A delay of a billion times the duration puts every second of
+            // estimate ahead of any difference in arrival.
+            shorter_first_factor: 1e9,
+            shorter_first_horizon: i64::MAX,
+            ..fcfs
+        }),
         "gantry" => Some(Policy {
             planning_depth: 1,
             ..Policy::default()
@@ -69,7 +80,7 @@ pub fn replay_policy(name: &str) -> Option<Policy> {
 }
 
 /// The queueing policies of the replay.
-pub const REPLAY_POLICIES: [&str; 3] = ["fcfs", "easy", "gantry"];
+pub const REPLAY_POLICIES: [&str; 4] = ["fcfs", "easy", "sjf", "gantry"];
 
 /// One fill run in a report.
 #[derive(Debug, Clone, Serialize)]
@@ -296,6 +307,48 @@ pub struct WindowedEntry {
     pub longest_wait: f64,
     /// Estimated starts against real ones, over every window's jobs.
     pub estimates: EstimateAccuracy,
+    /// The same, by the confidence of each job's first estimate.
+    pub estimates_by_confidence: ByConfidence,
+    /// Waits against FCFS + EASY's in the same windows, when that policy
+    /// was replayed too.
+    pub against_easy: Option<AgainstEasy>,
+}
+
+/// Waits under one policy against FCFS + EASY's in the same windows.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgainstEasy {
+    /// The largest, over windows, of the policy's longest wait over EASY's
+    /// longest wait.
+    pub worst_longest_wait_ratio: f64,
+    /// Jobs that waited more than twice as long as under EASY, and more
+    /// than an hour longer.
+    pub jobs_over_twice_easy_wait: usize,
+    /// Jobs compared.
+    pub jobs: usize,
+}
+
+/// `runs` against `easy`, window by window.
+fn against_easy(runs: &[&ReplayRun], easy: &[&ReplayRun]) -> AgainstEasy {
+    let mut worst: f64 = 0.0;
+    let mut over = 0;
+    let mut jobs = 0;
+    for (run, base) in runs.iter().zip(easy) {
+        worst = worst.max(run.wait.max / base.wait.max.max(1.0));
+        for (outcome, baseline) in run.outcomes.iter().zip(&base.outcomes) {
+            let (Some(wait), Some(was)) = (outcome.wait, baseline.wait) else {
+                continue;
+            };
+            jobs += 1;
+            if wait > 2 * was && wait > was + 3_600 {
+                over += 1;
+            }
+        }
+    }
+    AgainstEasy {
+        worst_longest_wait_ratio: worst,
+        jobs_over_twice_easy_wait: over,
+        jobs,
+    }
 }
 
 /// The report of a windowed replay: RLScheduler's protocol, each window
@@ -341,14 +394,17 @@ pub fn replay_windows(
             )
         })
         .collect();
+    let of = |name: &str| -> Vec<&ReplayRun> {
+        runs.iter()
+            .filter_map(|r| r.runs.iter().find(|e| e.policy == name))
+            .map(|e| &e.run)
+            .collect()
+    };
+    let easy = of("easy");
     let policies = policies
         .iter()
         .map(|name| {
-            let of_policy: Vec<&ReplayRun> = runs
-                .iter()
-                .filter_map(|r| r.runs.iter().find(|e| &e.policy == name))
-                .map(|e| &e.run)
-                .collect();
+            let of_policy = of(name);
             let slowdowns: Vec<f64> = of_policy.iter().map(|r| r.bounded_slowdown.mean).collect();
             let outcomes: Vec<replay::Outcome> = of_policy
                 .iter()
@@ -362,6 +418,9 @@ pub fn replay_windows(
                 mean_wait: of_policy.iter().map(|r| r.wait.mean).sum::<f64>() / count,
                 longest_wait: of_policy.iter().map(|r| r.wait.max).fold(0.0, f64::max),
                 estimates: EstimateAccuracy::of(&outcomes),
+                estimates_by_confidence: ByConfidence::of(&outcomes),
+                against_easy: (easy.len() == of_policy.len() && !easy.is_empty())
+                    .then(|| against_easy(&of_policy, &easy)),
             }
         })
         .collect();

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gantry_scheduler::{
-    Cluster, Placement, Policy, Queue, Running, Snapshot, UsageLedger, Workload, schedule,
+    Cluster, EstimateConfidence, Placement, Policy, Queue, Running, Snapshot, UsageLedger,
+    Workload, schedule,
 };
 use serde::Serialize;
 
@@ -36,9 +37,11 @@ pub fn window(jobs: &[Job], size: usize, seed: u64) -> Vec<Job> {
     let first = picked.first().map_or(0, |j| j.submit);
     picked
         .iter()
-        .map(|j| Job {
-            submit: j.submit - first,
-            ..(*j).clone()
+        .map(|j| {
+            let mut job = (*j).clone();
+            job.submit -= first;
+            job.workload.submitted_at -= first;
+            job
         })
         .collect()
 }
@@ -68,6 +71,9 @@ pub struct Outcome {
     pub first_estimate: Option<i64>,
     /// The last start it estimated before the job started.
     pub latest_estimate: Option<i64>,
+    /// Whether GPUs were reserved for it when it was first estimated
+    /// (rather than planned behind others).
+    pub first_estimate_reserved: Option<bool>,
 }
 
 impl Outcome {
@@ -143,6 +149,33 @@ impl EstimateAccuracy {
     }
 }
 
+/// Estimate accuracy split by whether GPUs were reserved for the job when
+/// it was first estimated.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct ByConfidence {
+    /// First estimated with GPUs reserved.
+    pub reserved: EstimateAccuracy,
+    /// First estimated as planned behind others.
+    pub planned: EstimateAccuracy,
+}
+
+impl ByConfidence {
+    /// The accuracy of `outcomes`' estimates, split.
+    pub fn of(outcomes: &[Outcome]) -> Self {
+        let split = |reserved: bool| -> Vec<Outcome> {
+            outcomes
+                .iter()
+                .filter(|o| o.first_estimate_reserved == Some(reserved))
+                .cloned()
+                .collect()
+        };
+        Self {
+            reserved: EstimateAccuracy::of(&split(true)),
+            planned: EstimateAccuracy::of(&split(false)),
+        }
+    }
+}
+
 /// Utilization at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Sample {
@@ -179,6 +212,8 @@ pub struct ReplayRun {
     pub cycles: usize,
     /// How well estimated starts foretold the real ones.
     pub estimates: EstimateAccuracy,
+    /// The same, by the confidence of each job's first estimate.
+    pub estimates_by_confidence: ByConfidence,
     /// Every job's outcome, in trace order.
     pub outcomes: Vec<Outcome>,
 }
@@ -223,6 +258,7 @@ pub fn run(
             rejected: None,
             first_estimate: None,
             latest_estimate: None,
+            first_estimate_reserved: None,
         })
         .collect();
     let first = order.first().map_or(0, |i| jobs[*i].submit);
@@ -310,7 +346,11 @@ pub fn run(
                     waiting.estimated_start,
                 ) {
                     let outcome = &mut outcomes[job];
-                    outcome.first_estimate.get_or_insert(at);
+                    if outcome.first_estimate.is_none() {
+                        outcome.first_estimate = Some(at);
+                        outcome.first_estimate_reserved =
+                            Some(waiting.estimate_confidence == Some(EstimateConfidence::Reserved));
+                    }
                     outcome.latest_estimate = Some(at);
                 }
             }
@@ -406,6 +446,7 @@ pub fn run(
         samples: samples.into_iter().step_by(step).collect(),
         cycles,
         estimates: EstimateAccuracy::of(&outcomes),
+        estimates_by_confidence: ByConfidence::of(&outcomes),
         outcomes,
     }
 }

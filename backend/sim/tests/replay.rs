@@ -60,6 +60,25 @@ fn fcfs_waits_behind_a_blocked_job_and_easy_backfills_around_it() {
 }
 
 #[test]
+fn shorter_work_passes_longer_work_that_waits_with_it() {
+    // On 2 processors: D holds both until 100; then a 1,000 s job and a
+    // 10 s job, arrived in that order, both need both.
+    let jobs = swf::replay_jobs(&[job(1, 0, 100, 2), job(2, 1, 1_000, 2), job(3, 2, 10, 2)]);
+    let waits = |policy| -> Vec<Option<i64>> {
+        replay(&jobs, policy)
+            .outcomes
+            .iter()
+            .map(|o| o.wait)
+            .collect()
+    };
+    assert_eq!(waits("easy"), [Some(0), Some(99), Some(1_098)]);
+    assert_eq!(waits("sjf"), [Some(0), Some(109), Some(98)]);
+    // The default policy delays the long job by 40 × its length, the short
+    // one by 400 s: the short one goes first.
+    assert_eq!(waits("gantry"), [Some(0), Some(109), Some(98)]);
+}
+
+#[test]
 fn a_job_larger_than_the_machine_is_rejected_not_waited_for() {
     let jobs = swf::replay_jobs(&[job(1, 0, 10, 3), job(2, 5, 10, 1)]);
     let run = replay(&jobs, "gantry");
@@ -104,6 +123,8 @@ fn estimated_starts_are_kept_beside_the_real_ones_and_scored() {
     let c = &run.outcomes[2];
     assert_eq!((c.start, c.wait), (Some(100), Some(98)));
     assert_eq!(c.first_estimate, Some(201));
+    // It heads the queue: GPUs are reserved for it from its first estimate.
+    assert_eq!(c.first_estimate_reserved, Some(true));
     // At 60 B ended: from then on the estimate rests on A's end, exact.
     assert_eq!(c.latest_estimate, Some(100));
     // Jobs that never waited have no estimate.
@@ -118,6 +139,8 @@ fn estimated_starts_are_kept_beside_the_real_ones_and_scored() {
     assert_eq!(e.within_10_percent, 0.0);
     assert_eq!(e.waited_over_60s, 1);
     assert_eq!(e.median_relative_error_over_60s, Some(101.0 / 98.0));
+    assert_eq!(&run.estimates_by_confidence.reserved, e);
+    assert_eq!(run.estimates_by_confidence.planned.jobs, 0);
 }
 
 #[test]
@@ -137,6 +160,8 @@ fn a_window_is_consecutive_jobs_from_a_seeded_offset_starting_at_zero() {
     for (i, job) in window.iter().enumerate() {
         assert_eq!(job.workload.id, jobs[first + i].workload.id);
         assert_eq!(job.submit, 10 * i as i64);
+        // The engine ranks by the workload's own arrival: it moves too.
+        assert_eq!(job.workload.submitted_at, job.submit);
     }
     assert_eq!(replay::window(&jobs, 10, 42), window);
     let offsets: std::collections::BTreeSet<String> = (42..52)

@@ -2565,6 +2565,11 @@ export interface components {
          * @enum {string}
          */
         DriverKind: "simulated" | "agent";
+        /**
+         * @description How far a waiting order's estimated start can be trusted.
+         * @enum {string}
+         */
+        EstimateConfidence: "reserved" | "planned";
         /** @description A node event that hit an order: the evidence behind its downtime. */
         Evidence: {
             kind: string;
@@ -3247,6 +3252,7 @@ export interface components {
              * @description When the engine expects it to start, when it can tell.
              */
             estimated_start?: string | null;
+            estimate_confidence?: components["schemas"]["EstimateConfidence"] | null;
             /** @description Why it failed, when it did. */
             failure_reason?: string | null;
             /** @description The GPUs it holds now. */
@@ -3691,6 +3697,7 @@ export interface components {
                  * @description When the engine expects it to start, when it can tell.
                  */
                 estimated_start?: string | null;
+                estimate_confidence?: components["schemas"]["EstimateConfidence"] | null;
                 /** @description Why it failed, when it did. */
                 failure_reason?: string | null;
                 /** @description The GPUs it holds now. */

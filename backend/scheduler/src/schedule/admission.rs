@@ -210,12 +210,7 @@ impl<'a> Cycle<'a> {
                     });
                 }
             }
-            list.sort_by(|a, b| {
-                let (wa, wb) = (&pending[a.0 as usize], &pending[b.0 as usize]);
-                b.1.total_cmp(&a.1)
-                    .then(wa.submitted_at.cmp(&wb.submitted_at))
-                    .then_with(|| wa.id.cmp(&wb.id))
-            });
+            *list = self.order(std::mem::take(list));
         }
         lists
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::cluster::Cluster;
-use crate::decision::{Decisions, Reason, Reservation, Start};
+use crate::decision::{Decisions, EstimateConfidence, Reason, Reservation, Start};
 use crate::placement::{Demand, Shapes, find};
 use crate::plan::earliest;
 use crate::policy::{Backfill, Policy};
@@ -140,7 +140,14 @@ struct Wait<'a> {
     /// The models it may use (within quota, once that is checked).
     models: Vec<u32>,
     reasons: Vec<Reason>,
-    estimate: Option<(i64, Vec<String>)>,
+    estimate: Option<Estimate>,
+}
+
+/// A waiting workload's planned start.
+struct Estimate {
+    at: i64,
+    rests_on: Vec<String>,
+    confidence: EstimateConfidence,
 }
 
 pub(crate) struct Cycle<'a> {
@@ -587,9 +594,17 @@ impl<'a> Cycle<'a> {
             .collect();
         rests_on.sort();
         rests_on.dedup();
-        wait.estimate = Some((plan.at, rests_on));
         let binding =
             self.policy.backfill == Backfill::Easy && self.reserved < self.policy.reservation_depth;
+        wait.estimate = Some(Estimate {
+            at: plan.at,
+            rests_on,
+            confidence: if binding {
+                EstimateConfidence::Reserved
+            } else {
+                EstimateConfidence::Planned
+            },
+        });
         if binding {
             self.reserved += 1;
             self.decisions.reservations.push(Reservation {

@@ -1,5 +1,7 @@
-//! Ranking: priority class, aging and deadline urgency per workload, and
-//! weighted fair share between queues, merged in one heap of queue heads.
+//! Ranking: within a queue, each class's work by deadline urgency and
+//! then shortest estimated duration first (with a bounded delay), classes
+//! merged by class points, aging and urgency; weighted fair share between
+//! queues, merged in one heap of queue heads.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -58,7 +60,12 @@ impl<'a> Cycle<'a> {
             .max(0) as f64
             / 3_600.0;
         let aging = (self.policy.aging_per_hour * waited_hours).min(self.policy.aging_cap);
-        let urgency = workload.deadline.map_or(0.0, |deadline| {
+        class_points(workload.priority) + aging + self.urgency(workload)
+    }
+
+    /// Points of deadline urgency: none while the slack exceeds the window.
+    fn urgency(&self, workload: &Workload) -> f64 {
+        workload.deadline.map_or(0.0, |deadline| {
             let slack = deadline
                 .saturating_sub(self.now)
                 .saturating_sub(workload.duration_estimate.unwrap_or(0));
@@ -68,8 +75,75 @@ impl<'a> Cycle<'a> {
             } else {
                 self.policy.deadline_boost * (1.0 - slack.max(0) as f64 / window as f64)
             }
+        })
+    }
+
+    /// The time a workload ranks as if it had arrived within its class:
+    /// its arrival plus a multiple of its estimated duration, at most the
+    /// policy's horizon, which work that states no duration gets whole.
+    pub(super) fn virtual_arrival(&self, workload: &Workload) -> f64 {
+        let horizon = self.policy.shorter_first_horizon.max(0) as f64;
+        let delay = workload.duration_estimate.map_or(horizon, |seconds| {
+            (self.policy.shorter_first_factor * seconds.max(0) as f64).min(horizon)
         });
-        class_points(workload.priority) + aging + urgency
+        workload.submitted_at as f64 + delay
+    }
+
+    /// One queue's admitted work, `(index, score)`, in the order it is
+    /// taken: each class by urgency and then virtual arrival, the classes
+    /// merged by their heads' scores. Aging and class then decide between
+    /// classes without undoing the shortest-first order within one.
+    pub(super) fn order(&self, mut list: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
+        let pending = self.snap.pending;
+        let keyed: Vec<(f64, f64)> = list
+            .iter()
+            .map(|(p, _)| {
+                let workload = &pending[*p as usize];
+                (self.urgency(workload), self.virtual_arrival(workload))
+            })
+            .collect();
+        let mut by_position: Vec<usize> = (0..list.len()).collect();
+        by_position.sort_by(|a, b| {
+            let (wa, wb) = (&pending[list[*a].0 as usize], &pending[list[*b].0 as usize]);
+            wb.priority
+                .cmp(&wa.priority)
+                .then(keyed[*b].0.total_cmp(&keyed[*a].0))
+                .then(keyed[*a].1.total_cmp(&keyed[*b].1))
+                .then(wa.submitted_at.cmp(&wb.submitted_at))
+                .then_with(|| wa.id.cmp(&wb.id))
+        });
+        let mut classes: Vec<std::collections::VecDeque<(u32, f64)>> = Vec::new();
+        let mut last = None;
+        for position in by_position {
+            let entry = list[position];
+            let class = pending[entry.0 as usize].priority;
+            if last != Some(class) {
+                classes.push(std::collections::VecDeque::new());
+                last = Some(class);
+            }
+            if let Some(group) = classes.last_mut() {
+                group.push_back(entry);
+            }
+        }
+        list.clear();
+        loop {
+            let best = classes
+                .iter()
+                .enumerate()
+                .filter_map(|(index, group)| group.front().map(|head| (index, head)))
+                .max_by(|(_, a), (_, b)| {
+                    let (wa, wb) = (&pending[a.0 as usize], &pending[b.0 as usize]);
+                    a.1.total_cmp(&b.1)
+                        .then(wb.submitted_at.cmp(&wa.submitted_at))
+                        .then_with(|| wb.id.cmp(&wa.id))
+                })
+                .map(|(index, _)| index);
+            let Some(entry) = best.and_then(|index| classes[index].pop_front()) else {
+                break;
+            };
+            list.push(entry);
+        }
+        list
     }
 
     /// A queue's weighted dominant share: its largest share of any GPU

@@ -219,12 +219,13 @@ impl<'a> Cycle<'a> {
             for model in &wait.models {
                 *ahead.entry(*model).or_default() += 1;
             }
-            let (estimated_start, estimate_rests_on) = wait.estimate.unzip();
+            let estimate = wait.estimate;
             self.decisions.waiting.push(Waiting {
                 workload: wait.workload.id.clone(),
                 reasons: wait.reasons,
-                estimated_start,
-                estimate_rests_on: estimate_rests_on.unwrap_or_default(),
+                estimated_start: estimate.as_ref().map(|e| e.at),
+                estimate_confidence: estimate.as_ref().map(|e| e.confidence),
+                estimate_rests_on: estimate.map(|e| e.rests_on).unwrap_or_default(),
             });
         }
         self.decisions

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::{OrderStatus, PricingClass, PriorityClass, WorkloadClass};
+use crate::classes::{EstimateConfidence, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "orders")]
@@ -33,6 +33,7 @@ pub struct Model {
     /// The reasons it waits as a JSON array of `orders::reasons::WaitReason`.
     pub pending_details: Option<String>,
     pub estimated_start: Option<DateTimeUtc>,
+    pub estimate_confidence: Option<EstimateConfidence>,
     pub failure_reason: Option<String>,
     /// JSON access details, once running.
     pub access: Option<String>,

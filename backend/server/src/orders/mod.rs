@@ -30,7 +30,9 @@ use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::Operator;
 use crate::catalog::cache::Catalog;
-use crate::classes::{AllocationState, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
+use crate::classes::{
+    AllocationState, EstimateConfidence, OrderStatus, PricingClass, PriorityClass, WorkloadClass,
+};
 use crate::entities::{allocation, node, order, order_dependency};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
@@ -88,6 +90,11 @@ pub struct Order {
     pub pending_details: Vec<reasons::WaitReason>,
     /// When the engine expects it to start, when it can tell.
     pub estimated_start: Option<DateTime<Utc>>,
+    /// How far that estimate can be trusted: `reserved` when GPUs are held
+    /// for the order from then (only a preemption, a lost node or work
+    /// ranked above it arriving later can delay it), `planned` when it is
+    /// planned behind other waiting work and may move.
+    pub estimate_confidence: Option<EstimateConfidence>,
     /// Why it failed, when it did.
     pub failure_reason: Option<String>,
     /// The GPUs it holds now.
@@ -408,6 +415,7 @@ async fn views(
                 pending_details: details.remove(&o.id).unwrap_or_default(),
                 pending_reason: o.pending_reason,
                 estimated_start: o.estimated_start,
+                estimate_confidence: o.estimate_confidence,
                 failure_reason: o.failure_reason,
                 attempts: o.attempts,
                 created_at: o.created_at,
@@ -615,6 +623,7 @@ pub async fn cancel(
     row.status = Set(OrderStatus::Cancelled);
     row.pending_reason = Set(None);
     row.estimated_start = Set(None);
+    row.estimate_confidence = Set(None);
     row.updated_at = Set(now);
     if !still_stopping {
         row.ended_at = Set(Some(now));

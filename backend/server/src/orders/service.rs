@@ -275,6 +275,7 @@ pub async fn create(
             pending_reason: Set(Some("waiting for the scheduler".to_owned())),
             pending_details: Set(None),
             estimated_start: Set(None),
+            estimate_confidence: Set(None),
             failure_reason: Set(None),
             access: Set(None),
             attempts: Set(0),

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::load::Loaded;
 use crate::catalog::shares::{GpuShape, slices_of};
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, EstimateConfidence, OrderStatus};
 use crate::entities::{allocation, gpu_claim, gpu_share, order};
 use crate::orders::lifecycle;
 use crate::orders::reasons::{self, WaitReason};
@@ -93,16 +93,18 @@ pub async fn apply(
         .filter_map(|waiting| {
             let id = order_id(&waiting.workload)?;
             let current = orders.get(&id)?;
-            let kind_changed = match (current.pending_reason.as_deref(), waiting.reasons.first()) {
-                (Some(shown), Some(first)) => !shown.starts_with(first.prefix()),
-                (shown, first) => shown.is_some() != first.is_some(),
-            };
+            let confidence = waiting.estimate_confidence.map(EstimateConfidence::from);
+            let kind_changed = confidence != current.estimate_confidence
+                || match (current.pending_reason.as_deref(), waiting.reasons.first()) {
+                    (Some(shown), Some(first)) => !shown.starts_with(first.prefix()),
+                    (shown, first) => shown.is_some() != first.is_some(),
+                };
             // Formatting every waiting order's reasons each cycle costs more
             // than deciding: only reasons that may be written are.
             changed_reason(
                 current,
                 kind_changed,
-                waiting.estimated_start.map(at),
+                waiting.estimated_start.map(at).zip(confidence),
                 now,
                 || {
                     let text = waiting
@@ -190,6 +192,10 @@ async fn start(
             .col_expr(
                 order::Column::EstimatedStart,
                 Expr::value(Option::<DateTime<Utc>>::None),
+            )
+            .col_expr(
+                order::Column::EstimateConfidence,
+                Expr::value(Option::<EstimateConfidence>::None),
             )
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
             .filter(order::Column::Id.is_in(chunk.iter().copied()))
@@ -288,6 +294,7 @@ struct Reason {
     /// The reasons as data (`orders::reasons`), stored JSON.
     details: Option<String>,
     estimate: Option<DateTime<Utc>>,
+    confidence: Option<EstimateConfidence>,
 }
 
 /// How often the figures in a waiting order's reason (GPUs free, orders
@@ -301,10 +308,11 @@ const REASON_REFRESH_SECONDS: i64 = 5;
 fn changed_reason(
     current: &order::Model,
     kind_changed: bool,
-    estimate: Option<DateTime<Utc>>,
+    estimate: Option<(DateTime<Utc>, EstimateConfidence)>,
     now: DateTime<Utc>,
     reason: impl FnOnce() -> (Option<String>, Option<String>),
 ) -> Option<Reason> {
+    let (estimate, confidence) = estimate.unzip();
     // Reasons written before they were kept as data get their data now.
     let undetailed = current.pending_reason.is_some() && current.pending_details.is_none();
     let due = due(
@@ -327,6 +335,7 @@ fn changed_reason(
         reason,
         details,
         estimate,
+        confidence,
     })
 }
 
@@ -388,6 +397,7 @@ async fn record_reasons(
         let mut reason = CaseStatement::new();
         let mut details = CaseStatement::new();
         let mut estimate = CaseStatement::new();
+        let mut confidence = CaseStatement::new();
         for r in chunk {
             reason = reason.case(order::Column::Id.eq(r.order), Expr::value(r.reason.clone()));
             details = details.case(
@@ -395,11 +405,16 @@ async fn record_reasons(
                 Expr::value(r.details.clone()),
             );
             estimate = estimate.case(order::Column::Id.eq(r.order), Expr::value(r.estimate));
+            confidence = confidence.case(
+                order::Column::Id.eq(r.order),
+                Expr::value(r.confidence.map(EstimateConfidence::as_str)),
+            );
         }
         let changed = order::Entity::update_many()
             .col_expr(order::Column::PendingReason, reason.into())
             .col_expr(order::Column::PendingDetails, details.into())
             .col_expr(order::Column::EstimatedStart, estimate.into())
+            .col_expr(order::Column::EstimateConfidence, confidence.into())
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
             .filter(order::Column::Id.is_in(chunk.iter().map(|r| r.order)))
             .filter(order::Column::Status.eq(OrderStatus::Queued))

@@ -80,7 +80,14 @@ export function QueuesPage() {
                               <Table.Td maw={360}>
                                 <Text size="sm">{o.pending_details.length > 0 ? <WaitReasons orgId={o.org_id} order={o} short /> : (o.pending_reason ?? "—")}</Text>
                               </Table.Td>
-                              <Table.Td>{dateTime(o.estimated_start)}</Table.Td>
+                              <Table.Td>
+                                {dateTime(o.estimated_start)}
+                                {o.estimate_confidence && (
+                                  <Badge size="xs" variant="light" ml={6} color={o.estimate_confidence === "reserved" ? "teal" : "gray"}>
+                                    {t(o.estimate_confidence === "reserved" ? "queues.reserved" : "queues.planned")}
+                                  </Badge>
+                                )}
+                              </Table.Td>
                             </Table.Tr>
                           ))}
                         </Table.Tbody>

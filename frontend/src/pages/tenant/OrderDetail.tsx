@@ -83,6 +83,11 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                 <Alert color="yellow" title={t("order.whyWaits")} mb="sm">
                   <WaitReasons orgId={orgId} order={order} />
                   {order.estimated_start && <Text size="sm" mt={4}>{t("order.estimatedStart", { at: dateTime(order.estimated_start) })}</Text>}
+                  {order.estimate_confidence && (
+                    <Text size="xs" c="dimmed" data-testid="estimate-confidence">
+                      {t(order.estimate_confidence === "reserved" ? "order.estimateReserved" : "order.estimatePlanned")}
+                    </Text>
+                  )}
                 </Alert>
               )}
               {order.failure_reason && (
