@@ -84,6 +84,10 @@ pub struct Policy {
     /// How many blocked workloads get a planned start; the rest are told how
     /// many wait ahead of them.
     pub planning_depth: usize,
+    /// Every waiting workload is told why it waits. A replay, which shows
+    /// reasons to no one, turns this off: waiting work then appears in the
+    /// decisions only when it has an estimated start, and without reasons.
+    pub reasons: bool,
     /// Deferrable work prefers the cheapest region now and may wait for an
     /// off-peak window while its deadline holds.
     pub follow_the_sun: bool,
@@ -114,6 +118,7 @@ impl Default for Policy {
             backfill: Backfill::Easy,
             reservation_depth: 1,
             planning_depth: 100,
+            reasons: true,
             follow_the_sun: true,
             max_deferral: 12 * 3_600,
         }

@@ -2,8 +2,8 @@
 //! GPU is handed out twice or beyond its capacity, gangs are all-or-nothing,
 //! every placement meets the workload's model, region, label, health, CPU
 //! and memory constraints, a guaranteed quota is never blocked by
-//! borrowers, backfill never delays the head reservation, and the same
-//! input gives the same decisions.
+//! borrowers, backfill never delays the head reservation, the same input
+//! gives the same decisions, and leaving out the reasons changes none.
 
 mod common;
 
@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::{Drive, NOON, World, running};
 use gantry_scheduler::{
-    Cluster, Decisions, Gpu, GpuRequest, Node, Policy, PriorityClass, Queue, Quota, Running,
-    Workload,
+    Backfill, Cluster, Decisions, Gpu, GpuRequest, Node, Policy, PriorityClass, Queue, Quota,
+    Running, Workload,
 };
 use proptest::prelude::*;
 
@@ -279,6 +279,40 @@ proptest! {
         shuffled.cluster.nodes.rotate_left(world.cluster.nodes.len() / 2);
         shuffled.pending.reverse();
         prop_assert_eq!(shuffled.decide(&Policy::default()), first);
+    }
+
+    #[test]
+    fn turning_reasons_off_changes_no_decision(
+        cluster in arb_cluster(),
+        pending in arb_pending(),
+        strict in any::<bool>(),
+    ) {
+        let world = world(cluster, pending);
+        let with = Policy {
+            backfill: if strict { Backfill::None } else { Backfill::Easy },
+            planning_depth: 1,
+            ..Policy::default()
+        };
+        let without = Policy { reasons: false, ..with.clone() };
+        let (full, lean) = (world.decide(&with), world.decide(&without));
+        prop_assert_eq!(&lean.starts, &full.starts);
+        prop_assert_eq!(&lean.preemptions, &full.preemptions);
+        prop_assert_eq!(&lean.reservations, &full.reservations);
+        prop_assert_eq!(&lean.rejections, &full.rejections);
+        // Only work with an estimate is listed, with the same estimate.
+        let estimated: Vec<(&str, Option<i64>)> = full
+            .waiting
+            .iter()
+            .filter(|w| w.estimated_start.is_some())
+            .map(|w| (w.workload.as_str(), w.estimated_start))
+            .collect();
+        let listed: Vec<(&str, Option<i64>)> = lean
+            .waiting
+            .iter()
+            .map(|w| (w.workload.as_str(), w.estimated_start))
+            .collect();
+        prop_assert_eq!(listed, estimated);
+        prop_assert!(lean.waiting.iter().all(|w| w.reasons.is_empty()));
     }
 
     #[test]

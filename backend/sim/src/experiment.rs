@@ -55,6 +55,7 @@ pub fn replay_policy(name: &str) -> Option<Policy> {
         deadline_boost: 0.0,
         follow_the_sun: false,
         planning_depth: 1,
+        reasons: false,
         ..Policy::default()
     };
     match name {
@@ -73,6 +74,7 @@ pub fn replay_policy(name: &str) -> Option<Policy> {
         }),
         "gantry" => Some(Policy {
             planning_depth: 1,
+            reasons: false,
             ..Policy::default()
         }),
         _ => None,

@@ -341,10 +341,10 @@ pub fn run(
                 }
             }
             for waiting in &decisions.waiting {
-                if let (Some(&job), Some(at)) = (
-                    by_id.get(waiting.workload.as_str()),
-                    waiting.estimated_start,
-                ) {
+                let Some(at) = waiting.estimated_start else {
+                    continue;
+                };
+                if let Some(&job) = by_id.get(waiting.workload.as_str()) {
                     let outcome = &mut outcomes[job];
                     if outcome.first_estimate.is_none() {
                         outcome.first_estimate = Some(at);

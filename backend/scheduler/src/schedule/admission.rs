@@ -1,16 +1,26 @@
 //! Admission: what can never run is rejected with a reason; quotas decide
 //! what may run now.
 
+use std::rc::Rc;
+
 use super::{Cycle, NONE, Prepared, ShapeKey};
 use crate::decision::{QuotaLimit, Reason, RejectReason, Rejection};
 use crate::placement::{ShapeTally, shapes_of};
 use crate::state::{FastMap, FastSet};
 use crate::workload::{GpuRequest, PriorityClass, Workload};
 
+/// A workload's GPU models and regions as ids, shared by the work that
+/// names the same ones.
+type Resolved = (Rc<[u32]>, Rc<[u32]>);
+
 impl<'a> Cycle<'a> {
     /// Why `workload` can never be admitted, if it cannot.
-    fn refusal(&self, p: u32, could: &mut FastMap<(u32, u32), u32>) -> Option<RejectReason> {
-        let workload = &self.snap.pending[p as usize];
+    fn refusal(
+        &self,
+        p: u32,
+        could: &mut FastMap<(ShapeKey<'a>, u32), u32>,
+    ) -> Option<RejectReason> {
+        let workload: &'a Workload = &self.snap.pending[p as usize];
         let prepared = &self.prepared[p as usize];
         let invalid = |message: &str| Some(RejectReason::Invalid(message.to_owned()));
         match workload.gpus {
@@ -50,12 +60,22 @@ impl<'a> Cycle<'a> {
                 return Some(RejectReason::UnknownReservation(id.clone()));
             }
         }
+        // What a node must have to host one node's share: the same for
+        // every node count.
+        let host = ShapeKey {
+            gpus: workload.gpus,
+            nodes: 0,
+            cpu: workload.cpu_milli_per_node,
+            mem: workload.memory_mib_per_node,
+            labels: &workload.required_labels,
+            regions: &workload.regions,
+        };
         let best = prepared
             .models
             .iter()
             .map(|model| {
                 *could
-                    .entry((prepared.size, *model))
+                    .entry((host.clone(), *model))
                     .or_insert_with(|| self.nodes_that_could(workload, *model, &prepared.regions))
             })
             .max()
@@ -122,34 +142,53 @@ impl<'a> Cycle<'a> {
 
     /// Resolves every pending workload's models, regions and shape once.
     fn prepare(&mut self) {
-        let mut ids: FastMap<ShapeKey<'a>, u32> = FastMap::default();
-        let mut sizes: FastMap<ShapeKey<'a>, u32> = FastMap::default();
         let pending = self.snap.pending;
+        let mut ids: FastMap<(u32, Option<i64>, Option<u32>), u32> =
+            FastMap::with_capacity_and_hasher(pending.len(), Default::default());
+        let mut sizes: FastMap<ShapeKey<'a>, u32> =
+            FastMap::with_capacity_and_hasher(pending.len(), Default::default());
+        // Work of one kind tends to share its models and regions: resolve
+        // them once for a run of equal lists.
+        let mut last: Option<(&Workload, Resolved)> = None;
         let prepared = pending
             .iter()
             .map(|workload| {
-                let regions = self.all_regions(workload);
-                let key = ShapeKey {
+                let (models, regions) = match &last {
+                    Some((seen, (models, regions)))
+                        if seen.gpu_models == workload.gpu_models
+                            && seen.regions == workload.regions
+                            && (seen.gpus == GpuRequest::Whole(0))
+                                == (workload.gpus == GpuRequest::Whole(0)) =>
+                    {
+                        (models.clone(), regions.clone())
+                    }
+                    _ => {
+                        let models: Rc<[u32]> = self.models_of(workload).into();
+                        let regions: Rc<[u32]> = self.all_regions(workload).into();
+                        last = Some((workload, (models.clone(), regions.clone())));
+                        (models, regions)
+                    }
+                };
+                let size = ShapeKey {
                     gpus: workload.gpus,
                     nodes: workload.node_count,
                     cpu: workload.cpu_milli_per_node,
                     mem: workload.memory_mib_per_node,
                     labels: &workload.required_labels,
                     regions: &workload.regions,
-                    duration: workload.duration_estimate,
-                    reservation: self.reservation_of(workload),
-                };
-                let size = ShapeKey {
-                    duration: None,
-                    reservation: None,
-                    ..key
                 };
                 let next_size = u32::try_from(sizes.len()).unwrap_or(NONE);
+                let size = *sizes.entry(size).or_insert(next_size);
                 let next = u32::try_from(ids.len()).unwrap_or(NONE);
+                let key = (
+                    size,
+                    workload.duration_estimate,
+                    self.reservation_of(workload),
+                );
                 Prepared {
-                    size: *sizes.entry(size).or_insert(next_size),
+                    size,
                     shape: *ids.entry(key).or_insert(next),
-                    models: self.models_of(workload),
+                    models,
                     regions,
                 }
             })
@@ -161,7 +200,8 @@ impl<'a> Cycle<'a> {
     pub(super) fn admit(&mut self) -> Vec<Vec<(u32, f64)>> {
         self.prepare();
         let mut could = FastMap::default();
-        let mut seen: FastSet<&str> = FastSet::default();
+        let mut seen: FastSet<&str> =
+            FastSet::with_capacity_and_hasher(self.snap.pending.len(), Default::default());
         let mut lists: Vec<Vec<(u32, f64)>> = Vec::new();
         let mut shapes = ShapeTally::default();
         for (index, workload) in self.snap.pending.iter().enumerate() {

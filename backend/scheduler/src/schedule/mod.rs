@@ -3,6 +3,7 @@
 //! everything that waits.
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use crate::cluster::Cluster;
 use crate::decision::{Decisions, EstimateConfidence, Reason, Reservation, Start};
@@ -84,9 +85,9 @@ impl OwnedSnapshot {
     }
 }
 
-/// Everything but the GPU model and region that decides whether a
-/// workload fits: two workloads of one shape fit or fail together within a
-/// cycle.
+/// What a workload needs of each node, and of how many: two workloads of
+/// one size fit or fail together within a cycle, but for when they would
+/// end and any reservation they run in.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct ShapeKey<'a> {
     gpus: GpuRequest,
@@ -95,8 +96,6 @@ struct ShapeKey<'a> {
     mem: u64,
     labels: &'a BTreeSet<String>,
     regions: &'a [String],
-    duration: Option<i64>,
-    reservation: Option<u32>,
 }
 
 /// A shape, a GPU model and a region group (or `ANY`).
@@ -111,8 +110,9 @@ struct Prepared {
     /// The shape without duration or reservation: what decides whether it
     /// could ever fit.
     size: u32,
-    models: Vec<u32>,
-    regions: Vec<u32>,
+    /// Shared by the run of workloads that resolve alike.
+    models: Rc<[u32]>,
+    regions: Rc<[u32]>,
 }
 
 /// One queue as a cycle sees it; work naming no known queue gets its own.
@@ -427,7 +427,7 @@ impl<'a> Cycle<'a> {
         let mut wait = Wait {
             p,
             workload,
-            models: self.prepared[p as usize].models.clone(),
+            models: self.prepared[p as usize].models.to_vec(),
             reasons: Vec::new(),
             estimate: None,
         };
@@ -485,7 +485,7 @@ impl<'a> Cycle<'a> {
                 }
             }
         }
-        if let Some(model) = wait.models.first().copied() {
+        if let Some(model) = wait.models.first().copied().filter(|_| self.policy.reasons) {
             let reasons = self.blocked_reasons(p, model);
             wait.reasons.extend(reasons);
         }

@@ -209,6 +209,11 @@ impl<'a> Cycle<'a> {
             .filter_map(|slot| self.head(slot, 0, &ranked))
             .collect();
         while let Some(head) = heap.pop() {
+            // Behind a strict block nothing starts; with no reasons to give
+            // and no estimates left to plan, the rest need no look.
+            if self.closed && !self.policy.reasons && self.planned >= self.policy.planning_depth {
+                break;
+            }
             let (p, _) = ranked[head.slot][head.position];
             self.process(p, head.slot);
             if let Some(next) = self.head(head.slot, head.position + 1, &ranked) {

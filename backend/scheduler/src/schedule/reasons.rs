@@ -189,6 +189,18 @@ impl<'a> Cycle<'a> {
         let mut ahead: FastMap<u32, u32> = FastMap::default();
         let mut releases: FastMap<(u32, u32), Option<NextRelease>> = FastMap::default();
         for mut wait in waits {
+            if !self.policy.reasons {
+                if let Some(estimate) = wait.estimate {
+                    self.decisions.waiting.push(Waiting {
+                        workload: wait.workload.id.clone(),
+                        reasons: Vec::new(),
+                        estimated_start: Some(estimate.at),
+                        estimate_confidence: Some(estimate.confidence),
+                        estimate_rests_on: estimate.rests_on,
+                    });
+                }
+                continue;
+            }
             let p = wait.p as usize;
             for reason in &mut wait.reasons {
                 if let (
