@@ -7,7 +7,9 @@ use std::collections::HashSet;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Engine, TestServer};
+use uuid::Uuid;
+
+use crate::support::{Engine, TestServer, Tenant};
 
 crate::on_both_engines!(
     order_runs_on_exact_gpus_and_cancel_releases_them,
@@ -21,6 +23,8 @@ crate::on_both_engines!(
     parallel_orders_never_double_allocate_or_exceed_quota,
     draining_a_node_moves_its_work,
     what_if_shows_what_more_nodes_would_start,
+    what_if_shows_a_defragmentation_plan_and_its_effect,
+    the_scheduler_moves_spot_work_when_defragmentation_is_on,
     one_replica_runs_the_loop_and_hands_it_over,
     admission_sees_changes_made_through_another_replica_at_once,
     cancelling_while_the_loop_starts_orders_leaks_no_gpus,
@@ -978,6 +982,144 @@ async fn an_order_through_another_replica_wakes_the_leader_at_once() {
         asked.elapsed()
     );
     assert!(!second.state.scheduler.is_leader());
+}
+
+/// Two nodes half full of spot work, 4 GPUs free on each, and a whole-node
+/// spot order waiting on fragmentation: the halves, where each runs, and
+/// the waiting order.
+async fn fragmented(server: &TestServer, tenant: &Tenant) -> (Vec<(Uuid, String)>, Uuid) {
+    let spot = |instance_type: &str| {
+        json!({ "instance_type": instance_type, "priority_class": "preemptible", "pricing_class": "spot" })
+    };
+    // Four halves fill both nodes; cancelling one on each leaves 4 GPUs
+    // free on each.
+    let mut halves = Vec::new();
+    for _ in 0..4 {
+        let id = server.order(tenant, spot("h100x4")).await;
+        let running = server.wait_status(tenant, id, "running").await;
+        halves.push((id, gpu_ids(&running)[0].0.clone()));
+    }
+    let mut nodes = HashSet::new();
+    let mut kept = Vec::new();
+    for (id, node) in halves {
+        if nodes.insert(node.clone()) {
+            server.cancel(tenant, id).await;
+        } else {
+            kept.push((id, node));
+        }
+    }
+    assert_eq!(nodes.len(), 2);
+    let whole = server.order(tenant, spot("h100x8")).await;
+    server
+        .wait_order(tenant, whole, "waiting on fragmentation", |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("fragmentation"))
+        })
+        .await;
+    (kept, whole)
+}
+
+async fn what_if_shows_a_defragmentation_plan_and_its_effect(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+    let (_, whole) = fragmented(&server, &tenant).await;
+    let before = server.table_counts().await;
+    let answer = server
+        .post(
+            "/api/v1/admin/what-if",
+            &operator.token,
+            json!({ "defragment": { "budget_gpu_seconds_per_org_hour": 1_000_000.0 } }),
+        )
+        .await;
+    answer.expect(StatusCode::OK);
+    assert_eq!(answer.body["before"]["starts"], 0);
+    assert_eq!(answer.body["after"]["starts"], 1);
+    assert_eq!(answer.body["after"]["started_gpus"], 8.0);
+    let plan = &answer.body["defragmentation"];
+    let step = &plan["steps"][0];
+    assert_eq!(step["order_id"], whole.to_string());
+    let moves = step["moves"].as_array().expect("moves");
+    assert_eq!(moves.len(), 1);
+    let moved = &moves[0];
+    assert_ne!(moved["from_node"], moved["to_node"]);
+    assert_eq!(step["nodes"], json!([moved["from_node"]]));
+    // Spot work without checkpoints loses what it did, and the grace.
+    assert_eq!(moved["checkpoint"], false);
+    assert!(
+        moved["lost_gpu_seconds"]
+            .as_f64()
+            .is_some_and(|s| s >= 4.0 * 30.0)
+    );
+    assert_eq!(plan["lost_gpu_seconds"], moved["lost_gpu_seconds"]);
+    // A budget too small for the move helps nothing; the question changes
+    // nothing either way.
+    let small = server
+        .post(
+            "/api/v1/admin/what-if",
+            &operator.token,
+            json!({ "defragment": { "budget_gpu_seconds_per_org_hour": 1.0 } }),
+        )
+        .await;
+    small.expect(StatusCode::OK);
+    assert_eq!(small.body["after"]["starts"], 0);
+    assert_eq!(
+        small.body["defragmentation"]["unhelped"],
+        json!([whole.to_string()])
+    );
+    let wrong = server
+        .post(
+            "/api/v1/admin/what-if",
+            &operator.token,
+            json!({ "defragment": { "budget_gpu_seconds_per_org_hour": -1.0 } }),
+        )
+        .await;
+    wrong.expect(StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(server.table_counts().await, before);
+}
+
+async fn the_scheduler_moves_spot_work_when_defragmentation_is_on(engine: Engine) {
+    let server = TestServer::start_with(engine, |config| {
+        config.defrag_budget_gpu_seconds_per_org_hour = 1_000_000.0;
+    })
+    .await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 2).await;
+    let tenant = server.signup("tenant").await;
+    let (halves, whole) = fragmented(&server, &tenant).await;
+    // One half is told to stop, runs again elsewhere, and the whole-node
+    // order gets the node it left.
+    let order = |id: Uuid| {
+        let path = format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id);
+        let server = &server;
+        let token = tenant.token.clone();
+        async move { server.get(&path, &token).await.body }
+    };
+    let reason = format!("moved to make room for {whole}");
+    let mut moved = None;
+    for _ in 0..400 {
+        for (id, _) in &halves {
+            let o = order(*id).await;
+            if o["pending_reason"] == reason.as_str() || o["attempts"].as_i64() > Some(1) {
+                moved = Some(*id);
+            }
+        }
+        if moved.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let moved = moved.expect("the scheduler moved a half");
+    // Past the grace period the half stops.
+    server.state.clock.advance(chrono::TimeDelta::seconds(31));
+    let started = server.wait_status(&tenant, whole, "running").await;
+    assert_eq!(gpu_ids(&started).len(), 8);
+    let again = server.wait_status(&tenant, moved, "running").await;
+    assert_eq!(again["attempts"], 2);
+    let (left, _) = halves.iter().find(|(id, _)| *id != moved).expect("two halves");
+    assert_eq!(order(*left).await["attempts"], 1);
 }
 
 async fn what_if_shows_what_more_nodes_would_start(engine: Engine) {

@@ -31,6 +31,8 @@ pub enum PreemptionCause {
     Reclaim,
     /// An advance reservation's window began on its GPUs.
     AdvanceReservation,
+    /// A defragmentation plan moves it to let blocked work start.
+    Defragmentation,
 }
 
 /// A running workload told to stop.

@@ -12,13 +12,16 @@
 //! workload its reasons with numbers and an estimated start.
 //! [`capacity_report`] shows free versus schedulable capacity per shape;
 //! [`launch_room`] what a launch of one shape would meet in each region;
-//! [`plan_advance_reservation`] picks the GPUs of a new reservation; a
+//! [`plan_advance_reservation`] picks the GPUs of a new reservation;
+//! [`plan_defragmentation`] proposes moves that let work blocked by
+//! fragmentation start; a
 //! [`Placer`] places workloads one at a time with the same placement code,
 //! for arrival-only studies and what-if questions.
 
 mod calendar;
 mod cluster;
 mod decision;
+mod defrag;
 mod placement;
 mod placer;
 mod plan;
@@ -38,6 +41,7 @@ pub use decision::{
     Decisions, EstimateConfidence, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason,
     RejectReason, Rejection, Reservation, Start, Waiting,
 };
+pub use defrag::{DefragPlan, DisruptionBudget, Move, Step, plan_defragmentation};
 pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};

@@ -108,6 +108,9 @@ pub struct Workload {
     pub earliest_start: Option<i64>,
     /// Seconds it runs before it may be preempted.
     pub min_runtime: i64,
+    /// It saves its progress when told to checkpoint, within its grace
+    /// period, and restarts from there: moving it costs only that time.
+    pub checkpointable: bool,
     /// Regions it may run in, home region first; any when empty.
     pub regions: Vec<String>,
     /// Labels every node it runs on must carry.

@@ -54,6 +54,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "history_interval_seconds",
     ),
     ("GANTRY_HISTORY_RETENTION_DAYS", "history_retention_days"),
+    (
+        "GANTRY_DEFRAG_BUDGET_GPU_SECONDS_PER_ORG_HOUR",
+        "defrag_budget_gpu_seconds_per_org_hour",
+    ),
     ("GANTRY_EXPOSABLE_PORTS", "exposable_ports"),
     ("GANTRY_METRICS_LISTEN", "metrics_listen"),
     ("GANTRY_METRICS_TOKEN", "metrics_token"),
@@ -159,6 +163,12 @@ pub struct Config {
     /// How long fleet history is kept (the console's longest view is a
     /// week).
     pub history_retention_days: u64,
+    /// Above zero, the scheduler carries out defragmentation plans by
+    /// itself: it moves preemptible work when that lets work blocked by
+    /// fragmentation start, each organization losing at most this many
+    /// GPU-seconds of work to moves per hour. Zero leaves plans to the
+    /// what-if.
+    pub defrag_budget_gpu_seconds_per_org_hour: f64,
     /// Ports an order may ask to expose on its nodes (each gets a node
     /// port from the agent's range).
     pub exposable_ports: Vec<u16>,
@@ -213,6 +223,7 @@ impl Default for Config {
             job_log_limit_bytes: 1024 * 1024,
             job_log_retention_days: 14,
             history_interval_seconds: 60,
+            defrag_budget_gpu_seconds_per_org_hour: 0.0,
             history_retention_days: 8,
             exposable_ports: vec![6006, 7860, 8000, 8080, 8265, 8888],
             reservation_free_cancel_hours: 48,
@@ -261,6 +272,10 @@ impl std::fmt::Debug for Config {
             .field("job_log_limit_bytes", &self.job_log_limit_bytes)
             .field("job_log_retention_days", &self.job_log_retention_days)
             .field("history_interval_seconds", &self.history_interval_seconds)
+            .field(
+                "defrag_budget_gpu_seconds_per_org_hour",
+                &self.defrag_budget_gpu_seconds_per_org_hour,
+            )
             .field("history_retention_days", &self.history_retention_days)
             .field("exposable_ports", &self.exposable_ports)
             .field(
@@ -378,6 +393,10 @@ impl Config {
         anyhow::ensure!(
             (1..=3650).contains(&self.history_retention_days),
             "history_retention_days must be between 1 and 3650"
+        );
+        anyhow::ensure!(
+            (0.0..=1e9).contains(&self.defrag_budget_gpu_seconds_per_org_hour),
+            "defrag_budget_gpu_seconds_per_org_hour must be between 0 and 1000000000"
         );
         if let Some(secret) = &self.jwt_secret {
             anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use gantry_scheduler::{Cluster, Node};
+use gantry_sim::defrag::{self, DefragReport};
 use gantry_sim::experiment::{
     FillReport, PLACEMENT_POLICIES, REPLAY_POLICIES, ReplayReport, WindowedReport, fill_experiment,
     placement_policy, replay_experiment, replay_windows,
@@ -60,6 +61,20 @@ pub enum SimCommand {
         /// 8-GPU nodes per region (1 to 1000).
         #[arg(long, default_value_t = 5)]
         nodes_per_region: u32,
+        /// Write the JSON report here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+    /// A generated two days of checkpointable team work and whole-node
+    /// training runs on sixteen 8-GPU nodes, replayed without and with
+    /// defragmentation.
+    Defrag {
+        /// Seeds: one number or a range such as 42..51 (inclusive).
+        #[arg(long, default_value = "42")]
+        seeds: String,
+        /// GPU-seconds of work each queue may lose to moves per hour.
+        #[arg(long, default_value_t = 3_600.0)]
+        budget: f64,
         /// Write the JSON report here.
         #[arg(long)]
         report: Option<PathBuf>,
@@ -222,6 +237,21 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
             let report = sun::compare(seed, nodes_per_region);
             print!("{}", sun_summary(&report));
             write_json(report_path.as_deref(), &report)
+        }
+        SimCommand::Defrag {
+            seeds: seed_text,
+            budget,
+            report: report_path,
+        } => {
+            if !(budget.is_finite() && budget >= 0.0) {
+                bail!("--budget must be a number of GPU-seconds, 0 or more");
+            }
+            let reports: Vec<DefragReport> = seeds(&seed_text)?
+                .into_iter()
+                .map(|seed| defrag::compare(seed, budget))
+                .collect();
+            print!("{}", defrag_summary(&reports));
+            write_json(report_path.as_deref(), &reports)
         }
         SimCommand::Replay {
             swf: swf_path,
@@ -451,6 +481,30 @@ fn estimates_summary<'a>(
                     )),
             );
         }
+    }
+    out
+}
+
+fn defrag_summary(reports: &[DefragReport]) -> String {
+    let mut out = String::from(
+        "seed  jobs  whole-node wait mean/p95 s: without  with     other wait mean s: without  with  moves  GPU-s lost (share)\n",
+    );
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "{:<5} {:>4} {:>33.0}/{:<6.0} {:>5.0}/{:<6.0} {:>26.0} {:>5.0} {:>6} {:>8.0} ({:.3} %)",
+            r.seed,
+            r.jobs,
+            r.without.whole_node_wait.mean,
+            r.without.whole_node_wait.p95,
+            r.with.whole_node_wait.mean,
+            r.with.whole_node_wait.p95,
+            r.without.other_wait.mean,
+            r.with.other_wait.mean,
+            r.with.moves,
+            r.with.lost_gpu_seconds,
+            r.with.lost_share * 100.0,
+        );
     }
     out
 }

@@ -10,6 +10,7 @@
 
 pub mod alibaba;
 pub mod csv;
+pub mod defrag;
 pub mod experiment;
 pub mod fill;
 pub mod replay;

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gantry_scheduler::{
-    Cluster, EstimateConfidence, Placement, Policy, Queue, Running, Snapshot, UsageLedger,
-    Workload, schedule,
+    Cluster, DisruptionBudget, EstimateConfidence, Move, Placement, Policy, Queue, Running,
+    Snapshot, UsageLedger, Workload, plan_defragmentation, schedule,
 };
 use serde::Serialize;
 
@@ -204,6 +204,10 @@ pub struct ReplayRun {
     pub utilization: f64,
     /// Preemptions decided.
     pub preemptions: usize,
+    /// Moves made by defragmentation.
+    pub moves: usize,
+    /// GPU-seconds of work those moves lost.
+    pub lost_gpu_seconds: f64,
     /// GPU-seconds per queue.
     pub gpu_seconds_by_queue: BTreeMap<String, f64>,
     /// Utilization after every event, thinned to at most 1,000 samples.
@@ -229,6 +233,23 @@ pub fn run(
     queues: &[Queue],
     jobs: &[Job],
     policy: &Policy,
+    progress: impl FnMut(usize),
+) -> ReplayRun {
+    run_with(cluster, queues, jobs, policy, None, progress)
+}
+
+/// Replays like [`run`]; with `defragment`, a defragmentation plan within
+/// that many GPU-seconds of lost work per queue and hour is made after
+/// every cycle (while no moves are under way) and carried out: moved work
+/// stops after the grace period
+/// and restarts at once where the plan puts it (from its checkpoint when it
+/// can checkpoint, from the start otherwise).
+pub fn run_with(
+    cluster: &Cluster,
+    queues: &[Queue],
+    jobs: &[Job],
+    policy: &Policy,
+    defragment: Option<f64>,
     mut progress: impl FnMut(usize),
 ) -> ReplayRun {
     let total_gpus: usize = cluster
@@ -274,20 +295,66 @@ pub fn run(
     let mut by_queue: BTreeMap<String, f64> = BTreeMap::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut preemptions = 0;
+    let mut lost_gpu_seconds = 0.0;
     let mut cycles = 0;
     let mut reported = 0;
     let mut ended = 0;
+    // Seconds of each job's run done before its current start, kept across
+    // checkpointed moves.
+    let mut done: Vec<i64> = vec![0; jobs.len()];
+    let mut relocations: BTreeMap<usize, Move> = BTreeMap::new();
+    let mut disruption: Vec<(i64, String, f64)> = Vec::new();
+    let mut moves = 0;
     let mut now = first;
     loop {
         // Work that ends or stops by now leaves; stopped work waits again.
         let mut kept_jobs = Vec::with_capacity(live.len());
         let mut kept = Vec::with_capacity(running.len());
-        for (job, entry) in live.drain(..).zip(running.drain(..)) {
-            let end = entry.started_at + jobs[job].run;
-            if entry
-                .stopping_at
-                .is_some_and(|stop| stop <= now && stop < end)
+        // GPUs held on past now: a move's landing GPUs may have been taken
+        // since it was planned, and then it waits like preempted work.
+        let occupied: BTreeSet<(String, u32)> = if relocations.is_empty() {
+            BTreeSet::new()
+        } else {
+            live.iter()
+                .zip(&running)
+                .filter(|(job, e)| {
+                    e.started_at + jobs[**job].run - done[**job] > now
+                        && e.stopping_at.is_none_or(|stop| stop > now)
+                })
+                .flat_map(|(_, e)| {
+                    e.placements
+                        .iter()
+                        .flat_map(|p| p.gpus.iter().map(move |g| (p.node.clone(), *g)))
+                })
+                .collect()
+        };
+        let landing_free = |m: &Move| {
+            m.to.gpus
+                .iter()
+                .all(|g| !occupied.contains(&(m.to.node.clone(), *g)))
+        };
+        let mut relocated: Vec<(usize, Running)> = Vec::new();
+        for (job, mut entry) in live.drain(..).zip(running.drain(..)) {
+            let end = entry.started_at + jobs[job].run - done[job];
+            let stopped = entry.stopping_at.filter(|stop| *stop <= now && *stop < end);
+            let relocation = stopped.and_then(|_| relocations.remove(&job));
+            if let (Some(stop), Some(relocation)) = (stopped, &relocation) {
+                if relocation.checkpoint {
+                    done[job] += stop - entry.started_at;
+                } else {
+                    done[job] = 0;
+                }
+                entry.workload.duration_estimate = Some(jobs[job].run - done[job]);
+            }
+            if let (Some(stop), Some(relocation)) =
+                (stopped, relocation.filter(|m| landing_free(m)))
             {
+                entry.placements = vec![relocation.to];
+                entry.started_at = stop;
+                entry.stopping_at = None;
+                entry.last_checkpoint_at = None;
+                relocated.push((job, entry));
+            } else if stopped.is_some() {
                 outcomes[job].preempted += 1;
                 pending.push(job);
                 waiting.push(entry.workload);
@@ -298,6 +365,10 @@ pub fn run(
                 kept_jobs.push(job);
                 kept.push(entry);
             }
+        }
+        for (job, entry) in relocated {
+            kept_jobs.push(job);
+            kept.push(entry);
         }
         live = kept_jobs;
         running = kept;
@@ -380,6 +451,47 @@ pub fn run(
             }
             pending = still_jobs;
             waiting = still;
+            // One plan at a time: while moves are under way the work they
+            // serve still looks blocked, and planning again would move more.
+            if let Some(per_hour) =
+                defragment.filter(|_| !waiting.is_empty() && relocations.is_empty())
+            {
+                disruption.retain(|(at, _, _)| *at > now - 3_600);
+                let mut budget = DisruptionBudget {
+                    gpu_seconds_per_queue_hour: per_hour,
+                    ..DisruptionBudget::default()
+                };
+                for (_, queue, lost) in &disruption {
+                    *budget.spent.entry(queue.clone()).or_default() += lost;
+                }
+                let plan = plan_defragmentation(
+                    &Snapshot {
+                        cluster,
+                        queues,
+                        running: &running,
+                        pending: &waiting,
+                        reservations: &[],
+                        usage: &usage,
+                        now,
+                    },
+                    policy,
+                    &budget,
+                );
+                for m in plan.steps.into_iter().flat_map(|s| s.moves) {
+                    let Some(&job) = by_id.get(m.workload.as_str()) else {
+                        continue;
+                    };
+                    let Some(entry) = live.iter().position(|j| *j == job).map(|i| &mut running[i])
+                    else {
+                        continue;
+                    };
+                    entry.stopping_at = Some(now + policy.grace_seconds);
+                    disruption.push((now, m.queue.clone(), m.lost_gpu_seconds));
+                    lost_gpu_seconds += m.lost_gpu_seconds;
+                    moves += 1;
+                    relocations.insert(job, m);
+                }
+            }
         }
         let held: usize = running.iter().map(|e| gpus_of(&e.placements)).sum();
         samples.push(Sample {
@@ -391,9 +503,12 @@ pub fn run(
             .iter()
             .zip(&running)
             .flat_map(|(job, e)| {
-                [Some(e.started_at + jobs[*job].run), e.stopping_at]
-                    .into_iter()
-                    .flatten()
+                [
+                    Some(e.started_at + jobs[*job].run - done[*job]),
+                    e.stopping_at,
+                ]
+                .into_iter()
+                .flatten()
             })
             .chain((next_arrival < order.len()).then(|| jobs[order[next_arrival]].submit))
             .filter(|t| *t > now)
@@ -442,6 +557,8 @@ pub fn run(
         makespan,
         utilization: busy_seconds / (total_gpus.max(1) as f64 * makespan.max(1) as f64),
         preemptions,
+        moves,
+        lost_gpu_seconds,
         gpu_seconds_by_queue: by_queue,
         samples: samples.into_iter().step_by(step).collect(),
         cycles,

@@ -1,11 +1,15 @@
 //! What-if: the same cluster and queue with a change (more nodes, other
-//! quotas, another policy), decided by the engine both ways, so an operator
-//! sees what the change would do before making it. The server feeds it the
-//! state it loads for its own scheduling cycle.
+//! quotas, another policy, a defragmentation plan carried out), decided by
+//! the engine both ways, so an operator sees what the change would do before
+//! making it. The server feeds it the state it loads for its own scheduling
+//! cycle.
 
 use std::collections::BTreeMap;
 
-use gantry_scheduler::{Decisions, Node, OwnedSnapshot, Policy, Queue, Workload};
+use gantry_scheduler::{
+    Decisions, DefragPlan, DisruptionBudget, Node, OwnedSnapshot, Policy, Queue, Workload,
+    plan_defragmentation,
+};
 use serde::Serialize;
 
 /// A change to try.
@@ -17,6 +21,8 @@ pub struct Change {
     pub queues: Vec<Queue>,
     /// Another policy.
     pub policy: Option<Policy>,
+    /// Carry out a defragmentation plan within this budget first.
+    pub defragment: Option<DisruptionBudget>,
 }
 
 /// What one side decided, per queue and in all.
@@ -46,6 +52,9 @@ pub struct WhatIf {
     pub before: Side,
     /// With the change.
     pub after: Side,
+    /// The defragmentation plan carried out, when one was asked for.
+    #[serde(skip)]
+    pub plan: Option<DefragPlan>,
 }
 
 fn side(state: &OwnedSnapshot, decisions: &Decisions) -> Side {
@@ -93,6 +102,24 @@ pub fn what_if(state: &OwnedSnapshot, policy: &Policy, change: &Change) -> WhatI
         }
     }
     let policy = change.policy.as_ref().unwrap_or(policy);
+    let plan = change.defragment.as_ref().map(|budget| {
+        let plan = plan_defragmentation(&changed.snapshot(), policy, budget);
+        // The moves done: each moved workload runs where the plan puts it.
+        for m in plan.steps.iter().flat_map(|s| &s.moves) {
+            if let Some(run) = changed
+                .running
+                .iter_mut()
+                .find(|r| r.workload.id == m.workload)
+            {
+                run.placements = vec![m.to.clone()];
+            }
+        }
+        plan
+    });
     let after = side(&changed, &changed.decide(policy));
-    WhatIf { before, after }
+    WhatIf {
+        before,
+        after,
+        plan,
+    }
 }

@@ -2533,6 +2533,27 @@ export interface components {
             /** Format: int32 */
             credit_percent: number;
         };
+        Defragment: {
+            /**
+             * Format: double
+             * @description GPU-seconds of work each organization may lose to moves per hour.
+             */
+            budget_gpu_seconds_per_org_hour: number;
+        };
+        /** @description A defragmentation plan and what it costs. */
+        DefragmentationPlan: {
+            steps: components["schemas"]["PlannedStep"][];
+            /**
+             * Format: double
+             * @description GPU-seconds of work lost in all.
+             */
+            lost_gpu_seconds: number;
+            /**
+             * @description Waiting orders blocked by fragmentation that no move within the
+             *     budget helps.
+             */
+            unhelped: string[];
+        };
         Dependency: {
             /** Format: uuid */
             order_id: string;
@@ -3894,6 +3915,33 @@ export interface components {
         };
         /** @enum {string} */
         Placement: "fragmentation_aware" | "best_fit" | "first_fit" | "spread";
+        /** @description One running order to move. */
+        PlannedMove: {
+            order_id: string;
+            from_node: string;
+            from_gpus: number[];
+            to_node: string;
+            to_gpus: number[];
+            /**
+             * @description It is told to checkpoint and restarts from there; otherwise it
+             *     restarts from its last checkpoint or its start.
+             */
+            checkpoint: boolean;
+            /**
+             * Format: double
+             * @description GPU-seconds of work the move loses.
+             */
+            lost_gpu_seconds: number;
+        };
+        /** @description The moves that let one waiting order start. */
+        PlannedStep: {
+            order_id: string;
+            /** @description The nodes it would start on. */
+            nodes: string[];
+            moves: components["schemas"]["PlannedMove"][];
+            /** Format: double */
+            lost_gpu_seconds: number;
+        };
         /** @description One point of a series: the step's start and value. */
         Point: {
             /** Format: date-time */
@@ -4747,10 +4795,12 @@ export interface components {
             extra_nodes?: components["schemas"]["ExtraNodes"][];
             quotas?: components["schemas"]["QuotaChange"][];
             placement?: components["schemas"]["Placement"] | null;
+            defragment?: components["schemas"]["Defragment"] | null;
         };
         WhatIfResult: {
             before: components["schemas"]["Outcome"];
             after: components["schemas"]["Outcome"];
+            defragmentation?: components["schemas"]["DefragmentationPlan"] | null;
         };
         /** @description A window of time, start inclusive, end exclusive. */
         Window: {

@@ -259,7 +259,12 @@ pub fn record_admission(order: &order::Model, now: DateTime<Utc>) {
     histogram!(ADMISSION_WAIT, "priority_class" => order.priority_class.as_str()).record(waited);
 }
 
-const CAUSES: [&str; 3] = ["priority", "reclaim", "advance_reservation"];
+const CAUSES: [&str; 4] = [
+    "priority",
+    "reclaim",
+    "advance_reservation",
+    "defragmentation",
+];
 
 /// The preemptions one cycle ordered.
 pub fn record_preemptions(decisions: &engine::Decisions) {
@@ -268,6 +273,7 @@ pub fn record_preemptions(decisions: &engine::Decisions) {
             engine::PreemptionCause::Priority => CAUSES[0],
             engine::PreemptionCause::Reclaim => CAUSES[1],
             engine::PreemptionCause::AdvanceReservation => CAUSES[2],
+            engine::PreemptionCause::Defragmentation => CAUSES[3],
         };
         counter!(PREEMPTIONS, "cause" => cause).increment(1);
     }

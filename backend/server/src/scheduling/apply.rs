@@ -49,7 +49,12 @@ pub async fn apply(
             .col_expr(order::Column::Status, Expr::value(OrderStatus::Preempted))
             .col_expr(
                 order::Column::PendingReason,
-                Expr::value(Some(format!("preempted by {}", preemption.by))),
+                Expr::value(Some(match preemption.cause {
+                    engine::PreemptionCause::Defragmentation => {
+                        format!("moved to make room for {}", preemption.by)
+                    }
+                    _ => format!("preempted by {}", preemption.by),
+                })),
             )
             .col_expr(order::Column::UpdatedAt, Expr::value(now))
             .filter(order::Column::Id.eq(id))

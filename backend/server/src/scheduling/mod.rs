@@ -6,6 +6,7 @@
 //! release or inventory change, and at least every `scheduler_interval_ms`.
 
 pub mod apply;
+mod defrag;
 pub mod lease;
 pub mod load;
 pub mod notify;
@@ -200,6 +201,8 @@ struct Due {
     published: fleet::Published,
     /// The fleet history interval being folded.
     history: history::Recorder,
+    /// Defragmentation moves of the past hour.
+    defrag: defrag::Ledger,
 }
 
 /// Orders already handed to the driver by this process, so each is handed
@@ -356,11 +359,21 @@ async fn cycle(
     let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
     let pending = loaded.snapshot.pending.len();
     let deciding = Instant::now();
-    let (loaded, decisions) = tokio::task::spawn_blocking(move || {
-        let decisions = loaded.snapshot.decide(&Policy::default());
-        (loaded, decisions)
+    let per_hour = state.config.defrag_budget_gpu_seconds_per_org_hour;
+    let mut ledger = std::mem::take(&mut due.defrag);
+    let (loaded, decisions, ledger) = tokio::task::spawn_blocking(move || {
+        let policy = Policy::default();
+        let mut decisions = loaded.snapshot.decide(&policy);
+        ledger.carry_out(
+            per_hour,
+            &loaded.snapshot.snapshot(),
+            &policy,
+            &mut decisions,
+        );
+        (loaded, decisions, ledger)
     })
     .await?;
+    due.defrag = ledger;
     let decide_ms = deciding.elapsed().as_secs_f64() * 1000.0;
     let writing = Instant::now();
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;

@@ -1,6 +1,7 @@
 //! What-if for operators: the live cluster and queue, loaded as the
 //! scheduling loop loads them, decided as they are and again with extra
-//! nodes, other organization quotas or another placement policy.
+//! nodes, other organization quotas, another placement policy or a
+//! defragmentation plan carried out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -71,6 +72,84 @@ pub struct WhatIfRequest {
     pub quotas: Vec<QuotaChange>,
     /// Another placement strategy.
     pub placement: Option<Placement>,
+    /// Carry out a defragmentation plan first: moves of preemptible work
+    /// that let work blocked by fragmentation start.
+    pub defragment: Option<Defragment>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Defragment {
+    /// GPU-seconds of work each organization may lose to moves per hour.
+    #[schema(minimum = 0, maximum = 1000000000)]
+    pub budget_gpu_seconds_per_org_hour: f64,
+}
+
+/// One running order to move.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlannedMove {
+    pub order_id: String,
+    pub from_node: String,
+    pub from_gpus: Vec<u32>,
+    pub to_node: String,
+    pub to_gpus: Vec<u32>,
+    /// It is told to checkpoint and restarts from there; otherwise it
+    /// restarts from its last checkpoint or its start.
+    pub checkpoint: bool,
+    /// GPU-seconds of work the move loses.
+    pub lost_gpu_seconds: f64,
+}
+
+/// The moves that let one waiting order start.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlannedStep {
+    pub order_id: String,
+    /// The nodes it would start on.
+    pub nodes: Vec<String>,
+    pub moves: Vec<PlannedMove>,
+    pub lost_gpu_seconds: f64,
+}
+
+/// A defragmentation plan and what it costs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DefragmentationPlan {
+    pub steps: Vec<PlannedStep>,
+    /// GPU-seconds of work lost in all.
+    pub lost_gpu_seconds: f64,
+    /// Waiting orders blocked by fragmentation that no move within the
+    /// budget helps.
+    pub unhelped: Vec<String>,
+}
+
+impl From<engine::DefragPlan> for DefragmentationPlan {
+    fn from(plan: engine::DefragPlan) -> Self {
+        Self {
+            steps: plan
+                .steps
+                .into_iter()
+                .map(|step| PlannedStep {
+                    order_id: step.workload,
+                    nodes: step.nodes,
+                    moves: step
+                        .moves
+                        .into_iter()
+                        .map(|m| PlannedMove {
+                            order_id: m.workload,
+                            from_node: m.from.node,
+                            from_gpus: m.from.gpus,
+                            to_node: m.to.node,
+                            to_gpus: m.to.gpus,
+                            checkpoint: m.checkpoint,
+                            lost_gpu_seconds: m.lost_gpu_seconds,
+                        })
+                        .collect(),
+                    lost_gpu_seconds: step.lost_gpu_seconds,
+                })
+                .collect(),
+            lost_gpu_seconds: plan.lost_gpu_seconds,
+            unhelped: plan.unhelped,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -98,6 +177,8 @@ pub struct Outcome {
 pub struct WhatIfResult {
     pub before: Outcome,
     pub after: Outcome,
+    /// The defragmentation plan carried out, when one was asked for.
+    pub defragmentation: Option<DefragmentationPlan>,
 }
 
 impl From<whatif::Side> for Outcome {
@@ -154,6 +235,15 @@ async fn what_if(
         );
         if let Some(max) = quota.max_gpus {
             fields.range(&format!("quotas[{i}].max_gpus"), max, 0, GPUS_MAX);
+        }
+    }
+    if let Some(defragment) = &request.defragment {
+        let budget = defragment.budget_gpu_seconds_per_org_hour;
+        if !(0.0..=1e9).contains(&budget) {
+            fields.push(
+                "defragment.budget_gpu_seconds_per_org_hour",
+                "must be 0 to 1000000000",
+            );
         }
     }
     if request.extra_nodes.len() > 20 || request.quotas.len() > 200 {
@@ -245,11 +335,18 @@ async fn what_if(
         },
         ..engine::Policy::default()
     });
+    change.defragment = request
+        .defragment
+        .map(|defragment| engine::DisruptionBudget {
+            gpu_seconds_per_queue_hour: defragment.budget_gpu_seconds_per_org_hour,
+            spent: BTreeMap::new(),
+        });
     let result = tokio::task::spawn_blocking(move || whatif::what_if(&snapshot, &policy, &change))
         .await
         .map_err(ApiError::internal)?;
     Ok(Json(WhatIfResult {
         before: result.before.into(),
         after: result.after.into(),
+        defragmentation: result.plan.map(Into::into),
     }))
 }

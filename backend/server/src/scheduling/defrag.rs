@@ -1,0 +1,79 @@
+//! Defragmentation carried out by the scheduler when an operator turns it
+//! on: each cycle that leaves work blocked by fragmentation, a plan within
+//! the per-organization budget, its moves made as preemptions the engine
+//! then places again. One plan runs at a time, and the past hour's moves
+//! count against the budget; the ledger lives in the process that leads
+//! the loop, so a new leader starts with the whole budget.
+
+use std::collections::BTreeMap;
+
+use gantry_scheduler::{
+    Decisions, DisruptionBudget, Policy, Preemption, Reason, Snapshot, plan_defragmentation,
+};
+
+const HOUR: i64 = 3_600;
+
+#[derive(Default)]
+pub(super) struct Ledger {
+    /// When each move was made, for which queue, at what cost.
+    moved: Vec<(i64, String, f64)>,
+    /// Until when the last plan's moves are under way.
+    busy_until: Option<i64>,
+}
+
+impl Ledger {
+    /// The budget for a plan now: none while the feature is off, while the
+    /// last plan's moves are under way or when nothing waits on
+    /// fragmentation.
+    fn budget(
+        &mut self,
+        per_hour: f64,
+        decisions: &Decisions,
+        now: i64,
+    ) -> Option<DisruptionBudget> {
+        if per_hour <= 0.0 {
+            return None;
+        }
+        let fragmented = decisions.waiting.iter().any(|w| {
+            w.reasons
+                .iter()
+                .any(|r| matches!(r, Reason::Fragmentation { .. }))
+        });
+        if !fragmented || self.busy_until.is_some_and(|until| now < until) {
+            return None;
+        }
+        self.moved.retain(|(at, _, _)| *at > now - HOUR);
+        let mut spent = BTreeMap::new();
+        for (_, queue, lost) in &self.moved {
+            *spent.entry(queue.clone()).or_default() += lost;
+        }
+        Some(DisruptionBudget {
+            gpu_seconds_per_queue_hour: per_hour,
+            spent,
+        })
+    }
+
+    /// Adds a plan's moves to `decisions` as preemptions and records them.
+    pub(super) fn carry_out(
+        &mut self,
+        per_hour: f64,
+        snapshot: &Snapshot<'_>,
+        policy: &Policy,
+        decisions: &mut Decisions,
+    ) {
+        let now = snapshot.now;
+        let Some(budget) = self.budget(per_hour, decisions, now) else {
+            return;
+        };
+        let plan = plan_defragmentation(snapshot, policy, &budget);
+        let moves: Vec<Preemption> = plan.preemptions(policy, now);
+        if moves.is_empty() {
+            return;
+        }
+        for m in plan.steps.iter().flat_map(|s| &s.moves) {
+            self.moved.push((now, m.queue.clone(), m.lost_gpu_seconds));
+        }
+        self.busy_until = Some(now + policy.grace_seconds);
+        decisions.preemptions.extend(moves);
+    }
+}
