@@ -311,6 +311,13 @@ describe("the console", () => {
     await operator.page.getByRole("link", { name: "Queues" }).click();
     await operator.page.getByRole("heading", { name: "Queues" }).waitFor();
     await screenshot(operator.page, "queues");
+
+    // A defragmentation plan is only a question: it answers with what it
+    // would start, or why there is nothing to move.
+    const defrag = operator.page.getByLabel("Defragmentation", { exact: true });
+    await defrag.getByRole("button", { name: "Plan" }).click();
+    await defrag.getByTestId("defrag-effect").waitFor();
+    expect(await defrag.getByTestId("defrag-effect").textContent()).toMatch(/^Starts now: \d+ as things are, \d+ after the moves, losing /);
   });
 
   test("an operator sees the fragmentation map", async () => {

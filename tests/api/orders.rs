@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use uuid::Uuid;
 
-use crate::support::{Engine, TestServer, Tenant};
+use crate::support::{Engine, Tenant, TestServer};
 
 crate::on_both_engines!(
     order_runs_on_exact_gpus_and_cancel_releases_them,
@@ -24,7 +24,7 @@ crate::on_both_engines!(
     draining_a_node_moves_its_work,
     what_if_shows_what_more_nodes_would_start,
     what_if_shows_a_defragmentation_plan_and_its_effect,
-    the_scheduler_moves_spot_work_when_defragmentation_is_on,
+    the_scheduler_moves_checkpointable_work_when_defragmentation_is_on,
     one_replica_runs_the_loop_and_hands_it_over,
     admission_sees_changes_made_through_another_replica_at_once,
     cancelling_while_the_loop_starts_orders_leaks_no_gpus,
@@ -984,12 +984,19 @@ async fn an_order_through_another_replica_wakes_the_leader_at_once() {
     assert!(!second.state.scheduler.is_leader());
 }
 
-/// Two nodes half full of spot work, 4 GPUs free on each, and a whole-node
-/// spot order waiting on fragmentation: the halves, where each runs, and
-/// the waiting order.
-async fn fragmented(server: &TestServer, tenant: &Tenant) -> (Vec<(Uuid, String)>, Uuid) {
+/// Two nodes half full of movable work, 4 GPUs free on each, and a
+/// whole-node order of the same kind waiting on fragmentation: the halves
+/// left, where each runs, and the waiting order. `kind` adds its fields to
+/// every order.
+async fn fragmented(
+    server: &TestServer,
+    tenant: &Tenant,
+    kind: Value,
+) -> (Vec<(Uuid, String)>, Uuid) {
     let spot = |instance_type: &str| {
-        json!({ "instance_type": instance_type, "priority_class": "preemptible", "pricing_class": "spot" })
+        let mut order = kind.clone();
+        order["instance_type"] = json!(instance_type);
+        order
     };
     // Four halves fill both nodes; cancelling one on each leaves 4 GPUs
     // free on each.
@@ -1025,7 +1032,8 @@ async fn what_if_shows_a_defragmentation_plan_and_its_effect(engine: Engine) {
     let operator = server.operator().await;
     server.cluster(&operator, 2).await;
     let tenant = server.signup("tenant").await;
-    let (_, whole) = fragmented(&server, &tenant).await;
+    let spot = json!({ "priority_class": "preemptible", "pricing_class": "spot" });
+    let (_, whole) = fragmented(&server, &tenant, spot).await;
     let before = server.table_counts().await;
     let answer = server
         .post(
@@ -1080,7 +1088,17 @@ async fn what_if_shows_a_defragmentation_plan_and_its_effect(engine: Engine) {
     assert_eq!(server.table_counts().await, before);
 }
 
-async fn the_scheduler_moves_spot_work_when_defragmentation_is_on(engine: Engine) {
+async fn order_of(server: &TestServer, tenant: &Tenant, id: Uuid) -> Value {
+    server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id),
+            &tenant.token,
+        )
+        .await
+        .body
+}
+
+async fn the_scheduler_moves_checkpointable_work_when_defragmentation_is_on(engine: Engine) {
     let server = TestServer::start_with(engine, |config| {
         config.defrag_budget_gpu_seconds_per_org_hour = 1_000_000.0;
     })
@@ -1088,15 +1106,16 @@ async fn the_scheduler_moves_spot_work_when_defragmentation_is_on(engine: Engine
     let operator = server.operator().await;
     server.cluster(&operator, 2).await;
     let tenant = server.signup("tenant").await;
-    let (halves, whole) = fragmented(&server, &tenant).await;
+    // Standard work that checkpoints: a standard order may not preempt it,
+    // but the scheduler may move it.
+    let (halves, whole) = fragmented(&server, &tenant, json!({ "checkpointable": true })).await;
+    assert_eq!(
+        order_of(&server, &tenant, halves[0].0).await["checkpointable"],
+        true
+    );
     // One half is told to stop, runs again elsewhere, and the whole-node
     // order gets the node it left.
-    let order = |id: Uuid| {
-        let path = format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id);
-        let server = &server;
-        let token = tenant.token.clone();
-        async move { server.get(&path, &token).await.body }
-    };
+    let order = |id: Uuid| order_of(&server, &tenant, id);
     let reason = format!("moved to make room for {whole}");
     let mut moved = None;
     for _ in 0..400 {
@@ -1118,7 +1137,10 @@ async fn the_scheduler_moves_spot_work_when_defragmentation_is_on(engine: Engine
     assert_eq!(gpu_ids(&started).len(), 8);
     let again = server.wait_status(&tenant, moved, "running").await;
     assert_eq!(again["attempts"], 2);
-    let (left, _) = halves.iter().find(|(id, _)| *id != moved).expect("two halves");
+    let (left, _) = halves
+        .iter()
+        .find(|(id, _)| *id != moved)
+        .expect("two halves");
     assert_eq!(order(*left).await["attempts"], 1);
 }
 

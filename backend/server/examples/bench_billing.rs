@@ -179,6 +179,7 @@ fn order_row(
         pending_details: Set(None),
         estimated_start: Set(None),
         estimate_confidence: Set(None),
+        checkpointable: Set(false),
         failure_reason: Set(None),
         access: Set(None),
         attempts: Set(1),

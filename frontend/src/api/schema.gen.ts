@@ -2395,6 +2395,12 @@ export interface components {
              */
             duration_seconds?: number | null;
             /**
+             * @description Its work saves its progress when told to stop (SIGTERM, then the
+             *     grace period) and resumes from there: the scheduler may then move it
+             *     to let work that needs whole nodes start. `false` when absent.
+             */
+            checkpointable?: boolean | null;
+            /**
              * Format: date-time
              * @description When it must have finished; in the future.
              */
@@ -3258,6 +3264,8 @@ export interface components {
             workload_class: components["schemas"]["WorkloadClass"];
             /** Format: int64 */
             duration_seconds?: number | null;
+            /** @description It may be moved (told to checkpoint and restarted elsewhere). */
+            checkpointable: boolean;
             /** Format: date-time */
             deadline?: string | null;
             status: components["schemas"]["OrderStatus"];
@@ -3703,6 +3711,8 @@ export interface components {
                 workload_class: components["schemas"]["WorkloadClass"];
                 /** Format: int64 */
                 duration_seconds?: number | null;
+                /** @description It may be moved (told to checkpoint and restarted elsewhere). */
+                checkpointable: boolean;
                 /** Format: date-time */
                 deadline?: string | null;
                 status: components["schemas"]["OrderStatus"];

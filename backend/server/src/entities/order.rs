@@ -27,6 +27,9 @@ pub struct Model {
     pub pricing_class: PricingClass,
     pub workload_class: WorkloadClass,
     pub duration_seconds: Option<i64>,
+    /// Its work saves its progress when told to stop (SIGTERM, then the
+    /// grace period), so the scheduler may move it to defragment.
+    pub checkpointable: bool,
     pub deadline: Option<DateTimeUtc>,
     pub status: OrderStatus,
     pub pending_reason: Option<String>,

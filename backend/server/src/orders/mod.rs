@@ -81,6 +81,8 @@ pub struct Order {
     pub pricing_class: PricingClass,
     pub workload_class: WorkloadClass,
     pub duration_seconds: Option<i64>,
+    /// It may be moved (told to checkpoint and restarted elsewhere).
+    pub checkpointable: bool,
     pub deadline: Option<DateTime<Utc>>,
     pub status: OrderStatus,
     /// Why it waits, while it waits, in English.
@@ -191,6 +193,10 @@ pub struct CreateOrder {
     /// decides for itself.
     #[schema(minimum = 1, maximum = 31622400)]
     pub duration_seconds: Option<i64>,
+    /// Its work saves its progress when told to stop (SIGTERM, then the
+    /// grace period) and resumes from there: the scheduler may then move it
+    /// to let work that needs whole nodes start. `false` when absent.
+    pub checkpointable: Option<bool>,
     /// When it must have finished; in the future.
     pub deadline: Option<DateTime<Utc>>,
     /// Makes the order a job: a command run to completion.
@@ -410,6 +416,7 @@ async fn views(
                 pricing_class: o.pricing_class,
                 workload_class: o.workload_class,
                 duration_seconds: o.duration_seconds,
+                checkpointable: o.checkpointable,
                 deadline: o.deadline,
                 status: o.status,
                 pending_details: details.remove(&o.id).unwrap_or_default(),

@@ -270,6 +270,7 @@ pub async fn create(
                 WorkloadClass::Dev
             })),
             duration_seconds: Set(request.duration_seconds),
+            checkpointable: Set(request.checkpointable.unwrap_or(false)),
             deadline: Set(request.deadline),
             status: Set(OrderStatus::Queued),
             pending_reason: Set(Some("waiting for the scheduler".to_owned())),

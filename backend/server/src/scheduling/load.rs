@@ -425,7 +425,7 @@ fn workload<F: Fn(&Uuid) -> String>(
         deadline: o.deadline.map(|d| d.timestamp()),
         earliest_start: None,
         min_runtime: 0,
-        checkpointable: false,
+        checkpointable: o.checkpointable,
         regions: o
             .region_id
             .and_then(|r| names.regions.get(&r).cloned())

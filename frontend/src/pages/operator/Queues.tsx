@@ -7,6 +7,7 @@ import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { WaitReasons } from "../../components/WaitReasons";
+import { DefragmentationPanel } from "./Defragmentation";
 import { OrderName } from "../../components/links";
 import { dateTime, words } from "../../lib/format";
 import { t } from "../../i18n";
@@ -28,6 +29,7 @@ export function QueuesPage() {
   return (
     <>
       <PageHeader title={t("queues.title")} subtitle={t("queues.subtitle")} />
+      <DefragmentationPanel />
       <Loadable query={queued}>
         {(waiting) => {
           if (waiting.length === 0) return <EmptyState title={t("queues.nothingTitle")}>{t("queues.nothingBody")}</EmptyState>;

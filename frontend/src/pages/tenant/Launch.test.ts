@@ -20,6 +20,7 @@ const values: Values = {
   priorityClass: "standard",
   workloadClass: "training",
   durationHours: "",
+  checkpointable: false,
   image: "",
   sshKeyIds: [],
   ports: "",

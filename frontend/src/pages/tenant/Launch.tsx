@@ -1,6 +1,7 @@
 import {
   Alert,
   Button,
+  Checkbox,
   Grid,
   Group,
   MultiSelect,
@@ -63,6 +64,7 @@ export type Values = {
   priorityClass: Schemas["PriorityClass"];
   workloadClass: Schemas["WorkloadClass"];
   durationHours: number | string;
+  checkpointable: boolean;
   image: string;
   sshKeyIds: string[];
   ports: string;
@@ -111,6 +113,7 @@ export function LaunchPage() {
       priorityClass: "standard",
       workloadClass: "training",
       durationHours: "",
+      checkpointable: false,
       image: "",
       sshKeyIds: [],
       ports: "",
@@ -173,6 +176,7 @@ export function LaunchPage() {
             priority_class: v.priorityClass,
             workload_class: v.workloadClass,
             duration_seconds: typeof v.durationHours === "number" ? Math.round(v.durationHours * 3600) : null,
+            checkpointable: v.checkpointable,
             job: v.kind === "job" ? jobOf(v) : null,
             image: v.image || null,
             ssh_key_ids: v.kind === "instance" && v.sshKeyIds.length ? v.sshKeyIds : null,
@@ -355,6 +359,12 @@ export function LaunchPage() {
                   step={0.5}
                   key={form.key("durationHours")}
                   {...form.getInputProps("durationHours")}
+                />
+                <Checkbox
+                  label={t("launch.checkpointable")}
+                  description={t("launch.checkpointableHint")}
+                  key={form.key("checkpointable")}
+                  {...form.getInputProps("checkpointable", { type: "checkbox" })}
                 />
               </Stack>
             </Paper>
