@@ -46,7 +46,7 @@ fn moved(world: &World, plan: &DefragPlan) -> World {
             .iter_mut()
             .find(|r| r.workload.id == m.workload)
             .expect("a moved workload runs");
-        assert_eq!(run.placements, [m.from.clone()]);
+        assert_eq!(run.placements, std::slice::from_ref(&m.from));
         run.placements = vec![m.to.clone()];
     }
     after
@@ -66,7 +66,7 @@ fn moving_a_checkpointable_job_frees_a_whole_node() {
     // Four GPUs through the 30 s grace period.
     assert_eq!(m.lost_gpu_seconds, 4.0 * 30.0);
     assert_eq!(plan.lost_gpu_seconds, 120.0);
-    assert_eq!(step.nodes, [m.from.node.clone()]);
+    assert_eq!(step.nodes, std::slice::from_ref(&m.from.node));
     assert_ne!(m.to.node, m.from.node);
     assert_eq!(m.to.gpus, [4, 5, 6, 7]);
 

@@ -89,7 +89,7 @@ fn extra_nodes_and_quota_show_what_would_start() {
         &Change {
             extra_nodes: vec![node("n2"), node("n3")],
             queues: vec![team],
-            policy: None,
+            ..Change::default()
         },
     );
     assert_eq!(
