@@ -103,3 +103,50 @@ fn extra_nodes_and_quota_show_what_would_start() {
     assert_eq!(both.after.by_queue["team-a"], (3, 0));
     assert_eq!(both.before, more_nodes.before);
 }
+
+#[test]
+fn a_defragmentation_plan_shows_what_its_moves_would_start() {
+    // Two nodes, each half held by a checkpointable 4-GPU job; a whole-node
+    // job waits on fragmentation.
+    let mut state = OwnedSnapshot {
+        cluster: gantry_scheduler::Cluster {
+            nodes: vec![node("n0"), node("n1")],
+            regions: Vec::new(),
+        },
+        now: 1_800_000_000,
+        ..OwnedSnapshot::default()
+    };
+    for name in ["n0", "n1"] {
+        let mut half = job(&format!("half-{name}"), "team");
+        half.gpus = GpuRequest::Whole(4);
+        half.checkpointable = true;
+        state.running.push(gantry_scheduler::Running {
+            workload: half,
+            placements: vec![gantry_scheduler::Placement {
+                node: name.into(),
+                gpus: vec![0, 1, 2, 3],
+            }],
+            started_at: state.now - 600,
+            last_checkpoint_at: None,
+            stopping_at: None,
+        });
+    }
+    state.pending = vec![job("whole", "training")];
+    let policy = Policy::default();
+    let change = Change {
+        defragment: Some(gantry_scheduler::DisruptionBudget {
+            gpu_seconds_per_queue_hour: 3_600.0,
+            ..Default::default()
+        }),
+        ..Change::default()
+    };
+    let answer = what_if(&state, &policy, &change);
+    assert_eq!((answer.before.starts, answer.after.starts), (0, 1));
+    let plan = answer.plan.expect("a plan was asked for");
+    assert_eq!(plan.steps.len(), 1);
+    assert_eq!(plan.steps[0].moves.len(), 1);
+    // Four GPUs through the 30 s grace period.
+    assert_eq!(plan.lost_gpu_seconds, 120.0);
+    // Without the change nothing is planned.
+    assert!(what_if(&state, &policy, &Change::default()).plan.is_none());
+}
