@@ -25,8 +25,7 @@ mod m20261204_000018_refresh_tokens;
 mod m20261205_000019_readability;
 mod m20261205_000020_invitations;
 mod m20261206_000021_history;
-mod m20261207_000022_estimate_confidence;
-mod m20261207_000023_checkpointable;
+mod m20261207_000022_estimates_and_moves;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -57,8 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000019_readability::Migration),
             Box::new(m20261205_000020_invitations::Migration),
             Box::new(m20261206_000021_history::Migration),
-            Box::new(m20261207_000022_estimate_confidence::Migration),
-            Box::new(m20261207_000023_checkpointable::Migration),
+            Box::new(m20261207_000022_estimates_and_moves::Migration),
         ]
     }
 }

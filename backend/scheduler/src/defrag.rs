@@ -26,6 +26,37 @@ impl DisruptionBudget {
     }
 }
 
+/// The moves of the past hour, from which each plan's budget is drawn.
+#[derive(Debug, Clone, Default)]
+pub struct DisruptionLedger {
+    /// When each move was made, for which queue, at what cost.
+    moves: Vec<(i64, String, f64)>,
+}
+
+impl DisruptionLedger {
+    /// What each queue may still lose now, `per_hour` being the hourly
+    /// allowance; moves older than an hour are forgotten.
+    pub fn budget(&mut self, per_hour: f64, now: i64) -> DisruptionBudget {
+        self.moves
+            .retain(|(at, _, _)| *at > now.saturating_sub(3_600));
+        let mut spent: BTreeMap<String, f64> = BTreeMap::new();
+        for (_, queue, lost) in &self.moves {
+            *spent.entry(queue.clone()).or_default() += lost;
+        }
+        DisruptionBudget {
+            gpu_seconds_per_queue_hour: per_hour,
+            spent,
+        }
+    }
+
+    /// Records `plan`'s moves as made at `now`.
+    pub fn record(&mut self, plan: &DefragPlan, now: i64) {
+        for m in plan.steps.iter().flat_map(|s| &s.moves) {
+            self.moves.push((now, m.queue.clone(), m.lost_gpu_seconds));
+        }
+    }
+}
+
 /// One running workload to move.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Move {

@@ -41,7 +41,9 @@ pub use decision::{
     Decisions, EstimateConfidence, NextRelease, Preemption, PreemptionCause, QuotaLimit, Reason,
     RejectReason, Rejection, Reservation, Start, Waiting,
 };
-pub use defrag::{DefragPlan, DisruptionBudget, Move, Step, plan_defragmentation};
+pub use defrag::{
+    DefragPlan, DisruptionBudget, DisruptionLedger, Move, Step, plan_defragmentation,
+};
 pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gantry_scheduler::{
-    Cluster, DisruptionBudget, EstimateConfidence, Move, Placement, Policy, Queue, Running,
+    Cluster, DisruptionLedger, EstimateConfidence, Move, Placement, Policy, Queue, Running,
     Snapshot, UsageLedger, Workload, plan_defragmentation, schedule,
 };
 use serde::Serialize;
@@ -226,6 +226,26 @@ fn gpus_of(placements: &[Placement]) -> usize {
     placements.iter().map(|p| p.gpus.len()).sum()
 }
 
+/// What the engine reads at `now` of a replay: no advance reservations.
+fn snapshot<'a>(
+    cluster: &'a Cluster,
+    queues: &'a [Queue],
+    running: &'a [Running],
+    pending: &'a [Workload],
+    usage: &'a UsageLedger,
+    now: i64,
+) -> Snapshot<'a> {
+    Snapshot {
+        cluster,
+        queues,
+        running,
+        pending,
+        reservations: &[],
+        usage,
+        now,
+    }
+}
+
 /// Replays `jobs` on `cluster` under `policy`; `progress` gets the number of
 /// jobs that have ended so far, now and then.
 pub fn run(
@@ -303,7 +323,7 @@ pub fn run_with(
     // checkpointed moves.
     let mut done: Vec<i64> = vec![0; jobs.len()];
     let mut relocations: BTreeMap<usize, Move> = BTreeMap::new();
-    let mut disruption: Vec<(i64, String, f64)> = Vec::new();
+    let mut disruption = DisruptionLedger::default();
     let mut moves = 0;
     let mut now = first;
     loop {
@@ -380,15 +400,7 @@ pub fn run_with(
         }
         if !pending.is_empty() {
             let decisions = schedule(
-                &Snapshot {
-                    cluster,
-                    queues,
-                    running: &running,
-                    pending: &waiting,
-                    reservations: &[],
-                    usage: &usage,
-                    now,
-                },
+                &snapshot(cluster, queues, &running, &waiting, &usage, now),
                 policy,
             );
             cycles += 1;
@@ -456,27 +468,13 @@ pub fn run_with(
             if let Some(per_hour) =
                 defragment.filter(|_| !waiting.is_empty() && relocations.is_empty())
             {
-                disruption.retain(|(at, _, _)| *at > now - 3_600);
-                let mut budget = DisruptionBudget {
-                    gpu_seconds_per_queue_hour: per_hour,
-                    ..DisruptionBudget::default()
-                };
-                for (_, queue, lost) in &disruption {
-                    *budget.spent.entry(queue.clone()).or_default() += lost;
-                }
+                let budget = disruption.budget(per_hour, now);
                 let plan = plan_defragmentation(
-                    &Snapshot {
-                        cluster,
-                        queues,
-                        running: &running,
-                        pending: &waiting,
-                        reservations: &[],
-                        usage: &usage,
-                        now,
-                    },
+                    &snapshot(cluster, queues, &running, &waiting, &usage, now),
                     policy,
                     &budget,
                 );
+                disruption.record(&plan, now);
                 for m in plan.steps.into_iter().flat_map(|s| s.moves) {
                     let Some(&job) = by_id.get(m.workload.as_str()) else {
                         continue;
@@ -486,7 +484,6 @@ pub fn run_with(
                         continue;
                     };
                     entry.stopping_at = Some(now + policy.grace_seconds);
-                    disruption.push((now, m.queue.clone(), m.lost_gpu_seconds));
                     lost_gpu_seconds += m.lost_gpu_seconds;
                     moves += 1;
                     relocations.insert(job, m);

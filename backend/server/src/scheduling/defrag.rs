@@ -5,18 +5,13 @@
 //! count against the budget; the ledger lives in the process that leads
 //! the loop, so a new leader starts with the whole budget.
 
-use std::collections::BTreeMap;
-
 use gantry_scheduler::{
-    Decisions, DisruptionBudget, Policy, Preemption, Reason, Snapshot, plan_defragmentation,
+    Decisions, DisruptionBudget, DisruptionLedger, Policy, Reason, Snapshot, plan_defragmentation,
 };
-
-const HOUR: i64 = 3_600;
 
 #[derive(Default)]
 pub(super) struct Ledger {
-    /// When each move was made, for which queue, at what cost.
-    moved: Vec<(i64, String, f64)>,
+    moves: DisruptionLedger,
     /// Until when the last plan's moves are under way.
     busy_until: Option<i64>,
 }
@@ -31,7 +26,7 @@ impl Ledger {
         decisions: &Decisions,
         now: i64,
     ) -> Option<DisruptionBudget> {
-        if per_hour <= 0.0 {
+        if per_hour <= 0.0 || self.busy_until.is_some_and(|until| now < until) {
             return None;
         }
         let fragmented = decisions.waiting.iter().any(|w| {
@@ -39,18 +34,7 @@ impl Ledger {
                 .iter()
                 .any(|r| matches!(r, Reason::Fragmentation { .. }))
         });
-        if !fragmented || self.busy_until.is_some_and(|until| now < until) {
-            return None;
-        }
-        self.moved.retain(|(at, _, _)| *at > now - HOUR);
-        let mut spent = BTreeMap::new();
-        for (_, queue, lost) in &self.moved {
-            *spent.entry(queue.clone()).or_default() += lost;
-        }
-        Some(DisruptionBudget {
-            gpu_seconds_per_queue_hour: per_hour,
-            spent,
-        })
+        fragmented.then(|| self.moves.budget(per_hour, now))
     }
 
     /// Adds a plan's moves to `decisions` as preemptions and records them.
@@ -66,13 +50,11 @@ impl Ledger {
             return;
         };
         let plan = plan_defragmentation(snapshot, policy, &budget);
-        let moves: Vec<Preemption> = plan.preemptions(policy, now);
+        let moves = plan.preemptions(policy, now);
         if moves.is_empty() {
             return;
         }
-        for m in plan.steps.iter().flat_map(|s| &s.moves) {
-            self.moved.push((now, m.queue.clone(), m.lost_gpu_seconds));
-        }
+        self.moves.record(&plan, now);
         self.busy_until = Some(now + policy.grace_seconds);
         decisions.preemptions.extend(moves);
     }
