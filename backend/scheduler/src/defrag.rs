@@ -167,7 +167,7 @@ impl<'a> Host<'a> {
     }
 }
 
-/// The model and GPUs of a single-node, whole-GPU placement.
+/// The one placement and the GPU count of single-node, whole-GPU work.
 fn whole_gpus(run: &Running) -> Option<(&Placement, u32)> {
     match (run.workload.gpus, run.placements.as_slice()) {
         (GpuRequest::Whole(k), [placement]) if k > 0 => Some((placement, k)),
@@ -212,7 +212,12 @@ pub fn plan_defragmentation(
     policy: &Policy,
     budget: &DisruptionBudget,
 ) -> DefragPlan {
-    let decisions = schedule(snapshot, policy);
+    // The plan reads why work waits, whatever the caller's policy says.
+    let explained = Policy {
+        reasons: true,
+        ..policy.clone()
+    };
+    let decisions = schedule(snapshot, &explained);
     let mut hosts = hosts(snapshot);
     let mut budget = budget.clone();
     let mut plan = DefragPlan::default();

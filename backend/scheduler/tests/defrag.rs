@@ -79,6 +79,17 @@ fn moving_a_checkpointable_job_frees_a_whole_node() {
 }
 
 #[test]
+fn a_policy_without_reasons_still_plans() {
+    let world = halves(true);
+    let lean = Policy {
+        reasons: false,
+        ..Policy::default()
+    };
+    let plan = gantry_scheduler::plan_defragmentation(&world.snapshot(), &lean, &budget(3_600.0));
+    assert_eq!(plan.steps.len(), 1);
+}
+
+#[test]
 fn work_that_can_neither_checkpoint_nor_be_preempted_stays() {
     let plan = plan(&halves(false), &budget(f64::MAX));
     assert!(plan.steps.is_empty());
