@@ -985,7 +985,8 @@ async fn an_order_through_another_replica_wakes_the_leader_at_once() {
 }
 
 /// Two nodes half full of movable work, 4 GPUs free on each, and a
-/// whole-node order of the same kind waiting on fragmentation: the halves
+/// whole-node order of the same kind that can only wait on fragmentation
+/// (or for a move, where the scheduler makes them): the halves
 /// left, where each runs, and the waiting order. `kind` adds its fields to
 /// every order.
 async fn fragmented(
@@ -1017,13 +1018,6 @@ async fn fragmented(
     }
     assert_eq!(nodes.len(), 2);
     let whole = server.order(tenant, spot("h100x8")).await;
-    server
-        .wait_order(tenant, whole, "waiting on fragmentation", |o| {
-            o["pending_reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("fragmentation"))
-        })
-        .await;
     (kept, whole)
 }
 
@@ -1034,6 +1028,13 @@ async fn what_if_shows_a_defragmentation_plan_and_its_effect(engine: Engine) {
     let tenant = server.signup("tenant").await;
     let spot = json!({ "priority_class": "preemptible", "pricing_class": "spot" });
     let (_, whole) = fragmented(&server, &tenant, spot).await;
+    server
+        .wait_order(&tenant, whole, "waiting on fragmentation", |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("fragmentation"))
+        })
+        .await;
     let before = server.table_counts().await;
     let answer = server
         .post(
