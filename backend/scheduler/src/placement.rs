@@ -123,29 +123,49 @@ pub(crate) fn eligible(node: &NodeState<'_>, workload: &Workload) -> bool {
 }
 
 /// Fragmentation of one node's free capacity for `shapes`: the expected
-/// free thousandths of a GPU that a request drawn from them could not use.
+/// free thousandths of a GPU that a request drawn from them could not use,
+/// plus those the node's CPU or memory could not feed at the shapes' mean
+/// CPU and memory per GPU. The second term looks past the next request: a
+/// node whose CPU runs out strands its GPUs for every later one.
 fn fragmentation(free: u32, partials: &[u16], cpu: u64, mem: u64, shapes: &[Shape]) -> f64 {
     let partial: u64 = partials.iter().map(|p| u64::from(*p)).sum();
     let total = u64::from(free) * u64::from(WHOLE) + partial;
-    shapes
-        .iter()
-        .map(|shape| {
-            let unusable = if cpu < shape.cpu || mem < shape.mem {
-                total
-            } else {
-                match shape.gpus {
-                    GpuRequest::Whole(0) | GpuRequest::Mig(_) => 0,
-                    GpuRequest::Whole(k) => u64::from(free % k) * u64::from(WHOLE) + partial,
-                    GpuRequest::Milli(x) => partials
-                        .iter()
-                        .filter(|p| u32::from(**p) < x)
-                        .map(|p| u64::from(*p))
-                        .sum(),
-                }
-            };
-            shape.weight * unusable as f64
-        })
-        .sum()
+    let (mut unusable_mean, mut cpu_mean, mut mem_mean, mut gpu_mean) = (0.0, 0.0, 0.0, 0.0);
+    for shape in shapes {
+        let unusable = if cpu < shape.cpu || mem < shape.mem {
+            total
+        } else {
+            match shape.gpus {
+                GpuRequest::Whole(0) | GpuRequest::Mig(_) => 0,
+                GpuRequest::Whole(k) => u64::from(free % k) * u64::from(WHOLE) + partial,
+                GpuRequest::Milli(x) => partials
+                    .iter()
+                    .filter(|p| u32::from(**p) < x)
+                    .map(|p| u64::from(*p))
+                    .sum(),
+            }
+        };
+        let gpus = match shape.gpus {
+            GpuRequest::Whole(k) => k * u32::from(WHOLE),
+            GpuRequest::Milli(x) => x,
+            GpuRequest::Mig(_) => 0,
+        };
+        unusable_mean += shape.weight * unusable as f64;
+        cpu_mean += shape.weight * shape.cpu as f64;
+        mem_mean += shape.weight * shape.mem as f64;
+        gpu_mean += shape.weight * f64::from(gpus);
+    }
+    // The thousandths of a GPU that `left` of a resource can feed, at the
+    // shapes' mean use of it per GPU.
+    let fed = |left: u64, per_shape: f64| {
+        if per_shape > 0.0 {
+            left as f64 * gpu_mean / per_shape
+        } else {
+            f64::INFINITY
+        }
+    };
+    let starved = (total as f64 - fed(cpu, cpu_mean).min(fed(mem, mem_mean))).max(0.0);
+    unusable_mean + starved
 }
 
 fn offer(
