@@ -4,7 +4,7 @@
 //! queues, merged in one heap of queue heads.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use super::Cycle;
 use crate::workload::{PriorityClass, Workload};
@@ -112,13 +112,13 @@ impl<'a> Cycle<'a> {
                 .then(wa.submitted_at.cmp(&wb.submitted_at))
                 .then_with(|| wa.id.cmp(&wb.id))
         });
-        let mut classes: Vec<std::collections::VecDeque<(u32, f64)>> = Vec::new();
+        let mut classes: Vec<VecDeque<(u32, f64)>> = Vec::new();
         let mut last = None;
         for position in by_position {
             let entry = list[position];
             let class = pending[entry.0 as usize].priority;
             if last != Some(class) {
-                classes.push(std::collections::VecDeque::new());
+                classes.push(VecDeque::new());
                 last = Some(class);
             }
             if let Some(group) = classes.last_mut() {
