@@ -1028,13 +1028,7 @@ async fn what_if_shows_a_defragmentation_plan_and_its_effect(engine: Engine) {
     let tenant = server.signup("tenant").await;
     let spot = json!({ "priority_class": "preemptible", "pricing_class": "spot" });
     let (_, whole) = fragmented(&server, &tenant, spot).await;
-    server
-        .wait_order(&tenant, whole, "waiting on fragmentation", |o| {
-            o["pending_reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("fragmentation"))
-        })
-        .await;
+    server.wait_reason(&tenant, whole, "fragmentation").await;
     let before = server.table_counts().await;
     let answer = server
         .post(
@@ -1157,13 +1151,7 @@ async fn what_if_shows_what_more_nodes_would_start(engine: Engine) {
     let second = server
         .order(&tenant, json!({ "instance_type": "h100x8" }))
         .await;
-    server
-        .wait_order(&tenant, second, "waiting", |o| {
-            o["pending_reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("capacity"))
-        })
-        .await;
+    server.wait_reason(&tenant, second, "capacity").await;
     let before = server.table_counts().await;
     let answer = server
         .post(

@@ -473,6 +473,16 @@ impl TestServer {
         .expect(StatusCode::OK);
     }
 
+    /// Polls a queued order until its reason begins with `prefix`.
+    pub async fn wait_reason(&self, tenant: &Tenant, order: Uuid, prefix: &str) -> Value {
+        self.wait_order(tenant, order, prefix, |o| {
+            o["pending_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with(prefix))
+        })
+        .await
+    }
+
     /// Polls an order until it reaches `status`.
     pub async fn wait_status(&self, tenant: &Tenant, order: Uuid, status: &str) -> Value {
         self.wait_order(tenant, order, status, |o| o["status"] == status)

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::Node;
-use crate::decision::{Preemption, PreemptionCause, Reason};
+use crate::decision::{Decisions, Preemption, PreemptionCause, Reason};
 use crate::policy::Policy;
 use crate::schedule::{Snapshot, schedule};
 use crate::workload::{GpuRequest, Placement, PriorityClass, Running, Workload};
@@ -218,6 +218,18 @@ pub fn plan_defragmentation(
         ..policy.clone()
     };
     let decisions = schedule(snapshot, &explained);
+    plan_for_decisions(snapshot, &decisions, policy, budget)
+}
+
+/// [`plan_defragmentation`] for a caller that already holds the cycle's
+/// `decisions` for `snapshot`, made with reasons: the engine is not run
+/// again.
+pub fn plan_for_decisions(
+    snapshot: &Snapshot<'_>,
+    decisions: &Decisions,
+    policy: &Policy,
+    budget: &DisruptionBudget,
+) -> DefragPlan {
     let mut hosts = hosts(snapshot);
     let mut budget = budget.clone();
     let mut plan = DefragPlan::default();
@@ -319,7 +331,8 @@ fn model_of<'a>(host: &Host<'a>, placement: &Placement) -> Option<&'a str> {
         .map(|g| g.model.as_str())
 }
 
-/// The moves that free one node for `workload`, and their cost.
+/// The moves that free one node for `workload`, each with its cost, and
+/// their total.
 fn clear(
     snapshot: &Snapshot<'_>,
     policy: &Policy,
@@ -328,7 +341,7 @@ fn clear(
     workload: &Workload,
     model: &str,
     gpus: usize,
-) -> Option<(f64, Vec<usize>)> {
+) -> Option<(f64, Vec<(usize, f64)>)> {
     let mut need = gpus.saturating_sub(host.free_of(model));
     let mut cpu = host.cpu_free;
     let mut mem = host.mem_free;
@@ -357,7 +370,7 @@ fn clear(
         cpu += run.workload.cpu_milli_per_node;
         mem += run.workload.memory_mib_per_node;
         total += c;
-        chosen.push(r);
+        chosen.push((r, c));
     }
     (need == 0 && cpu >= workload.cpu_milli_per_node && mem >= workload.memory_mib_per_node)
         .then_some((total, chosen))
@@ -376,7 +389,7 @@ fn step(
     let gpus = usize::try_from(k).ok()?;
     let count = usize::try_from(workload.node_count).ok()?;
     for model in &workload.gpu_models {
-        let mut options: Vec<(f64, usize, Vec<usize>)> = hosts
+        let mut options: Vec<Clearing> = hosts
             .iter()
             .enumerate()
             .filter(|(_, h)| !h.taken && h.may_host(workload, model, gpus))
@@ -394,54 +407,53 @@ fn step(
                 .then(hosts[a.1].node.name.cmp(&hosts[b.1].node.name))
         });
         options.truncate(count);
-        if let Some(step) = commit(snapshot, policy, hosts, budget, workload, &options) {
+        if let Some(step) = commit(snapshot, hosts, budget, workload, model, &options) {
             return Some(step);
         }
     }
     None
 }
 
-/// Re-places the moved work elsewhere and, when all of it fits, takes the
-/// chosen nodes for `workload`.
+/// A node to clear: the cost, the node's index, and the running work to
+/// move off it with each one's cost.
+type Clearing = (f64, usize, Vec<(usize, f64)>);
+
+/// Re-places the moved work elsewhere (on GPUs of `model`, which is what
+/// [`clear`] moves) and, when all of it fits, takes the chosen nodes for
+/// `workload`.
 fn commit(
     snapshot: &Snapshot<'_>,
-    policy: &Policy,
     hosts: &mut [Host<'_>],
     budget: &DisruptionBudget,
     workload: &Workload,
-    options: &[(f64, usize, Vec<usize>)],
+    model: &str,
+    options: &[Clearing],
 ) -> Option<Step> {
     let chosen: BTreeSet<usize> = options.iter().map(|o| o.1).collect();
-    let mut moved: Vec<usize> = options.iter().flat_map(|o| o.2.iter().copied()).collect();
+    let mut moved: Vec<(usize, f64)> = options.iter().flat_map(|o| o.2.iter().copied()).collect();
     // The widest first: they are the hardest to place.
-    moved.sort_by_key(|r| std::cmp::Reverse(snapshot.running[*r].placements[0].gpus.len()));
+    moved.sort_by_key(|(r, _)| std::cmp::Reverse(snapshot.running[*r].placements[0].gpus.len()));
     let mut spent: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut landing: Vec<(usize, usize, Vec<u32>)> = Vec::new();
+    let mut landing: Vec<(usize, f64, usize, Vec<u32>)> = Vec::new();
     let mut claimed: BTreeMap<usize, (BTreeSet<u32>, u64, u64)> = BTreeMap::new();
-    for r in &moved {
-        let run = &snapshot.running[*r];
-        let (from, k) = whole_gpus(run)?;
-        let from_host = hosts.iter().position(|h| h.node.name == from.node)?;
-        let its_model = model_of(&hosts[from_host], from)?;
-        let c = cost(run, policy, snapshot.now)?;
+    for &(r, c) in &moved {
+        let run = &snapshot.running[r];
         let queue = run.workload.queue.as_str();
         let total = spent.entry(queue).or_default();
         *total += c;
         if *total > budget.left(queue) {
             return None;
         }
-        let k = usize::try_from(k).ok()?;
-        let target = hosts
+        let k = run.placements[0].gpus.len();
+        let (_, host, gpus) = hosts
             .iter()
             .enumerate()
-            .filter(|(i, h)| {
-                !chosen.contains(i) && !h.taken && h.may_host(&run.workload, its_model, k)
-            })
+            .filter(|(i, h)| !chosen.contains(i) && !h.taken && h.may_host(&run.workload, model, k))
             .filter_map(|(i, h)| {
                 let (used, cpu, mem) = claimed.get(&i).cloned().unwrap_or_default();
                 let free: Vec<u32> = h
                     .free
-                    .get(its_model)?
+                    .get(model)?
                     .iter()
                     .filter(|g| !used.contains(g))
                     .copied()
@@ -452,18 +464,16 @@ fn commit(
                     .then(|| (free.len() - k, i, free[..k].to_vec()))
             })
             .min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)))?;
-        let (_, host, gpus) = target;
         let entry = claimed.entry(host).or_default();
         entry.0.extend(gpus.iter().copied());
         entry.1 += run.workload.cpu_milli_per_node;
         entry.2 += run.workload.memory_mib_per_node;
-        landing.push((*r, host, gpus));
+        landing.push((r, c, host, gpus));
     }
     let mut moves = Vec::with_capacity(landing.len());
     let mut lost = 0.0;
-    for (r, host, gpus) in landing {
+    for (r, c, host, gpus) in landing {
         let run = &snapshot.running[r];
-        let c = cost(run, policy, snapshot.now)?;
         lost += c;
         let h = &mut hosts[host];
         h.occupy(&gpus, &run.workload);

@@ -43,6 +43,7 @@ pub use decision::{
 };
 pub use defrag::{
     DefragPlan, DisruptionBudget, DisruptionLedger, Move, Step, plan_defragmentation,
+    plan_for_decisions,
 };
 pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};

@@ -6,7 +6,7 @@
 //! the loop, so a new leader starts with the whole budget.
 
 use gantry_scheduler::{
-    Decisions, DisruptionBudget, DisruptionLedger, Policy, Reason, Snapshot, plan_defragmentation,
+    Decisions, DisruptionBudget, DisruptionLedger, Policy, Reason, Snapshot, plan_for_decisions,
 };
 
 #[derive(Default)]
@@ -49,7 +49,9 @@ impl Ledger {
         let Some(budget) = self.budget(per_hour, decisions, now) else {
             return;
         };
-        let plan = plan_defragmentation(snapshot, policy, &budget);
+        // The cycle's own decisions, which the default policy explains:
+        // the engine does not run twice.
+        let plan = plan_for_decisions(snapshot, decisions, policy, &budget);
         let moves = plan.preemptions(policy, now);
         if moves.is_empty() {
             return;
