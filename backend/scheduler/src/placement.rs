@@ -29,27 +29,40 @@ pub(crate) type Shapes = FastMap<u32, Vec<Shape>>;
 
 /// How often each (model, GPUs, CPU, memory) shape occurs in some work.
 #[derive(Default)]
-pub(crate) struct ShapeTally(FastMap<(u32, GpuRequest, u64, u64), f64>);
+pub(crate) struct ShapeTally {
+    counts: FastMap<(u32, GpuRequest, u64, u64), f64>,
+    /// Work that asks for GPUs, each counted once whatever its models.
+    gpu_work: f64,
+}
 
 impl ShapeTally {
-    /// Counts `workload` once under `model`.
-    pub(crate) fn add(&mut self, model: u32, workload: &Workload) {
-        *self
-            .0
-            .entry((
-                model,
-                workload.gpus,
-                workload.cpu_milli_per_node,
-                workload.memory_mib_per_node,
-            ))
-            .or_default() += 1.0;
+    /// Counts `workload` once under each of `models`, the ones it may run on.
+    pub(crate) fn add(&mut self, models: impl IntoIterator<Item = u32>, workload: &Workload) {
+        if workload.gpus != GpuRequest::Whole(0) {
+            self.gpu_work += 1.0;
+        }
+        for model in models {
+            *self
+                .counts
+                .entry((
+                    model,
+                    workload.gpus,
+                    workload.cpu_milli_per_node,
+                    workload.memory_mib_per_node,
+                ))
+                .or_default() += 1.0;
+        }
     }
 }
 
-/// The most common shapes per GPU model, weighted by how often each occurs.
-pub(crate) fn shapes_of(ShapeTally(counts): ShapeTally) -> Shapes {
+/// The most common shapes per GPU model, each weighted by its share of all
+/// work that asks for GPUs: a model's weights sum to the share of that work
+/// which may run on it, so the work that may not counts its free GPUs as
+/// lost, as FGD's "no access" does. Work that may run anywhere then goes
+/// where fewer others could have gone.
+pub(crate) fn shapes_of(tally: ShapeTally) -> Shapes {
     let mut by_model: FastMap<u32, Vec<ShapeCount>> = FastMap::default();
-    for ((model, gpus, cpu, mem), count) in counts {
+    for ((model, gpus, cpu, mem), count) in tally.counts {
         by_model
             .entry(model)
             .or_default()
@@ -58,16 +71,22 @@ pub(crate) fn shapes_of(ShapeTally(counts): ShapeTally) -> Shapes {
     by_model
         .into_iter()
         .map(|(model, mut shapes)| {
+            let all: f64 = shapes.iter().map(|(_, count)| count).sum();
+            let access = if tally.gpu_work > 0.0 {
+                (all / tally.gpu_work).min(1.0)
+            } else {
+                1.0
+            };
             shapes.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             shapes.truncate(SHAPES_PER_MODEL);
-            let total: f64 = shapes.iter().map(|(_, count)| count).sum();
+            let kept: f64 = shapes.iter().map(|(_, count)| count).sum();
             let weighted = shapes
                 .into_iter()
                 .map(|((gpus, cpu, mem), count)| Shape {
                     gpus,
                     cpu,
                     mem,
-                    weight: count / total,
+                    weight: count / kept * access,
                 })
                 .collect();
             (model, weighted)
@@ -85,9 +104,30 @@ pub(crate) fn node_fragmentation(
     mem: u64,
     shapes: &[Shape],
 ) -> f64 {
+    node_fragmentation_by(Measure::Gantry, node, model, cpu, mem, shapes)
+}
+
+fn node_fragmentation_by(
+    measure: Measure,
+    node: &NodeState<'_>,
+    model: u32,
+    cpu: u64,
+    mem: u64,
+    shapes: &[Shape],
+) -> f64 {
     let partials: Vec<u16> = node.partial_free(model).collect();
     let free = bits(node.free_whole & node.model_mask(model));
-    fragmentation(free, &partials, cpu, mem, shapes)
+    fragmentation(measure, free, &partials, cpu, mem, shapes)
+}
+
+/// Which fragmentation a score minimises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Measure {
+    /// Ours: whole GPUs a request of k leaves over count, and so do GPUs
+    /// the node's CPU or memory could not feed.
+    Gantry,
+    /// FGD's as published, for the simulator's peer.
+    Fgd,
 }
 
 /// What one workload needs, resolved against the cycle's names.
@@ -116,6 +156,14 @@ pub(crate) struct Offer {
     leftover_share: f64,
 }
 
+impl Offer {
+    /// Adds `cost`, in thousandths of a GPU, to what the fragmentation-aware
+    /// strategy weighs against other offers.
+    pub(crate) fn add_cost(&mut self, cost: f64) {
+        self.fragmentation += cost;
+    }
+}
+
 /// Whether `node` may host `workload` at all: schedulable, carrying its
 /// labels. Regions are filtered by the index.
 pub(crate) fn eligible(node: &NodeState<'_>, workload: &Workload) -> bool {
@@ -127,16 +175,32 @@ pub(crate) fn eligible(node: &NodeState<'_>, workload: &Workload) -> bool {
 /// plus those the node's CPU or memory could not feed at the shapes' mean
 /// CPU and memory per GPU. The second term looks past the next request: a
 /// node whose CPU runs out strands its GPUs for every later one.
-fn fragmentation(free: u32, partials: &[u16], cpu: u64, mem: u64, shapes: &[Shape]) -> f64 {
+fn fragmentation(
+    measure: Measure,
+    free: u32,
+    partials: &[u16],
+    cpu: u64,
+    mem: u64,
+    shapes: &[Shape],
+) -> f64 {
     let partial: u64 = partials.iter().map(|p| u64::from(*p)).sum();
     let total = u64::from(free) * u64::from(WHOLE) + partial;
+    let fgd = measure == Measure::Fgd;
     let (mut unusable_mean, mut cpu_mean, mut mem_mean, mut gpu_mean) = (0.0, 0.0, 0.0, 0.0);
+    let mut access = 0.0;
     for shape in shapes {
-        let unusable = if cpu < shape.cpu || mem < shape.mem {
+        let unusable = if cpu < shape.cpu || (!fgd && mem < shape.mem) {
             total
         } else {
             match shape.gpus {
                 GpuRequest::Whole(0) | GpuRequest::Mig(_) => 0,
+                GpuRequest::Whole(k) if fgd => {
+                    if free >= k {
+                        partial
+                    } else {
+                        total
+                    }
+                }
                 GpuRequest::Whole(k) => u64::from(free % k) * u64::from(WHOLE) + partial,
                 GpuRequest::Milli(x) => partials
                     .iter()
@@ -154,6 +218,11 @@ fn fragmentation(free: u32, partials: &[u16], cpu: u64, mem: u64, shapes: &[Shap
         cpu_mean += shape.weight * shape.cpu as f64;
         mem_mean += shape.weight * shape.mem as f64;
         gpu_mean += shape.weight * f64::from(gpus);
+        access += shape.weight;
+    }
+    let no_access = (1.0 - access).max(0.0) * total as f64;
+    if fgd {
+        return unusable_mean + no_access;
     }
     // The thousandths of a GPU that `left` of a resource can feed, at the
     // shapes' mean use of it per GPU.
@@ -165,13 +234,14 @@ fn fragmentation(free: u32, partials: &[u16], cpu: u64, mem: u64, shapes: &[Shap
         }
     };
     let starved = (total as f64 - fed(cpu, cpu_mean).min(fed(mem, mem_mean))).max(0.0);
-    unusable_mean + starved
+    unusable_mean + no_access + access * starved
 }
 
 fn offer(
     state: &State<'_>,
     id: u32,
     demand: &Demand<'_>,
+    strategy: PlacementStrategy,
     shapes: Option<&Shapes>,
 ) -> Option<Offer> {
     let node = state.node(id);
@@ -205,6 +275,11 @@ fn offer(
         room.cpu - workload.cpu_milli_per_node,
         room.mem - workload.memory_mib_per_node,
     );
+    let measure = if strategy == PlacementStrategy::Fgd {
+        Measure::Fgd
+    } else {
+        Measure::Gantry
+    };
     let fragmentation = shapes.map_or(0.0, |shapes| {
         if demand.model == NO_MODEL {
             // CPU-only work strands GPUs when it takes the CPU or memory
@@ -214,8 +289,8 @@ fn offer(
                 .iter()
                 .filter_map(|m| shapes.get(m).map(|s| (*m, s)))
                 .map(|(m, s)| {
-                    node_fragmentation(node, m, cpu_after, mem_after, s)
-                        - node_fragmentation(node, m, room.cpu, room.mem, s)
+                    node_fragmentation_by(measure, node, m, cpu_after, mem_after, s)
+                        - node_fragmentation_by(measure, node, m, room.cpu, room.mem, s)
                 })
                 .sum();
         }
@@ -223,7 +298,7 @@ fn offer(
             return 0.0;
         };
         let mut partials: Vec<u16> = node.partial_free(demand.model).collect();
-        let before = fragmentation(free, &partials, room.cpu, room.mem, shapes);
+        let before = fragmentation(measure, free, &partials, room.cpu, room.mem, shapes);
         match (workload.gpus, partial_taken) {
             (GpuRequest::Milli(x), Some(position)) => {
                 if let Some(p) = partials.get_mut(position) {
@@ -236,7 +311,7 @@ fn offer(
             _ => {}
         }
         partials.retain(|p| *p > 0);
-        let after = fragmentation(left_over, &partials, cpu_after, mem_after, shapes);
+        let after = fragmentation(measure, left_over, &partials, cpu_after, mem_after, shapes);
         after - before
     });
     // What stays free of the kind of GPU it takes: MIG slices for a MIG
@@ -335,7 +410,12 @@ fn draw(seed: u64, workload: &str, node: u32) -> u64 {
     hash ^ (hash >> 33)
 }
 
-fn compare(strategy: PlacementStrategy, workload: &str, a: &Offer, b: &Offer) -> Ordering {
+pub(crate) fn compare(
+    strategy: PlacementStrategy,
+    workload: &str,
+    a: &Offer,
+    b: &Offer,
+) -> Ordering {
     match strategy {
         PlacementStrategy::FirstFit => a.node.cmp(&b.node),
         PlacementStrategy::Random { seed } => draw(seed, workload, a.node)
@@ -357,6 +437,11 @@ fn compare(strategy: PlacementStrategy, workload: &str, a: &Offer, b: &Offer) ->
             .then(a.gpu_left.cmp(&b.gpu_left))
             .then(b.cpu_left.cmp(&a.cpu_left))
             .then((a.left_over, a.node).cmp(&(b.left_over, b.node))),
+        PlacementStrategy::Fgd => a
+            .fragmentation
+            .total_cmp(&b.fragmentation)
+            .then(draw(0, workload, a.node).cmp(&draw(0, workload, b.node)))
+            .then(a.node.cmp(&b.node)),
     }
 }
 
@@ -373,6 +458,7 @@ fn candidates<'s>(
     let samples = matches!(
         strategy,
         PlacementStrategy::FragmentationAware
+            | PlacementStrategy::Fgd
             | PlacementStrategy::BestFit
             | PlacementStrategy::Spread
     );
@@ -417,7 +503,11 @@ pub(crate) fn find(
         return None;
     }
     let strategy = policy.placement;
-    let scored = (strategy == PlacementStrategy::FragmentationAware).then_some(shapes);
+    let scored = matches!(
+        strategy,
+        PlacementStrategy::FragmentationAware | PlacementStrategy::Fgd
+    )
+    .then_some(shapes);
     let (buckets, sampled_from) = candidates(state, demand, strategy);
     let order = |a: &Offer, b: &Offer| compare(strategy, &workload.id, a, b);
     let mut offers: Vec<Offer> = Vec::new();
@@ -429,7 +519,7 @@ pub(crate) fn find(
             if sampled && count == 1 && found >= policy.scored_per_bucket {
                 break;
             }
-            if let Some(offer) = offer(state, id, demand, scored) {
+            if let Some(offer) = offer(state, id, demand, strategy, scored) {
                 found += 1;
                 offers.push(offer);
                 let in_rack = per_rack.entry(state.node(id).rack).or_default();
@@ -442,7 +532,10 @@ pub(crate) fn find(
         let gang_ready = count > 1 && per_rack.values().any(|n| *n >= count);
         let single_done = count == 1
             && sampled
-            && strategy != PlacementStrategy::FragmentationAware
+            && !matches!(
+                strategy,
+                PlacementStrategy::FragmentationAware | PlacementStrategy::Fgd
+            )
             && offers.iter().any(|o| !o.spans_domains);
         if gang_ready || single_done {
             break;

@@ -3,9 +3,9 @@
 //! where the next workload would go.
 
 use crate::cluster::Cluster;
-use crate::placement::{Demand, ShapeTally, Shapes, find, node_fragmentation, shapes_of};
-use crate::policy::Policy;
-use crate::state::{Alloc, Holder, NO_MODEL, State, View, WHOLE};
+use crate::placement::{Demand, ShapeTally, Shapes, compare, find, node_fragmentation, shapes_of};
+use crate::policy::{PlacementStrategy, Policy};
+use crate::state::{Alloc, FastMap, Holder, NO_MODEL, State, View, WHOLE};
 use crate::workload::{GpuRequest, Placement, Workload};
 
 /// A cluster that work is placed into one workload at a time, with the same
@@ -14,6 +14,10 @@ pub struct Placer<'a> {
     state: State<'a>,
     policy: Policy,
     shapes: Shapes,
+    /// Per GPU model, the share of its capacity that expected work which
+    /// may run on few models would need: what taking one of its GPUs costs
+    /// work with nowhere else to go.
+    scarcity: FastMap<u32, f64>,
     placed: u32,
 }
 
@@ -37,16 +41,55 @@ impl<'a> Placer<'a> {
         let state = State::new(cluster, 0);
         let mut tally = ShapeTally::default();
         for workload in expected {
-            for model in Self::models(&state, workload) {
-                tally.add(model, workload);
-            }
+            tally.add(Self::models(&state, workload), workload);
         }
+        let scarcity = Self::scarcity(&state, expected);
         Self {
             state,
             policy: policy.clone(),
             shapes: shapes_of(tally),
+            scarcity,
             placed: 0,
         }
+    }
+
+    /// Demand of work that may not run on every model, spread over the
+    /// models it may run on by their capacity, as a share of each model's
+    /// capacity, with all expected work scaled to the cluster's size.
+    fn scarcity(state: &State<'_>, expected: &[Workload]) -> FastMap<u32, f64> {
+        let mut capacity: FastMap<u32, f64> = FastMap::default();
+        for node in &state.nodes {
+            for gpu in node
+                .gpus
+                .iter()
+                .filter(|g| g.healthy && g.model != NO_MODEL)
+            {
+                *capacity.entry(gpu.model).or_default() += f64::from(WHOLE);
+            }
+        }
+        let total_capacity: f64 = capacity.values().sum();
+        let (mut restricted, mut demand): (FastMap<u32, f64>, f64) = Default::default();
+        for workload in expected.iter().filter(|w| w.gpus != GpuRequest::Whole(0)) {
+            let need = workload.total_milli() as f64;
+            demand += need;
+            let models = Self::models(state, workload);
+            if models.len() >= capacity.len() {
+                continue;
+            }
+            let reach: f64 = models.iter().filter_map(|m| capacity.get(m)).sum();
+            if reach > 0.0 {
+                for model in models {
+                    *restricted.entry(model).or_default() += need / reach;
+                }
+            }
+        }
+        if demand <= 0.0 {
+            return FastMap::default();
+        }
+        restricted
+            .into_iter()
+            .map(|(model, share)| (model, (share * total_capacity / demand).min(1.0)))
+            .collect()
     }
 
     fn models(state: &State<'_>, workload: &Workload) -> Vec<u32> {
@@ -61,7 +104,7 @@ impl<'a> Placer<'a> {
     }
 
     /// Places `workload` on the best node under the policy's strategy,
-    /// trying its GPU models in order; `None` when it fits nowhere. Regions,
+    /// on any of its GPU models; `None` when it fits nowhere. Regions,
     /// labels, CPU, memory and gangs are honoured as in a cycle; quotas and
     /// ranking are not (there is nothing to rank).
     pub fn place(&mut self, workload: &Workload) -> Option<Vec<Placement>> {
@@ -77,17 +120,39 @@ impl<'a> Placer<'a> {
             tentative: false,
             binding: true,
         };
-        let offers = Self::models(&self.state, workload)
+        let scored = self.policy.placement == PlacementStrategy::FragmentationAware;
+        let mut fitting = Self::models(&self.state, workload)
             .into_iter()
-            .find_map(|model| {
+            .filter_map(|model| {
                 let demand = Demand {
                     workload,
                     model,
                     regions: regions.clone(),
                     view,
                 };
-                find(&self.state, &demand, &self.policy, &self.shapes)
-            })?;
+                let mut offers = find(&self.state, &demand, &self.policy, &self.shapes)?;
+                if scored {
+                    let cost = self.scarcity.get(&model).copied().unwrap_or(0.0)
+                        * workload.gpus.milli_per_node() as f64;
+                    for offer in &mut offers {
+                        offer.add_cost(cost);
+                    }
+                }
+                Some(offers)
+            });
+        // A trace's models are alternatives, not preferences: a single-node
+        // workload takes the best node of any of them, as the strategy
+        // ranks nodes, the fragmentation-aware one counting what its GPUs
+        // would cost work that could run nowhere else; a gang takes the
+        // first model that fits it.
+        let offers = if workload.node_count == 1 {
+            fitting.min_by(|a, b| match (a.first(), b.first()) {
+                (Some(a), Some(b)) => compare(self.policy.placement, &workload.id, a, b),
+                _ => std::cmp::Ordering::Equal,
+            })
+        } else {
+            fitting.next()
+        }?;
         let holder = Holder::Started(self.placed);
         self.placed += 1;
         let units = match workload.gpus {

@@ -6,6 +6,12 @@ pub enum PlacementStrategy {
     /// Minimise the fragmentation the placement adds, weighted by the shapes
     /// of work that is waiting (the idea of the FGD paper), after topology.
     FragmentationAware,
+    /// The FGD paper's score as its authors publish it (Weng et al., USENIX
+    /// ATC '23): the node whose expected fragmentation grows least, where
+    /// a request that fits counts only the partly used GPUs too small for
+    /// it, CPU alone stands for the host, and equal scores are drawn at
+    /// random as the Kubernetes scheduler does. A peer for the simulator.
+    Fgd,
     /// The node left with the fewest free GPUs (packing).
     BestFit,
     /// The first node, by name, that fits.

@@ -417,3 +417,69 @@ fn fragmentation_aware_placement_keeps_room_for_the_shapes_that_wait() {
     });
     assert_eq!(nodes_of(&best_fit, "one"), ["n1"]);
 }
+
+fn placer_cluster(nodes: Vec<gantry_scheduler::Node>) -> gantry_scheduler::Cluster {
+    gantry_scheduler::Cluster {
+        nodes,
+        regions: Vec::new(),
+    }
+}
+
+/// A workload's models in a trace are alternatives, not an order of
+/// preference: a half GPU that may run on either model joins the partly
+/// used GPU of the second instead of opening a GPU of the first.
+#[test]
+fn work_that_may_run_on_several_models_takes_the_best_node_of_any() {
+    let cluster = placer_cluster(vec![node("h", "r1", H100, 2), node("l", "r1", L40S, 2)]);
+    let half = |id: &str, models: &[&str]| Workload {
+        gpu_models: models.iter().map(|m| (*m).into()).collect(),
+        gpus: GpuRequest::Milli(500),
+        ..job(id, "a", 1, 1)
+    };
+    let either = half("either", &[H100, L40S]);
+    let mut placer =
+        gantry_scheduler::Placer::new(&cluster, &Policy::default(), std::slice::from_ref(&either));
+
+    let first = placer.place(&half("l40s-only", &[L40S])).expect("fits");
+    let second = placer.place(&either).expect("fits");
+
+    assert_eq!(first[0].node, "l");
+    assert_eq!(second, first);
+    assert_eq!(placer.fill().allocated_milli, 1_000);
+}
+
+/// Work that may run anywhere leaves the model that other expected work
+/// can only run on, so that work still fits when it comes.
+#[test]
+fn work_that_may_run_anywhere_leaves_the_model_other_work_needs() {
+    let cluster = placer_cluster(vec![node("l", "r1", L40S, 2), node("h", "r1", H100, 8)]);
+    let anywhere = Workload {
+        gpu_models: vec![L40S.into(), H100.into()],
+        ..job("anywhere", "a", 1, 1)
+    };
+    let l40s_pair = Workload {
+        gpu_models: vec![L40S.into()],
+        ..job("l40s-pair", "a", 2, 1)
+    };
+    let expected = [anywhere.clone(), l40s_pair.clone()];
+    for placement in [
+        PlacementStrategy::FragmentationAware,
+        PlacementStrategy::Fgd,
+    ] {
+        let policy = Policy {
+            placement,
+            ..Policy::default()
+        };
+        let mut placer = gantry_scheduler::Placer::new(&cluster, &policy, &expected);
+
+        let first = placer.place(&anywhere).expect("fits");
+        let pair = placer.place(&l40s_pair);
+
+        assert_eq!(first[0].node, "h", "{placement:?}");
+        assert_eq!(
+            pair.map(|p| p[0].node.clone()).as_deref(),
+            Some("l"),
+            "{placement:?}"
+        );
+    }
+}

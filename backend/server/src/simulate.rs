@@ -28,7 +28,8 @@ pub enum SimCommand {
         /// Alibaba pod lists; several may be given.
         #[arg(long, required = true)]
         pods: Vec<PathBuf>,
-        /// Placement policies: random, first-fit, best-fit, spread, gantry.
+        /// Placement policies: random, first-fit, best-fit, spread, fgd (the
+        /// FGD paper's score, as a peer), gantry.
         #[arg(long = "policy", default_values_t = ["gantry".to_owned()])]
         policies: Vec<String>,
         /// Seeds: one number or a range such as 42..51 (inclusive).

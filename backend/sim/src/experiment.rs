@@ -19,21 +19,30 @@ use crate::stats::median;
 pub fn placement_policy(name: &str, seed: u64) -> Option<Policy> {
     let placement = match name {
         "gantry" => PlacementStrategy::FragmentationAware,
+        "fgd" => PlacementStrategy::Fgd,
         "best-fit" => PlacementStrategy::BestFit,
         "first-fit" => PlacementStrategy::FirstFit,
         "spread" => PlacementStrategy::Spread,
         "random" => PlacementStrategy::Random { seed },
         _ => return None,
     };
+    // Gantry's placement samples nodes as the server runs it; the peers
+    // score every node, as their authors describe them.
+    let scored_per_bucket = if placement == PlacementStrategy::FragmentationAware {
+        Policy::default().scored_per_bucket
+    } else {
+        usize::MAX
+    };
     Some(Policy {
         placement,
-        scored_per_bucket: usize::MAX,
+        scored_per_bucket,
         ..Policy::default()
     })
 }
 
 /// The placement policies of the fill protocol.
-pub const PLACEMENT_POLICIES: [&str; 5] = ["random", "first-fit", "best-fit", "spread", "gantry"];
+pub const PLACEMENT_POLICIES: [&str; 6] =
+    ["random", "first-fit", "best-fit", "spread", "fgd", "gantry"];
 
 /// A queueing policy of the replay, by the name reports use: `fcfs`
 /// (first come, first served, nothing passes blocked work), `easy` (the same

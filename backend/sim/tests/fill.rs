@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use gantry_scheduler::Cluster;
-use gantry_sim::experiment::{fill_experiment, placement_policy};
+use gantry_sim::experiment::{PLACEMENT_POLICIES, fill_experiment, placement_policy};
 use gantry_sim::{alibaba, fill};
 
 fn cluster() -> Cluster {
@@ -23,7 +23,7 @@ fn pods() -> Vec<alibaba::Pod> {
 fn every_placement_fits_its_node_by_an_independent_check() {
     let cluster = cluster();
     let pods = pods();
-    for policy in ["random", "first-fit", "best-fit", "spread", "gantry"] {
+    for policy in PLACEMENT_POLICIES {
         let config = placement_policy(policy, 42).expect("policy");
         let mut rows = Vec::new();
         let run = fill::run(&cluster, &pods, &config, 42, 1.3, |row| {

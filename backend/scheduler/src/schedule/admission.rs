@@ -223,9 +223,7 @@ impl<'a> Cycle<'a> {
                 lists.resize_with(self.slots.len(), Vec::new);
             }
             lists[slot].push((p, self.score(workload)));
-            for model in self.prepared[index].models.iter().copied() {
-                shapes.add(model, workload);
-            }
+            shapes.add(self.prepared[index].models.iter().copied(), workload);
         }
         self.shapes = shapes_of(shapes);
         let pending = self.snap.pending;
