@@ -2,6 +2,9 @@
 // an operator go through. Screenshots of the main pages land in
 // e2e/artifacts/.
 import AxeBuilder from "@axe-core/playwright";
+import { createHmac } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, onTestFinished, test } from "vitest";
 import {
@@ -90,7 +93,12 @@ async function accessible(page: Page, where = "") {
 
 beforeAll(async () => {
   // Fleet history every 5 s, so the Trends page has points within a test.
-  server = await startServer({ GANTRY_HISTORY_INTERVAL_SECONDS: "5" });
+  server = await startServer({
+    GANTRY_HISTORY_INTERVAL_SECONDS: "5",
+    // The webhook test's receiver listens on this machine.
+    GANTRY_WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
+    GANTRY_WEBHOOK_ALLOW_HTTP: "true",
+  });
   browser = await launchBrowser();
 });
 
@@ -595,6 +603,56 @@ describe("the console", () => {
     await carol.page.getByRole("option", { name: ALICE.organization }).click();
     await carol.page.getByRole("heading", { name: "Overview" }).waitFor();
     expect(new URL(carol.page.url()).pathname).toBe(`/orgs/${alphaOrg}`);
+  });
+
+  test("a tenant registers a webhook endpoint, sends a test event and reads the delivery log", async () => {
+    // A receiver that checks the signature with its own HMAC, as the
+    // Standard Webhooks specification defines it.
+    const received: { id: string; type: string; verified: boolean }[] = [];
+    let secret = "";
+    const receiver = createServer((request, response) => {
+      let body = "";
+      request.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      request.on("end", () => {
+        const id = String(request.headers["webhook-id"]);
+        const signed = `${id}.${String(request.headers["webhook-timestamp"])}.${body}`;
+        const expected = createHmac("sha256", Buffer.from(secret.replace(/^whsec_/, ""), "base64")).update(signed).digest("base64");
+        const signatures = String(request.headers["webhook-signature"]).split(" ");
+        received.push({ id, type: (JSON.parse(body) as { type: string }).type, verified: signatures.includes(`v1,${expected}`) });
+        response.writeHead(200).end("thanks");
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+    onTestFinished(() => void receiver.close());
+    const port = (receiver.address() as AddressInfo).port;
+
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("link", { name: "Members & API keys" }).click();
+    await page.getByRole("tab", { name: "Webhooks" }).click();
+    await page.getByRole("textbox", { name: "Endpoint URL" }).fill(`http://127.0.0.1:${port}/hooks`);
+    await page.getByRole("textbox", { name: "Description" }).fill("CI notifications");
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    await expect.poll(() => page.getByTestId("webhook-secret").textContent()).toMatch(/^whsec_/);
+    secret = (await page.getByTestId("webhook-secret").textContent()) ?? "";
+    await page.getByRole("button", { name: "Done" }).click();
+    const endpoint = page.getByTestId("webhook-endpoint");
+    await endpoint.getByText("CI notifications · every event").waitFor();
+
+    await endpoint.getByRole("button", { name: "Send test event" }).click();
+    await expect.poll(() => received.length, { timeout: 15_000 }).toBe(1);
+    expect(received[0]).toMatchObject({ type: "webhook.test", verified: true });
+    const log = page.getByRole("table", { name: "Deliveries" });
+    await expect.poll(() => log.getByTestId("webhook-last-answer").first().textContent(), { timeout: 15_000 }).toMatch(/^HTTP 200 in \d+ ms/);
+    await log.getByText("delivered").waitFor();
+    await log.getByText(received[0]?.id ?? "").waitFor();
+
+    // Sent again: the same webhook-id.
+    await log.getByRole("button", { name: "Send again" }).click();
+    await expect.poll(() => received.length, { timeout: 15_000 }).toBe(2);
+    expect(received[1]?.id).toBe(received[0]?.id);
+    await screenshot(page, "webhooks");
+    await accessible(page);
   });
 
   test("an operator issues, finalizes and marks paid a tenant's invoice from the console", async () => {

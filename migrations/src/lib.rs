@@ -26,6 +26,7 @@ mod m20261205_000019_readability;
 mod m20261205_000020_invitations;
 mod m20261206_000021_history;
 mod m20261207_000022_estimates_and_moves;
+mod m20261208_000023_webhooks;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000020_invitations::Migration),
             Box::new(m20261206_000021_history::Migration),
             Box::new(m20261207_000022_estimates_and_moves::Migration),
+            Box::new(m20261208_000023_webhooks::Migration),
         ]
     }
 }

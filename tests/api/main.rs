@@ -1,6 +1,8 @@
 //! The API suite: every test runs against a real server over HTTP, once on
 //! SQLite and once on PostgreSQL.
 
+#[path = "../webhooks/receiver.rs"]
+mod receiver;
 mod support;
 
 mod backup;
@@ -25,3 +27,4 @@ mod reservations;
 mod sessions;
 mod shared_gpus;
 mod usage;
+mod webhooks;

@@ -46,6 +46,8 @@ pub struct Shared {
     pub catalog: crate::catalog::cache::CatalogCache,
     pub clock: crate::clock::Clock,
     pub trusted_proxies: crate::http::client_address::TrustedProxies,
+    /// Where webhook deliveries may go.
+    pub webhook_targets: crate::webhooks::target::Targets,
     pub config: Config,
 }
 
@@ -75,6 +77,13 @@ impl AppState {
         let passwords = PasswordHasher::new()?;
         let trusted_proxies =
             crate::http::client_address::TrustedProxies::parse(&config.trusted_proxies)?;
+        let webhook_targets = crate::webhooks::target::Targets::new(
+            crate::http::client_address::networks(
+                &config.webhook_allowed_networks,
+                "webhook network",
+            )?,
+            config.webhook_allow_http,
+        );
         if config.demo && crate::demo::seed(&db, &passwords).await? {
             tracing::info!("seeded the demo catalog, simulated cluster and logins");
         }
@@ -95,6 +104,7 @@ impl AppState {
             catalog: crate::catalog::cache::CatalogCache::default(),
             clock: crate::clock::Clock::default(),
             trusted_proxies,
+            webhook_targets,
             config,
         })))
     }
@@ -109,6 +119,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::tenancy::orgs::routes())
         .merge(crate::tenancy::members::routes())
         .merge(crate::tenancy::invitations::routes())
+        .merge(crate::webhooks::routes())
         .merge(crate::tenancy::projects::routes())
         .merge(crate::tenancy::api_keys::routes())
         .merge(crate::audit::routes())
@@ -268,6 +279,17 @@ fn spawn_housekeeping(state: AppState) {
                 Ok(pruned) => tracing::info!(pruned, "dropped GPU readings past retention"),
                 Err(error) => tracing::warn!(%error, "could not drop old GPU readings"),
             }
+            match crate::webhooks::delivery::prune(
+                &state.db,
+                state.clock.now(),
+                crate::webhooks::delivery::RETENTION,
+            )
+            .await
+            {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "dropped webhook events past retention"),
+                Err(error) => tracing::warn!(%error, "could not drop old webhook events"),
+            }
         }
     });
 }
@@ -301,6 +323,10 @@ pub async fn serve(
         state.clone(),
         scheduler_stopped.clone(),
     ));
+    let webhooks = tokio::spawn(crate::webhooks::delivery::run(
+        state.clone(),
+        scheduler_stopped.clone(),
+    ));
     let scheduler = tokio::spawn(crate::scheduling::run(state.clone(), scheduler_stopped));
     let handle = state.scheduler.clone();
     let app = router(state)?;
@@ -322,6 +348,7 @@ pub async fn serve(
     stop_scheduler.send(true).ok();
     scheduler.await.ok();
     notifications.await.ok();
+    webhooks.await.ok();
     if let Some(metrics) = metrics {
         metrics.await.context("the metrics listener")??;
     }

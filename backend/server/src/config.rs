@@ -63,6 +63,11 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_METRICS_TOKEN", "metrics_token"),
     ("GANTRY_TRUSTED_PROXIES", "trusted_proxies"),
     (
+        "GANTRY_WEBHOOK_ALLOWED_NETWORKS",
+        "webhook_allowed_networks",
+    ),
+    ("GANTRY_WEBHOOK_ALLOW_HTTP", "webhook_allow_http"),
+    (
         "GANTRY_RESERVATION_FREE_CANCEL_HOURS",
         "reservation_free_cancel_hours",
     ),
@@ -73,7 +78,12 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
 ];
 
 /// Keys whose environment value is a comma-separated list.
-const LISTS: &[&str] = &["cors_allowed_origins", "exposable_ports", "trusted_proxies"];
+const LISTS: &[&str] = &[
+    "cors_allowed_origins",
+    "exposable_ports",
+    "trusted_proxies",
+    "webhook_allowed_networks",
+];
 
 #[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -188,6 +198,13 @@ pub struct Config {
     /// Load balancers and reverse proxies (addresses or networks) whose
     /// `X-Forwarded-For` names the client; from anyone else it is ignored.
     pub trusted_proxies: Vec<String>,
+    /// Networks webhook deliveries may reach although they are private,
+    /// loopback or link-local (all other addresses of those kinds are
+    /// refused when the URL is resolved for each attempt).
+    pub webhook_allowed_networks: Vec<String>,
+    /// Lets webhook URLs use plain `http://`, and only towards loopback
+    /// addresses: for a receiver on the same machine.
+    pub webhook_allow_http: bool,
 }
 
 impl Default for Config {
@@ -231,6 +248,8 @@ impl Default for Config {
             metrics_listen: None,
             metrics_token: None,
             trusted_proxies: Vec::new(),
+            webhook_allowed_networks: Vec::new(),
+            webhook_allow_http: false,
         }
     }
 }
@@ -292,6 +311,8 @@ impl std::fmt::Debug for Config {
                 &self.metrics_token.as_ref().map(|_| "<set>"),
             )
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("webhook_allowed_networks", &self.webhook_allowed_networks)
+            .field("webhook_allow_http", &self.webhook_allow_http)
             .finish()
     }
 }

@@ -213,6 +213,8 @@ pub enum Resource {
     Reservation,
     MaintenanceWindow,
     Invitation,
+    WebhookEndpoint,
+    WebhookDelivery,
 }
 
 impl Resource {
@@ -236,6 +238,8 @@ impl Resource {
             Self::Reservation => ("reservation_not_found", "reservation"),
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
             Self::Invitation => ("invitation_not_found", "invitation"),
+            Self::WebhookEndpoint => ("webhook_endpoint_not_found", "webhook endpoint"),
+            Self::WebhookDelivery => ("webhook_delivery_not_found", "webhook delivery"),
         }
     }
 }

@@ -33,3 +33,4 @@ pub mod sla;
 pub mod ssh_keys;
 pub mod tenancy;
 pub mod validate;
+pub mod webhooks;

@@ -32,6 +32,7 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
         (name = "usage", description = "Metered GPU-seconds, measured and billable"),
         (name = "billing", description = "Invoices rated from usage"),
         (name = "sla", description = "Availability and queue waits against what was promised"),
+        (name = "webhooks", description = "Signed events sent to an organization's endpoints (Standard Webhooks)"),
         (name = "agent", description = "The node agent's API: join token, then node credential"),
         (name = "admin", description = "The operator API"),
         (name = "health", description = "Liveness and readiness"),

@@ -1,7 +1,9 @@
 //! The `gantry` binary as separate processes on one database: killed with
-//! SIGKILL while it places and provisions orders, and run as two replicas
-//! sharing the scheduler lease.
+//! SIGKILL while it places and provisions orders, meters, or delivers
+//! webhooks, and run as two replicas sharing the scheduler lease.
 
+#[path = "../../../tests/webhooks/receiver.rs"]
+mod receiver;
 #[allow(dead_code)]
 #[path = "../../../tests/api/support.rs"]
 mod support;
@@ -18,6 +20,7 @@ on_both_engines!(
     kill_9_while_metering_loses_and_double_counts_no_usage,
     two_replicas_share_one_lease_and_a_killed_leader_hands_it_over,
     replicas_starting_together_on_an_empty_database_all_come_up,
+    kill_9_while_delivering_webhooks_loses_no_event_and_keeps_each_id,
 );
 
 /// A `gantry serve` process, killed with SIGKILL when dropped.
@@ -70,6 +73,8 @@ impl Server {
             .env("GANTRY_DATABASE_MAX_CONNECTIONS", "5")
             .env("GANTRY_METERING_INTERVAL_SECONDS", "1")
             .env("GANTRY_AGENT_HEARTBEAT_DEADLINE_SECONDS", "1")
+            .env("GANTRY_WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8")
+            .env("GANTRY_WEBHOOK_ALLOW_HTTP", "true")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -377,4 +382,82 @@ async fn replicas_starting_together_on_an_empty_database_all_come_up(engine: Eng
         setup.count("SELECT COUNT(*) FROM seaql_migrations").await,
         i64::try_from(Migrator::migrations().len()).expect("count")
     );
+}
+
+/// Killed while a delivery is on the wire (the receiver holds its first
+/// request) and later events wait in the outbox: the next process sends
+/// every event, the one on the wire again under the same `webhook-id`, and
+/// no event arrives under two ids.
+async fn kill_9_while_delivering_webhooks_loses_no_event_and_keeps_each_id(engine: Engine) {
+    let (setup, _operator, tenant) = prepared(engine).await;
+    let url = setup.state.config.database_url();
+    let receiver = receiver::Receiver::start(&["--delay-first", "3"]);
+    let first = Server::start(&url).await;
+    let created: Value = first
+        .http
+        .post(format!(
+            "{}/api/v1/orgs/{}/webhooks",
+            first.base, tenant.org_id
+        ))
+        .bearer_auth(&tenant.token)
+        .json(&json!({ "url": receiver.url(), "event_types": ["order.queued"] }))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json");
+    receiver
+        .set_secret(created["secret"].as_str().expect("secret"))
+        .await;
+    let mut orders = vec![first.order(&tenant, "hooked-0").await];
+    for _ in 0..200 {
+        if setup.count("SELECT COUNT(*) FROM webhook_deliveries").await >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The first delivery is on the wire and held; the rest wait behind it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 1..5 {
+        orders.push(first.order(&tenant, &format!("hooked-{i}")).await);
+    }
+    first.kill_9();
+    assert_eq!(
+        setup
+            .count("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'succeeded'")
+            .await,
+        0,
+        "the process died before recording an answer"
+    );
+    assert!(
+        setup
+            .count("SELECT COUNT(*) FROM webhook_events WHERE dispatched = false")
+            .await
+            >= 4,
+        "later events wait in the outbox"
+    );
+
+    let _second = Server::start(&url).await;
+    let of = |request: &Value, order: &str| {
+        request["type"] == "order.queued" && request["body"]["data"]["order"]["id"] == order
+    };
+    let requests = receiver
+        .wait("every order's queued event, the first one twice", |r| {
+            orders.iter().all(|o| r.iter().any(|e| of(e, o)))
+                && r.iter().filter(|e| of(e, &orders[0])).count() == 2
+        })
+        .await;
+    assert!(
+        requests.iter().all(|r| r["verified"] == true),
+        "{requests:#?}"
+    );
+    for order in &orders {
+        let ids: std::collections::HashSet<&str> = requests
+            .iter()
+            .filter(|r| of(r, order))
+            .filter_map(|r| r["id"].as_str())
+            .collect();
+        assert_eq!(ids.len(), 1, "{order}: {requests:#?}");
+    }
 }

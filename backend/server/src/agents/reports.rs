@@ -385,8 +385,11 @@ async fn apply(
                     .col_expr(
                         order::Column::PendingReason,
                         Expr::value(Some(format!(
-                            "attempt {} {why}; retry {} of {}",
-                            current.attempts, current.attempts, current.max_retries
+                            "{}{} {why}; retry {} of {}",
+                            crate::jobs::RETRY_REASON_PREFIX,
+                            current.attempts,
+                            current.attempts,
+                            current.max_retries
                         ))),
                     )
                     .exec(txn)

@@ -72,6 +72,17 @@ pub async fn refresh(db: &DatabaseConnection, now: DateTime<Utc>) -> ApiResult<u
                 },
             )
             .await?;
+            crate::webhooks::events::emit(
+                &txn,
+                account.org_id,
+                "budget.threshold_crossed",
+                serde_json::json!({
+                    "percent": level, "spend_micros": spend, "budget_micros": budget,
+                    "hard_cap": account.hard_cap,
+                }),
+                now,
+            )
+            .await?;
             tracing::info!(org = %account.org_id, level, spend, budget, "budget alert");
         }
         let mut row: billing_account::ActiveModel = account.into();

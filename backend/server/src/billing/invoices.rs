@@ -693,6 +693,20 @@ pub async fn finalize(
     row.status = Set(InvoiceStatus::Finalized);
     row.finalized_at = Set(Some(now));
     let finalized = row.update(&txn).await?;
+    crate::webhooks::events::emit(
+        &txn,
+        finalized.org_id,
+        "invoice.finalized",
+        serde_json::json!({ "invoice": {
+            "id": finalized.id,
+            "period_start": finalized.period_start,
+            "period_end": finalized.period_end,
+            "currency": finalized.currency,
+            "total_micros": finalized.total_micros,
+        }}),
+        now,
+    )
+    .await?;
     txn.commit().await?;
     Ok(finalized)
 }

@@ -153,6 +153,14 @@ pub async fn draw(state: &AppState, now: DateTime<Utc>) -> ApiResult<()> {
                     },
                 )
                 .await?;
+                crate::webhooks::events::emit(
+                    &txn,
+                    org_id,
+                    "balance.exhausted",
+                    serde_json::json!({ "balance_micros": left, "stops_at": now + grace }),
+                    now,
+                )
+                .await?;
                 Some(now)
             }
             (_, false) => None,

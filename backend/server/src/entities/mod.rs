@@ -42,3 +42,7 @@ pub mod sla_policy;
 pub mod ssh_key;
 pub mod usage_record;
 pub mod user;
+pub mod webhook_attempt;
+pub mod webhook_delivery;
+pub mod webhook_endpoint;
+pub mod webhook_event;

@@ -24,22 +24,25 @@ pub struct ClientAddress(pub IpAddr);
 #[derive(Debug, Clone, Default)]
 pub struct TrustedProxies(Vec<IpNet>);
 
+/// Networks from a configuration list of addresses (`10.0.0.7`) and
+/// networks (`10.0.0.0/8`); `what` names an entry in the error.
+pub fn networks(entries: &[String], what: &str) -> anyhow::Result<Vec<IpNet>> {
+    entries
+        .iter()
+        .map(|entry| {
+            let entry = entry.trim();
+            entry
+                .parse::<IpNet>()
+                .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
+                .with_context(|| format!("{what} {entry:?} is neither an address nor a network"))
+        })
+        .collect()
+}
+
 impl TrustedProxies {
     /// From addresses (`10.0.0.7`) and networks (`10.0.0.0/8`).
     pub fn parse(entries: &[String]) -> anyhow::Result<Self> {
-        entries
-            .iter()
-            .map(|entry| {
-                let entry = entry.trim();
-                entry
-                    .parse::<IpNet>()
-                    .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
-                    .with_context(|| {
-                        format!("trusted proxy {entry:?} is neither an address nor a network")
-                    })
-            })
-            .collect::<anyhow::Result<_>>()
-            .map(Self)
+        networks(entries, "trusted proxy").map(Self)
     }
 
     fn trusts(&self, address: IpAddr) -> bool {

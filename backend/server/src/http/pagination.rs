@@ -92,7 +92,7 @@ impl<T> Page<T> {
         mut rows: Vec<R>,
         request: PageRequest,
         id_of: impl Fn(&R) -> Uuid,
-        view: impl Fn(R) -> T,
+        view: impl FnMut(R) -> T,
     ) -> Self {
         let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
         let next_cursor = if rows.len() > limit {

@@ -18,6 +18,11 @@ use crate::entities::order;
 use crate::validate::Fields;
 
 pub const KIND: &str = "job";
+
+/// How the waiting reason of a job queued again after a failed attempt
+/// begins, so that events can tell a retry from a preemption.
+pub const RETRY_REASON_PREFIX: &str = "attempt ";
+
 const COMMAND_MAX: usize = 4096;
 const ARGS_MAX: usize = 256;
 const ENV_MAX: usize = 128;

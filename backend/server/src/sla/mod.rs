@@ -292,10 +292,37 @@ pub async fn record_credits(
     now: DateTime<Utc>,
 ) -> Result<usize, DbErr> {
     let report = measure(db, org_id, start, end, now).await?;
-    let credits: Vec<sla_credit::ActiveModel> = report
+    let kept_before: std::collections::HashSet<Uuid> = sla_credit::Entity::find()
+        .filter(sla_credit::Column::OrgId.eq(org_id))
+        .filter(sla_credit::Column::MonthStart.eq(start))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|c| c.order_id)
+        .collect();
+    let granted: Vec<_> = report
         .orders
         .iter()
-        .filter(|o| o.credit_micros > 0)
+        .filter(|o| o.credit_micros > 0 && !kept_before.contains(&o.order_id))
+        .collect();
+    for o in &granted {
+        crate::webhooks::events::emit(
+            db,
+            org_id,
+            "sla.credit_granted",
+            serde_json::json!({
+                "order_id": o.order_id,
+                "month_start": start,
+                "availability_permyriad": o.availability_permyriad,
+                "credit_percent": o.credit_percent,
+                "credit_micros": o.credit_micros,
+            }),
+            now,
+        )
+        .await?;
+    }
+    let credits: Vec<sla_credit::ActiveModel> = granted
+        .into_iter()
         .map(|o| sla_credit::ActiveModel {
             id: Set(Uuid::now_v7()),
             org_id: Set(org_id),

@@ -22,7 +22,7 @@ use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
 use crate::entities::{
     api_key, audit_log, invitation, invoice, membership, order, organization, project, reservation,
-    usage_record,
+    usage_record, webhook_delivery, webhook_endpoint,
 };
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
@@ -65,6 +65,12 @@ impl TenantOwned for invitation::Entity {
 }
 impl TenantOwned for reservation::Entity {
     const ORG_ID: Self::Column = reservation::Column::OrgId;
+}
+impl TenantOwned for webhook_endpoint::Entity {
+    const ORG_ID: Self::Column = webhook_endpoint::Column::OrgId;
+}
+impl TenantOwned for webhook_delivery::Entity {
+    const ORG_ID: Self::Column = webhook_delivery::Column::OrgId;
 }
 
 impl OrgScope {

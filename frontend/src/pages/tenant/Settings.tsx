@@ -12,6 +12,7 @@ import { dateTime, words } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { useOrgId } from "../../lib/orgId";
 import { SshKeys } from "./SshKeys";
+import { Webhooks } from "./Webhooks";
 import { t } from "../../i18n";
 
 const ROLES: Schemas["OrgRole"][] = ["owner", "admin", "member", "viewer", "billing"];
@@ -26,6 +27,7 @@ export function SettingsPage() {
           <Tabs.Tab value="members">{t("settings.members")}</Tabs.Tab>
           <Tabs.Tab value="keys">{t("settings.apiKeys")}</Tabs.Tab>
           <Tabs.Tab value="ssh">{t("settings.sshKeys")}</Tabs.Tab>
+          <Tabs.Tab value="webhooks">{t("settings.webhooks")}</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="members">
           <Members />
@@ -35,6 +37,9 @@ export function SettingsPage() {
         </Tabs.Panel>
         <Tabs.Panel value="ssh">
           <SshKeys />
+        </Tabs.Panel>
+        <Tabs.Panel value="webhooks">
+          <Webhooks />
         </Tabs.Panel>
       </Tabs>
     </>
