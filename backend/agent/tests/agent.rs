@@ -363,7 +363,17 @@ async fn an_operator_rotates_and_revokes_a_running_agents_credential(engine: Eng
         .as_str()
         .expect("node id")
         .to_owned();
-    let first = saved_credential(&state).expect("a saved credential");
+    // The node is registered a moment before the agent has saved what
+    // the registration answered.
+    let mut saved = None;
+    for _ in 0..100 {
+        saved = saved_credential(&state);
+        if saved.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let first = saved.expect("a saved credential");
     let heartbeat = |credential: String| {
         let server = &server;
         async move {
