@@ -84,6 +84,18 @@ wrk.body = '{"instance_type":"h100x1"}'
 LUA
   wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/order.lua" "$base/api/v1/orgs/$org/orders" |
     tee "$work/wrk-$engine.txt"
+  if [ "$engine" = postgres ]; then
+    # What the webhook outbox costs: the trigger that writes an event row
+    # in every order's transaction dropped, then put back (with, without,
+    # with again, so drift shows).
+    echo "### postgres: order creation without the webhook outbox trigger, then with it again"
+    psql "$PG/gantry_bench" -qc "DROP TRIGGER orders_webhook ON orders"
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/order.lua" "$base/api/v1/orgs/$org/orders" |
+      grep -E "Requests/sec|^ +(50|99)%"
+    psql "$PG/gantry_bench" -qc "CREATE TRIGGER orders_webhook AFTER INSERT OR UPDATE OF status ON orders FOR EACH ROW EXECUTE FUNCTION orders_webhook_event()"
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$work/order.lua" "$base/api/v1/orgs/$org/orders" |
+      grep -E "Requests/sec|^ +(50|99)%"
+  fi
   stop_server
 
   if [ "$engine" = postgres ]; then

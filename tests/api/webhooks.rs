@@ -506,3 +506,53 @@ async fn an_endpoint_failing_for_five_days_is_turned_off_and_its_organization_to
     assert_eq!(first["status"], "failed");
     assert_eq!(first["attempts"], 8);
 }
+
+/// A redirect is an answer, not a way elsewhere: the attempt records the
+/// 307 and the address it points to never hears from the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_not_followed() {
+    let server = webhook_server(Engine::Sqlite).await;
+    let tenant = server.signup("tenant").await;
+    let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let target = format!("http://{}/stolen", elsewhere.local_addr().expect("address"));
+    let redirecting = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!(
+        "http://{}/hooks",
+        redirecting.local_addr().expect("address")
+    );
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut stream, _)) = redirecting.accept().await {
+            let mut request = [0u8; 8192];
+            stream.read(&mut request).await.ok();
+            let answer = format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}\r\ncontent-length: 5\r\nconnection: close\r\n\r\nmoved"
+            );
+            stream.write_all(answer.as_bytes()).await.ok();
+        }
+    });
+    let (endpoint, _) = register(&server, &tenant, &url, json!([])).await;
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/webhooks/{endpoint}/test", tenant.org_id),
+            &tenant.token,
+            json!({}),
+        )
+        .await
+        .expect(StatusCode::ACCEPTED);
+    let log = deliveries_once(&server, &tenant, endpoint, |d| {
+        d[0]["attempt_log"][0]["status_code"] == 307
+    })
+    .await;
+    assert_eq!(log[0]["attempt_log"][0]["status_code"], 307, "{log:#?}");
+    assert_eq!(
+        log[0]["status"], "pending",
+        "a redirect is a failed attempt"
+    );
+    let reached = tokio::time::timeout(Duration::from_millis(500), elsewhere.accept()).await;
+    assert!(reached.is_err(), "the redirect's target was reached");
+}
