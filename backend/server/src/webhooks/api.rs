@@ -228,6 +228,29 @@ async fn find_endpoint(
         .ok_or_else(|| ApiError::not_found(Resource::WebhookEndpoint, id))
 }
 
+/// Audits a change to one of the organization's endpoints.
+async fn record(
+    txn: &impl sea_orm::ConnectionTrait,
+    access: &OrgAccess<need::Admin>,
+    org_id: Uuid,
+    endpoint_id: Uuid,
+    action: &'static str,
+    details: serde_json::Value,
+) -> Result<(), sea_orm::DbErr> {
+    audit::record(
+        txn,
+        Change {
+            org_id: Some(org_id),
+            action,
+            target_type: "webhook_endpoint",
+            target_id: Some(endpoint_id.to_string()),
+            details,
+            actor: &access.actor,
+        },
+    )
+    .await
+}
+
 /// Refuses to send to an endpoint that is turned off.
 fn sendable(endpoint: &webhook_endpoint::Model) -> ApiResult<()> {
     if endpoint.enabled {
@@ -325,16 +348,13 @@ async fn create_endpoint(
     }
     .insert(&txn)
     .await?;
-    audit::record(
+    record(
         &txn,
-        Change {
-            org_id: Some(scope.org_id),
-            action: "webhook.create",
-            target_type: "webhook_endpoint",
-            target_id: Some(row.id.to_string()),
-            details: serde_json::json!({ "url": url, "event_types": request.event_types }),
-            actor: &access.actor,
-        },
+        &access,
+        scope.org_id,
+        row.id,
+        "webhook.create",
+        serde_json::json!({ "url": url, "event_types": request.event_types }),
     )
     .await?;
     txn.commit().await?;
@@ -425,18 +445,15 @@ async fn change_endpoint(
     row.updated_at = Set(state.clock.now());
     let txn = crate::db::write(&state.db).await?;
     let row = row.update(&txn).await?;
-    audit::record(
+    record(
         &txn,
-        Change {
-            org_id: Some(org_id),
-            action: "webhook.update",
-            target_type: "webhook_endpoint",
-            target_id: Some(id.to_string()),
-            details: serde_json::json!({
-                "url": request.url, "event_types": request.event_types, "enabled": request.enabled,
-            }),
-            actor: &access.actor,
-        },
+        &access,
+        org_id,
+        id,
+        "webhook.update",
+        serde_json::json!({
+            "url": request.url, "event_types": request.event_types, "enabled": request.enabled,
+        }),
     )
     .await?;
     txn.commit().await?;
@@ -465,16 +482,13 @@ async fn delete_endpoint(
     webhook_endpoint::Entity::delete_by_id(current.id)
         .exec(&txn)
         .await?;
-    audit::record(
+    record(
         &txn,
-        Change {
-            org_id: Some(current.org_id),
-            action: "webhook.delete",
-            target_type: "webhook_endpoint",
-            target_id: Some(current.id.to_string()),
-            details: serde_json::json!({ "url": current.url }),
-            actor: &access.actor,
-        },
+        &access,
+        current.org_id,
+        current.id,
+        "webhook.delete",
+        serde_json::json!({ "url": current.url }),
     )
     .await?;
     txn.commit().await?;
@@ -517,16 +531,13 @@ async fn rotate_secret(
     row.updated_at = Set(now);
     let txn = crate::db::write(&state.db).await?;
     let row = row.update(&txn).await?;
-    audit::record(
+    record(
         &txn,
-        Change {
-            org_id: Some(org_id),
-            action: "webhook.rotate_secret",
-            target_type: "webhook_endpoint",
-            target_id: Some(id.to_string()),
-            details: serde_json::json!({ "overlap_seconds": overlap }),
-            actor: &access.actor,
-        },
+        &access,
+        org_id,
+        id,
+        "webhook.rotate_secret",
+        serde_json::json!({ "overlap_seconds": overlap }),
     )
     .await?;
     txn.commit().await?;
