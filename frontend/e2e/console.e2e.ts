@@ -1,13 +1,13 @@
 // The console end to end: real server, real browser, the flows a tenant and
 // an operator go through. Screenshots of the main pages land in
 // e2e/artifacts/.
-import AxeBuilder from "@axe-core/playwright";
 import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, onTestFinished, test } from "vitest";
 import {
+  accessible,
   apiCall,
   apiToken,
   launchBrowser,
@@ -77,18 +77,6 @@ async function tour(page: Page, pages: readonly (readonly [string, string])[], l
     await screenshot(page, `${language}-${name}`);
     await accessible(page, `${language} ${name}`);
   }
-}
-
-/** No serious accessibility violations on the page as it stands. */
-async function accessible(page: Page, where = "") {
-  // A notification fading in or out is read by axe at part opacity, as a
-  // contrast failure no reader would see: let finite transitions end first.
-  await expect
-    .poll(() => page.evaluate(() => document.getAnimations().filter((a) => a.playState === "running" && a.effect?.getTiming().iterations !== Infinity).length))
-    .toBe(0);
-  const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa"]).analyze();
-  const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  expect(serious.map((v) => `${where} ${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join("; ")})`)).toEqual([]);
 }
 
 beforeAll(async () => {

@@ -2,12 +2,14 @@
 // SQLite file, the built console, the simulated demo cluster) and Debian's
 // chromium driven by playwright-core, with every request that leaves
 // localhost refused and every console error collected.
+import AxeBuilder from "@axe-core/playwright";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { expect } from "vitest";
 
 const FRONTEND = resolve(import.meta.dirname, "..");
 const REPO = resolve(FRONTEND, "..");
@@ -110,13 +112,15 @@ export async function openSession(
   browser: Browser,
   server: Server,
   viewport = { width: 1440, height: 900 },
+  otherOrigins: string[] = [],
 ): Promise<Session> {
   const context = await browser.newContext({ baseURL: server.url, viewport });
   const problems: string[] = [];
   // The console must work on a machine with no way out: anything that is
-  // not this server is refused and reported.
+  // not this server (or a site the test runs, such as an identity
+  // provider) is refused and reported.
   await context.route(
-    (url) => url.origin !== server.url,
+    (url) => url.origin !== server.url && !otherOrigins.includes(url.origin),
     async (route) => {
       problems.push(`request off this server: ${route.request().url()}`);
       await route.abort();
@@ -176,4 +180,16 @@ export async function apiCall<T>(server: Server, token: string, method: string, 
   });
   if (!answer.ok) throw new Error(`${method} ${path}: ${answer.status} ${await answer.text()}`);
   return (await answer.json()) as T;
+}
+
+/** No serious accessibility violations on the page as it stands. */
+export async function accessible(page: Page, where = "") {
+  // A notification fading in or out is read by axe at part opacity, as a
+  // contrast failure no reader would see: let finite transitions end first.
+  await expect
+    .poll(() => page.evaluate(() => document.getAnimations().filter((a) => a.playState === "running" && a.effect?.getTiming().iterations !== Infinity).length))
+    .toBe(0);
+  const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa"]).analyze();
+  const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  expect(serious.map((v) => `${where} ${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join("; ")})`)).toEqual([]);
 }

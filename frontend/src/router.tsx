@@ -17,10 +17,22 @@ const nextSearch = (search: Record<string, unknown>): NextSearch => {
   return next ? { next } : {};
 };
 
+type SignInSearch = NextSearch & { sso_error?: string; sso_provider?: string };
+/** Where a single sign-on refused sends the browser back: why, and by whom. */
+const signInSearch = (search: Record<string, unknown>): SignInSearch => {
+  const found: SignInSearch = nextSearch(search);
+  const word = (value: unknown) => (typeof value === "string" && /^[a-z0-9_-]{1,64}$/.test(value) ? value : undefined);
+  const error = word(search.sso_error);
+  if (error) found.sso_error = error;
+  const provider = word(search.sso_provider);
+  if (provider) found.sso_provider = provider;
+  return found;
+};
+
 const signIn = createRoute({
   getParentRoute: () => rootRoute,
   path: "/sign-in",
-  validateSearch: nextSearch,
+  validateSearch: signInSearch,
   component: lazyRouteComponent(() => import("./pages/SignIn"), "SignInPage"),
 });
 

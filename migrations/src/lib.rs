@@ -27,6 +27,7 @@ mod m20261205_000020_invitations;
 mod m20261206_000021_history;
 mod m20261207_000022_estimates_and_moves;
 mod m20261208_000023_webhooks;
+mod m20261209_000024_oidc;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000021_history::Migration),
             Box::new(m20261207_000022_estimates_and_moves::Migration),
             Box::new(m20261208_000023_webhooks::Migration),
+            Box::new(m20261209_000024_oidc::Migration),
         ]
     }
 }

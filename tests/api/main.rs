@@ -26,5 +26,6 @@ mod readable;
 mod reservations;
 mod sessions;
 mod shared_gpus;
+mod sso;
 mod usage;
 mod webhooks;

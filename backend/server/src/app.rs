@@ -115,6 +115,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     let api = OpenApiRouter::new()
         .merge(crate::auth::accounts::routes())
         .merge(crate::auth::refresh::routes())
+        .merge(crate::auth::oidc::routes())
         .merge(crate::ssh_keys::routes())
         .merge(crate::tenancy::orgs::routes())
         .merge(crate::tenancy::members::routes())
@@ -253,8 +254,9 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
 }
 
 /// Housekeeping that runs for the life of the server: expired idempotency
-/// records, idle rate-limit buckets, and job output and GPU readings past
-/// their retention are dropped.
+/// records, idle rate-limit buckets, job output, GPU readings and webhook
+/// events past their retention, and single sign-ins never finished are
+/// dropped.
 fn spawn_housekeeping(state: AppState) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(600));
@@ -289,6 +291,11 @@ fn spawn_housekeeping(state: AppState) {
                 Ok(0) => {}
                 Ok(pruned) => tracing::info!(pruned, "dropped webhook events past retention"),
                 Err(error) => tracing::warn!(%error, "could not drop old webhook events"),
+            }
+            match crate::auth::oidc::prune(&state.db, state.clock.now()).await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "dropped single sign-ins never finished"),
+                Err(error) => tracing::warn!(%error, "could not drop lapsed single sign-ins"),
             }
         }
     });

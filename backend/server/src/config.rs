@@ -67,6 +67,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "webhook_allowed_networks",
     ),
     ("GANTRY_WEBHOOK_ALLOW_HTTP", "webhook_allow_http"),
+    ("GANTRY_PASSWORD_SIGN_IN", "password_sign_in"),
     (
         "GANTRY_RESERVATION_FREE_CANCEL_HOURS",
         "reservation_free_cancel_hours",
@@ -205,6 +206,12 @@ pub struct Config {
     /// Lets webhook URLs use plain `http://`, and only towards loopback
     /// addresses: for a receiver on the same machine.
     pub webhook_allow_http: bool,
+    /// Whether users may sign up and sign in with a password; off, only the
+    /// OpenID providers below let anyone in.
+    pub password_sign_in: bool,
+    /// OpenID Connect providers users may sign in with (the TOML file's
+    /// `[[oidc_providers]]` tables).
+    pub oidc_providers: Vec<crate::auth::oidc::Provider>,
 }
 
 impl Default for Config {
@@ -250,6 +257,8 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             webhook_allowed_networks: Vec::new(),
             webhook_allow_http: false,
+            password_sign_in: true,
+            oidc_providers: Vec::new(),
         }
     }
 }
@@ -313,6 +322,8 @@ impl std::fmt::Debug for Config {
             .field("trusted_proxies", &self.trusted_proxies)
             .field("webhook_allowed_networks", &self.webhook_allowed_networks)
             .field("webhook_allow_http", &self.webhook_allow_http)
+            .field("password_sign_in", &self.password_sign_in)
+            .field("oidc_providers", &self.oidc_providers)
             .finish()
     }
 }
@@ -422,6 +433,11 @@ impl Config {
         if let Some(secret) = &self.jwt_secret {
             anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");
         }
+        crate::auth::oidc::check_providers(&self.oidc_providers)?;
+        anyhow::ensure!(
+            self.password_sign_in || !self.oidc_providers.is_empty(),
+            "password_sign_in = false needs at least one of oidc_providers, or no one could sign in"
+        );
         Ok(())
     }
 

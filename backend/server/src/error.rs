@@ -215,6 +215,7 @@ pub enum Resource {
     Invitation,
     WebhookEndpoint,
     WebhookDelivery,
+    IdentityProvider,
 }
 
 impl Resource {
@@ -239,6 +240,7 @@ impl Resource {
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
             Self::Invitation => ("invitation_not_found", "invitation"),
             Self::WebhookEndpoint => ("webhook_endpoint_not_found", "webhook endpoint"),
+            Self::IdentityProvider => ("identity_provider_not_found", "identity provider"),
             Self::WebhookDelivery => ("webhook_delivery_not_found", "webhook delivery"),
         }
     }

@@ -970,6 +970,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/oidc/{provider}/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The way back from the provider: checks the state (one use, ten
+         *     minutes), exchanges the code with the PKCE verifier, verifies the ID
+         *     token (signature against the provider's keys, issuer, audience, expiry,
+         *     nonce), requires a verified email of an allowed domain, then signs the
+         *     user in and returns to the console. A refusal returns to the console's
+         *     sign-in page with `sso_error` saying why.
+         */
+        get: operations["callback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/oidc/{provider}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Sends the browser to the provider to sign in. */
+        get: operations["start"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/refresh": {
         parameters: {
             query?: never;
@@ -981,6 +1022,23 @@ export interface paths {
         put?: never;
         /** Exchanges the refresh cookie for a new access token and a new cookie. */
         post: operations["refresh"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/sign-in-options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The ways to sign in: password, and each OpenID provider. */
+        get: operations["sign_in_options"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4569,6 +4627,21 @@ export interface components {
             /** @description Every quota of the organization; what is not listed is removed. */
             quotas: components["schemas"]["QuotaSpec"][];
         };
+        /** @description How people may sign in here. */
+        SignInOptions: {
+            /** @description Whether email and password work (sign-up too). */
+            password: boolean;
+            providers: components["schemas"]["SignInProvider"][];
+        };
+        SignInProvider: {
+            name: string;
+            display_name: string;
+            /**
+             * @description Where the browser goes to sign in (add `?next=/path` to come back
+             *     there).
+             */
+            start_url: string;
+        };
         SignupRequest: {
             /** Format: email */
             email: string;
@@ -7822,6 +7895,92 @@ export interface operations {
             };
         };
     };
+    callback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                /** @description Set by the provider when it refused. */
+                error?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The provider's name */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Signed in (`Set-Cookie` holds the refresh token), or back to the sign-in page with `sso_error` */
+            303: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    start: {
+        parameters: {
+            query?: {
+                /** @description The console path to return to; the overview when absent. */
+                next?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The provider's name */
+                provider: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To the provider's sign-in page */
+            303: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     refresh: {
         parameters: {
             query?: never;
@@ -7838,6 +7997,44 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TokenResponse"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    sign_in_options: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How people may sign in */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SignInOptions"];
                 };
             };
             /** @description The request was refused; `code` says why. */

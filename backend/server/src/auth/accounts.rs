@@ -240,6 +240,7 @@ async fn signup(
     headers: HeaderMap,
     ApiJson(request): ApiJson<SignupRequest>,
 ) -> ApiResult<(StatusCode, WithCookie, Json<SignupResponse>)> {
+    passwords_allowed(&state)?;
     let mut fields = Fields::default();
     let email = normalize_email(&request.email);
     if email.is_none() {
@@ -267,39 +268,19 @@ async fn signup(
         .await
         .map_err(ApiError::internal)?;
 
-    let now = Utc::now();
     let user_id = Uuid::now_v7();
     let actor = actor.as_user(user_id);
     let txn = crate::db::write(&state.db).await?;
-    let user = sea_orm::ActiveModelTrait::insert(
-        user::ActiveModel {
-            id: sea_orm::Set(user_id),
-            email: sea_orm::Set(email),
-            name: sea_orm::Set(name),
-            password_hash: sea_orm::Set(password_hash),
-            is_operator: sea_orm::Set(false),
-            locale: sea_orm::Set(None),
-            time_zone: sea_orm::Set(None),
-            created_at: sea_orm::Set(now),
-            updated_at: sea_orm::Set(now),
-        },
+    let user = add_user(
         &txn,
-    )
-    .await
-    .map_err(|e| match ApiError::from(e) {
-        conflict if conflict.status() == StatusCode::CONFLICT => email_taken(),
-        other => other,
-    })?;
-    audit::record(
-        &txn,
-        Change {
-            org_id: None,
-            action: "user.signup",
-            target_type: "user",
-            target_id: Some(user_id.to_string()),
-            details: serde_json::json!({ "email": user.email }),
-            actor: &actor,
+        &actor,
+        NewUser {
+            id: user_id,
+            email,
+            name,
+            password_hash,
         },
+        serde_json::Value::Null,
     )
     .await?;
     let organization = orgs::create_in(&txn, &actor, user_id, org_name).await?;
@@ -318,6 +299,75 @@ async fn signup(
             token_type: "Bearer".into(),
             expires_in: state.sessions.ttl_seconds(),
         }),
+    ))
+}
+
+/// A user to add.
+pub struct NewUser {
+    pub id: Uuid,
+    /// Normalized.
+    pub email: String,
+    pub name: String,
+    /// A hash no password matches for users who sign in elsewhere.
+    pub password_hash: String,
+}
+
+/// Adds `new` and audits it as a sign-up, with `details` beside its email;
+/// an email already taken is a conflict.
+pub async fn add_user(
+    txn: &impl sea_orm::ConnectionTrait,
+    actor: &Actor,
+    new: NewUser,
+    details: serde_json::Value,
+) -> ApiResult<user::Model> {
+    let now = Utc::now();
+    let user = sea_orm::ActiveModelTrait::insert(
+        user::ActiveModel {
+            id: sea_orm::Set(new.id),
+            email: sea_orm::Set(new.email),
+            name: sea_orm::Set(new.name),
+            password_hash: sea_orm::Set(new.password_hash),
+            is_operator: sea_orm::Set(false),
+            locale: sea_orm::Set(None),
+            time_zone: sea_orm::Set(None),
+            created_at: sea_orm::Set(now),
+            updated_at: sea_orm::Set(now),
+        },
+        txn,
+    )
+    .await
+    .map_err(|e| match ApiError::from(e) {
+        conflict if conflict.status() == StatusCode::CONFLICT => email_taken(),
+        other => other,
+    })?;
+    let mut recorded = serde_json::json!({ "email": user.email });
+    if let (Some(recorded), serde_json::Value::Object(more)) = (recorded.as_object_mut(), details) {
+        recorded.extend(more);
+    }
+    audit::record(
+        txn,
+        Change {
+            org_id: None,
+            action: "user.signup",
+            target_type: "user",
+            target_id: Some(new.id.to_string()),
+            details: recorded,
+            actor,
+        },
+    )
+    .await?;
+    Ok(user)
+}
+
+/// Refuses password sign-in and sign-up where the operator turned them off.
+fn passwords_allowed(state: &AppState) -> ApiResult<()> {
+    if state.config.password_sign_in {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::FORBIDDEN,
+        "password_sign_in_disabled",
+        "password sign-in is turned off here: sign in with your organization's identity provider",
     ))
 }
 
@@ -342,6 +392,7 @@ async fn login(
     headers: HeaderMap,
     ApiJson(request): ApiJson<LoginRequest>,
 ) -> ApiResult<(WithCookie, Json<TokenResponse>)> {
+    passwords_allowed(&state)?;
     let throttle_key = request.email.trim().to_lowercase();
     if throttle_key.len() > 254 || request.password.chars().count() > password::MAX_LENGTH {
         return Err(bad_credentials());

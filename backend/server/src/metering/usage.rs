@@ -249,7 +249,7 @@ pub async fn summarize(
         .filter(C::PeriodStart.lt(to))
         .select_only();
     let mut groups: Vec<UsageGroup> = match group_by {
-        GroupBy::Day => grouped::<String>(db, records, C::UsageDay)
+        GroupBy::Day => grouped::<String>(db, records.clone(), C::UsageDay)
             .await?
             .into_iter()
             .map(|(day, figures)| UsageGroup {
@@ -259,7 +259,7 @@ pub async fn summarize(
                 mean_gpu_utilization_percent: None,
             })
             .collect(),
-        GroupBy::PricingClass => grouped::<PricingClass>(db, records, C::PricingClass)
+        GroupBy::PricingClass => grouped::<PricingClass>(db, records.clone(), C::PricingClass)
             .await?
             .into_iter()
             .map(|(class, figures)| UsageGroup {
@@ -270,7 +270,7 @@ pub async fn summarize(
             })
             .collect(),
         GroupBy::Project => {
-            let rows = grouped::<Option<Uuid>>(db, records, C::ProjectId).await?;
+            let rows = grouped::<Option<Uuid>>(db, records.clone(), C::ProjectId).await?;
             let names = project_names(db, rows.iter().filter_map(|(id, _)| *id)).await?;
             rows.into_iter()
                 .map(|(id, figures)| UsageGroup {
@@ -291,7 +291,7 @@ pub async fn summarize(
                 GroupBy::InstanceType => C::InstanceTypeId,
                 _ => C::OrgId,
             };
-            let rows = grouped::<Uuid>(db, records, column).await?;
+            let rows = grouped::<Uuid>(db, records.clone(), column).await?;
             let names = names_of(db, by_id, rows.iter().map(|(id, _)| *id)).await?;
             rows.into_iter()
                 .map(|(id, figures)| UsageGroup {
@@ -315,14 +315,17 @@ pub async fn summarize(
         }
     }
     groups.sort_by(|a, b| a.key.cmp(&b.key));
-    let totals = groups
-        .iter()
-        .fold(UsageFigures::default(), |sum, g| UsageFigures {
-            gpu_seconds: sum.gpu_seconds + g.figures.gpu_seconds,
-            billable_gpu_seconds: sum.billable_gpu_seconds + g.figures.billable_gpu_seconds,
-            excluded_gpu_seconds: sum.excluded_gpu_seconds + g.figures.excluded_gpu_seconds,
-            node_seconds: sum.node_seconds + g.figures.node_seconds,
-        });
+    // Summed over all records, not over the groups: each group is rounded
+    // down on its own, and the period's total must not depend on how it
+    // is grouped (by day, a period across midnight would lose a second).
+    let total: Option<(Option<i64>, Option<i64>, Option<i64>)> =
+        sums(records).into_tuple().one(db).await?;
+    let (gpu_seconds, excluded_gpu_seconds, node_seconds) = total.unwrap_or_default();
+    let totals = figures(
+        gpu_seconds.unwrap_or(0),
+        excluded_gpu_seconds.unwrap_or(0),
+        node_seconds.unwrap_or(0),
+    );
     Ok(Usage {
         from,
         to,
@@ -351,15 +354,19 @@ where
         .map(|(key, gpu_seconds, excluded_gpu_seconds, node_seconds)| {
             (
                 key,
-                UsageFigures {
-                    gpu_seconds,
-                    billable_gpu_seconds: gpu_seconds - excluded_gpu_seconds,
-                    excluded_gpu_seconds,
-                    node_seconds,
-                },
+                figures(gpu_seconds, excluded_gpu_seconds, node_seconds),
             )
         })
         .collect())
+}
+
+fn figures(gpu_seconds: i64, excluded_gpu_seconds: i64, node_seconds: i64) -> UsageFigures {
+    UsageFigures {
+        gpu_seconds,
+        billable_gpu_seconds: gpu_seconds - excluded_gpu_seconds,
+        excluded_gpu_seconds,
+        node_seconds,
+    }
 }
 
 /// The mean utilization agents reported for each order's GPUs while it
