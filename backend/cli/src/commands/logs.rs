@@ -95,7 +95,9 @@ pub async fn follow(
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(500 * u64::from(failures))).await;
+        // A stream the server closed is picked up again after a breath; a
+        // failing one after longer each time.
+        tokio::time::sleep(Duration::from_millis(200 + 500 * u64::from(failures))).await;
     }
     let ended = orders::wait_for(api, org, order, Until::Ended, None).await?;
     orders::outcome(&read(ended)?, Until::Ended)
@@ -117,12 +119,12 @@ async fn stream(
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        json_of(Reply {
+        return json_of(Reply {
             status: parts.status,
             headers: parts.headers,
             body,
-        })?;
-        return Ok(false);
+        })
+        .map(|_| false);
     }
     let mut events = response.into_body().into_data_stream().eventsource();
     while let Some(event) = events.next().await {
