@@ -68,6 +68,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("GANTRY_WEBHOOK_ALLOW_HTTP", "webhook_allow_http"),
     ("GANTRY_PASSWORD_SIGN_IN", "password_sign_in"),
+    ("GANTRY_PUBLIC_URL", "public_url"),
     (
         "GANTRY_RESERVATION_FREE_CANCEL_HOURS",
         "reservation_free_cancel_hours",
@@ -212,6 +213,10 @@ pub struct Config {
     /// OpenID Connect providers users may sign in with (the TOML file's
     /// `[[oidc_providers]]` tables).
     pub oidc_providers: Vec<crate::auth::oidc::Provider>,
+    /// The address people reach the console at (`https://gpu.example.com`):
+    /// providers send the browser back under it. Unset, the address the
+    /// browser used is taken (`Host`, `X-Forwarded-Proto`).
+    pub public_url: Option<String>,
 }
 
 impl Default for Config {
@@ -259,6 +264,7 @@ impl Default for Config {
             webhook_allow_http: false,
             password_sign_in: true,
             oidc_providers: Vec::new(),
+            public_url: None,
         }
     }
 }
@@ -324,6 +330,7 @@ impl std::fmt::Debug for Config {
             .field("webhook_allow_http", &self.webhook_allow_http)
             .field("password_sign_in", &self.password_sign_in)
             .field("oidc_providers", &self.oidc_providers)
+            .field("public_url", &self.public_url)
             .finish()
     }
 }
@@ -434,6 +441,17 @@ impl Config {
             anyhow::ensure!(secret.len() >= 32, "jwt_secret must be at least 32 bytes");
         }
         crate::auth::oidc::check_providers(&self.oidc_providers)?;
+        if let Some(public) = &self.public_url {
+            let parsed = url::Url::parse(public)
+                .map_err(|e| anyhow::anyhow!("public_url {public:?}: {e}"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "https" | "http")
+                    && parsed.host().is_some()
+                    && parsed.path() == "/"
+                    && parsed.query().is_none(),
+                "public_url must be the console's address alone, such as https://gpu.example.com"
+            );
+        }
         anyhow::ensure!(
             self.password_sign_in || !self.oidc_providers.is_empty(),
             "password_sign_in = false needs at least one of oidc_providers, or no one could sign in"
@@ -508,6 +526,38 @@ mod tests {
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "lisen = \"0.0.0.0:9000\"\n").expect("write");
         assert!(Config::load(Some(&bad)).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn single_sign_on_is_configured_in_the_file_and_checked() {
+        let dir = std::env::temp_dir().join(format!("gantry-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write");
+            Config::load(Some(&path))
+        };
+        let provider = "[[oidc_providers]]\nname = \"corp\"\ndisplay_name = \"Corp\"\n\
+                        issuer_url = \"https://login.example.com\"\nclient_id = \"gantry\"\n\
+                        client_secret = \"s\"\nallowed_domains = [\"example.com\"]\n";
+        let config = file(
+            "sso.toml",
+            &format!(
+                "password_sign_in = false\npublic_url = \"https://gpu.example.com\"\n{provider}"
+            ),
+        )
+        .expect("valid");
+        assert_eq!(config.oidc_providers[0].name, "corp");
+        assert!(!config.password_sign_in);
+        assert!(file("locked-out.toml", "password_sign_in = false\n").is_err());
+        assert!(
+            file(
+                "path.toml",
+                "public_url = \"https://gpu.example.com/console\"\n"
+            )
+            .is_err()
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -111,7 +111,7 @@ async fn start(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let provider = find(&state, &name)?;
-    let client = discover(provider, &headers).await?;
+    let client = discover(provider, state.config.public_url.as_deref(), &headers).await?;
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
     let (url, csrf, nonce) = client
         .authorize_url(
@@ -259,7 +259,7 @@ async fn sign_in(
         return Err(Refusal::Provider);
     }
     let code = query.code.ok_or(Refusal::Provider)?;
-    let client = discover(provider, headers).await?;
+    let client = discover(provider, state.config.public_url.as_deref(), headers).await?;
     let http = Http::new()?;
     let exchange = client
         .exchange_code(AuthorizationCode::new(code))
@@ -371,9 +371,41 @@ fn see_other(location: &str, cookie: Option<HeaderValue>) -> Response {
     response
 }
 
+/// Where the provider sends the browser back: under `public_url` when the
+/// operator set one, else this server as the browser addressed it (`Host`,
+/// and `X-Forwarded-Proto` from a proxy).
+fn callback_url(
+    public_url: Option<&str>,
+    headers: &HeaderMap,
+    provider: &str,
+) -> ApiResult<String> {
+    let base = match public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let host = headers
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request("host_missing", "the request names no Host")
+                })?;
+            let scheme = if refresh::over_https(headers) {
+                "https"
+            } else {
+                "http"
+            };
+            format!("{scheme}://{host}")
+        }
+    };
+    Ok(format!("{base}/api/v1/auth/oidc/{provider}/callback"))
+}
+
 /// The provider's client, from its discovery document, returning to this
-/// server's callback as the browser addressed it.
-async fn discover(provider: &Provider, headers: &HeaderMap) -> ApiResult<CoreClientReady> {
+/// server's callback.
+async fn discover(
+    provider: &Provider,
+    public_url: Option<&str>,
+    headers: &HeaderMap,
+) -> ApiResult<CoreClientReady> {
     let unreachable = |detail: String| {
         ApiError::new(
             StatusCode::BAD_GATEWAY,
@@ -387,20 +419,8 @@ async fn discover(provider: &Provider, headers: &HeaderMap) -> ApiResult<CoreCli
     let metadata = CoreProviderMetadata::discover_async(issuer, &http)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
-    let host = headers
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .ok_or_else(|| ApiError::bad_request("host_missing", "the request names no Host"))?;
-    let scheme = if refresh::over_https(headers) {
-        "https"
-    } else {
-        "http"
-    };
-    let redirect = RedirectUrl::new(format!(
-        "{scheme}://{host}/api/v1/auth/oidc/{}/callback",
-        provider.name
-    ))
-    .map_err(|e| ApiError::bad_request("host_invalid", e.to_string()))?;
+    let redirect = RedirectUrl::new(callback_url(public_url, headers, &provider.name)?)
+        .map_err(|e| ApiError::bad_request("host_invalid", e.to_string()))?;
     Ok(CoreClient::from_provider_metadata(
         metadata,
         ClientId::new(provider.client_id.clone()),
@@ -499,6 +519,28 @@ mod tests {
             assert_eq!(safe_next(Some(outside)), "/", "{outside}");
         }
         assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn the_way_back_is_the_public_url_or_the_address_the_browser_used() {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, HeaderValue::from_static("gpu.example.com"));
+        assert_eq!(
+            callback_url(None, &headers, "corp").ok().as_deref(),
+            Some("http://gpu.example.com/api/v1/auth/oidc/corp/callback")
+        );
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        assert_eq!(
+            callback_url(None, &headers, "corp").ok().as_deref(),
+            Some("https://gpu.example.com/api/v1/auth/oidc/corp/callback")
+        );
+        assert_eq!(
+            callback_url(Some("https://console.example.com/"), &headers, "corp")
+                .ok()
+                .as_deref(),
+            Some("https://console.example.com/api/v1/auth/oidc/corp/callback")
+        );
+        assert!(callback_url(None, &HeaderMap::new(), "corp").is_err());
     }
 
     #[test]
