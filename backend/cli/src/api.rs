@@ -128,6 +128,25 @@ impl Api {
         self.call(route, path, None).await
     }
 
+    /// Every item of the list at `path` (ending in `?` or `&`, after any
+    /// filters of its own), page by page.
+    pub async fn every_page(&mut self, route: Route, path: &str) -> CliResult<Vec<Value>> {
+        let mut items = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .get(route, &format!("{path}limit=200&cursor={cursor}"))
+                .await?;
+            if let Value::Array(found) = &page["items"] {
+                items.extend(found.iter().cloned());
+            }
+            match page["next_cursor"].as_str() {
+                Some(next) if !next.is_empty() => cursor = next.to_owned(),
+                _ => return Ok(items),
+            }
+        }
+    }
+
     pub async fn typed<T: DeserializeOwned>(&mut self, route: Route, path: &str) -> CliResult<T> {
         let value = self.get(route, path).await?;
         read(value)

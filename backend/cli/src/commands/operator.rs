@@ -11,34 +11,14 @@ use crate::output::{self, or_dash};
 use crate::routes::{self, Route};
 use crate::views::{Node, Outcome, WhatIfResult};
 
-/// Every node, page by page, filtered as `query` says.
-async fn all_nodes(api: &mut Api, query: &str) -> CliResult<Vec<Value>> {
-    let mut nodes = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let path = format!(
-            "{}?limit=200&cursor={cursor}{query}",
-            routes::NODES.template
-        );
-        let page = api.get(routes::NODES, &path).await?;
-        if let Value::Array(items) = &page["items"] {
-            nodes.extend(items.iter().cloned());
-        }
-        match page["next_cursor"].as_str() {
-            Some(next) if !next.is_empty() => cursor = next.to_owned(),
-            _ => return Ok(nodes),
-        }
-    }
-}
-
 pub async fn nodes(api: &mut Api, output: Output, args: NodesArgs) -> CliResult<()> {
-    let mut query = String::new();
+    let mut path = format!("{}?", routes::NODES.template);
     for (key, value) in [("region", &args.region), ("state", &args.state)] {
         if let Some(value) = value {
-            query.push_str(&format!("&{key}={value}"));
+            path.push_str(&format!("{key}={value}&"));
         }
     }
-    let nodes = all_nodes(api, &query).await?;
+    let nodes = api.every_page(routes::NODES, &path).await?;
     output::show(output, Value::Array(nodes), |value| {
         let nodes: Vec<Node> = read(value)?;
         let now = Utc::now();
@@ -81,7 +61,8 @@ async fn find_node(api: &mut Api, reference: &str) -> CliResult<Uuid> {
     if let Ok(id) = reference.parse() {
         return Ok(id);
     }
-    let nodes: Vec<Node> = read(Value::Array(all_nodes(api, "").await?))?;
+    let path = format!("{}?", routes::NODES.template);
+    let nodes: Vec<Node> = read(Value::Array(api.every_page(routes::NODES, &path).await?))?;
     nodes
         .into_iter()
         .find(|n| n.name == reference)

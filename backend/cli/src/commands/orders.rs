@@ -26,20 +26,13 @@ pub async fn find(api: &mut Api, org: Uuid, reference: &str) -> CliResult<Value>
             .get(routes::ORDER, &routes::ORDER.path(&[&org, &id]))
             .await;
     }
-    let mut matches = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let path = format!("{}?limit=200&cursor={cursor}", routes::ORDERS.path(&[&org]));
-        let page = api.get(routes::ORDERS, &path).await?;
-        let next = page["next_cursor"].as_str().map(str::to_owned);
-        if let Value::Array(items) = page["items"].clone() {
-            matches.extend(items.into_iter().filter(|o| o["name"] == reference));
-        }
-        match next {
-            Some(next) if !next.is_empty() => cursor = next,
-            _ => break,
-        }
-    }
+    let path = format!("{}?", routes::ORDERS.path(&[&org]));
+    let mut matches: Vec<Value> = api
+        .every_page(routes::ORDERS, &path)
+        .await?
+        .into_iter()
+        .filter(|o| o["name"] == reference)
+        .collect();
     match matches.len() {
         0 => Err(CliError::Usage(format!(
             "no order is called {reference:?} in this organization"

@@ -6,6 +6,7 @@ pub mod console;
 pub mod csv;
 pub mod extract;
 pub mod idempotency;
+pub mod outbound;
 pub mod pagination;
 pub mod problem;
 pub mod rate_limit;

@@ -221,18 +221,48 @@ pub fn period(
 
 /// Sums over SQL; the products are cast so that PostgreSQL answers a
 /// BIGINT, as SQLite does, rather than a NUMERIC. GPU-seconds are weighted
-/// by each record's share of its GPUs and rounded down once per group.
+/// by each record's share of its GPUs, in thousandths, and rounded down
+/// once per group by [`Sums::figures`].
 fn sums(select: Select<usage_record::Entity>) -> Select<usage_record::Entity> {
     select
         .column_as(
-            Expr::cust("CAST(SUM(gpus * seconds * gpu_milli) AS BIGINT) / 1000"),
-            "gpu_seconds",
+            Expr::cust("CAST(SUM(gpus * seconds * gpu_milli) AS BIGINT)"),
+            "gpu_milli_seconds",
         )
         .column_as(
-            Expr::cust("CAST(SUM(gpus * excluded_seconds * gpu_milli) AS BIGINT) / 1000"),
-            "excluded_gpu_seconds",
+            Expr::cust("CAST(SUM(gpus * excluded_seconds * gpu_milli) AS BIGINT)"),
+            "excluded_gpu_milli_seconds",
         )
         .column_as(Expr::cust("CAST(SUM(seconds) AS BIGINT)"), "node_seconds")
+}
+
+/// Usage before rounding: what groups add up to for the period's total,
+/// which must not depend on how the period is grouped (by day, a period
+/// across midnight would otherwise lose a second to rounding).
+#[derive(Default)]
+struct Sums {
+    gpu_milli_seconds: i64,
+    excluded_gpu_milli_seconds: i64,
+    node_seconds: i64,
+}
+
+impl Sums {
+    fn add(&mut self, other: &Self) {
+        self.gpu_milli_seconds += other.gpu_milli_seconds;
+        self.excluded_gpu_milli_seconds += other.excluded_gpu_milli_seconds;
+        self.node_seconds += other.node_seconds;
+    }
+
+    fn figures(&self) -> UsageFigures {
+        let gpu_seconds = self.gpu_milli_seconds / 1000;
+        let excluded_gpu_seconds = self.excluded_gpu_milli_seconds / 1000;
+        UsageFigures {
+            gpu_seconds,
+            billable_gpu_seconds: gpu_seconds - excluded_gpu_seconds,
+            excluded_gpu_seconds,
+            node_seconds: self.node_seconds,
+        }
+    }
 }
 
 /// Grouped sums of `records` whose span starts in `[from, to)`.
@@ -248,8 +278,9 @@ pub async fn summarize(
         .filter(C::PeriodStart.gte(from))
         .filter(C::PeriodStart.lt(to))
         .select_only();
+    let mut total = Sums::default();
     let mut groups: Vec<UsageGroup> = match group_by {
-        GroupBy::Day => grouped::<String>(db, records.clone(), C::UsageDay)
+        GroupBy::Day => grouped::<String>(db, records, C::UsageDay, &mut total)
             .await?
             .into_iter()
             .map(|(day, figures)| UsageGroup {
@@ -259,7 +290,7 @@ pub async fn summarize(
                 mean_gpu_utilization_percent: None,
             })
             .collect(),
-        GroupBy::PricingClass => grouped::<PricingClass>(db, records.clone(), C::PricingClass)
+        GroupBy::PricingClass => grouped::<PricingClass>(db, records, C::PricingClass, &mut total)
             .await?
             .into_iter()
             .map(|(class, figures)| UsageGroup {
@@ -270,7 +301,7 @@ pub async fn summarize(
             })
             .collect(),
         GroupBy::Project => {
-            let rows = grouped::<Option<Uuid>>(db, records.clone(), C::ProjectId).await?;
+            let rows = grouped::<Option<Uuid>>(db, records, C::ProjectId, &mut total).await?;
             let names = project_names(db, rows.iter().filter_map(|(id, _)| *id)).await?;
             rows.into_iter()
                 .map(|(id, figures)| UsageGroup {
@@ -291,7 +322,7 @@ pub async fn summarize(
                 GroupBy::InstanceType => C::InstanceTypeId,
                 _ => C::OrgId,
             };
-            let rows = grouped::<Uuid>(db, records.clone(), column).await?;
+            let rows = grouped::<Uuid>(db, records, column, &mut total).await?;
             let names = names_of(db, by_id, rows.iter().map(|(id, _)| *id)).await?;
             rows.into_iter()
                 .map(|(id, figures)| UsageGroup {
@@ -315,17 +346,7 @@ pub async fn summarize(
         }
     }
     groups.sort_by(|a, b| a.key.cmp(&b.key));
-    // Summed over all records, not over the groups: each group is rounded
-    // down on its own, and the period's total must not depend on how it
-    // is grouped (by day, a period across midnight would lose a second).
-    let total: Option<(Option<i64>, Option<i64>, Option<i64>)> =
-        sums(records).into_tuple().one(db).await?;
-    let (gpu_seconds, excluded_gpu_seconds, node_seconds) = total.unwrap_or_default();
-    let totals = figures(
-        gpu_seconds.unwrap_or(0),
-        excluded_gpu_seconds.unwrap_or(0),
-        node_seconds.unwrap_or(0),
-    );
+    let totals = total.figures();
     Ok(Usage {
         from,
         to,
@@ -335,10 +356,12 @@ pub async fn summarize(
     })
 }
 
+/// Sums of `records` per value of `column`, each also added to `total`.
 async fn grouped<K>(
     db: &impl ConnectionTrait,
     records: Select<usage_record::Entity>,
     column: usage_record::Column,
+    total: &mut Sums,
 ) -> ApiResult<Vec<(K, UsageFigures)>>
 where
     K: sea_orm::TryGetable,
@@ -351,22 +374,18 @@ where
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(key, gpu_seconds, excluded_gpu_seconds, node_seconds)| {
-            (
-                key,
-                figures(gpu_seconds, excluded_gpu_seconds, node_seconds),
-            )
-        })
+        .map(
+            |(key, gpu_milli_seconds, excluded_gpu_milli_seconds, node_seconds)| {
+                let group = Sums {
+                    gpu_milli_seconds,
+                    excluded_gpu_milli_seconds,
+                    node_seconds,
+                };
+                total.add(&group);
+                (key, group.figures())
+            },
+        )
         .collect())
-}
-
-fn figures(gpu_seconds: i64, excluded_gpu_seconds: i64, node_seconds: i64) -> UsageFigures {
-    UsageFigures {
-        gpu_seconds,
-        billable_gpu_seconds: gpu_seconds - excluded_gpu_seconds,
-        excluded_gpu_seconds,
-        node_seconds,
-    }
 }
 
 /// The mean utilization agents reported for each order's GPUs while it

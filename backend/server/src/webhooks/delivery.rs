@@ -9,7 +9,6 @@
 //! between sending and recording sends again, with the same `webhook-id`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -66,22 +65,10 @@ pub type Client = hyper_util::client::legacy::Client<
 /// resolved through the address check, HTTP/1.1, no proxy; redirects are
 /// answers like any other.
 pub fn client(targets: &Targets) -> anyhow::Result<Client> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let mut http = HttpConnector::new_with_resolver(CheckedResolver(targets.clone()));
     http.enforce_http(false);
     http.set_connect_timeout(Some(TIMEOUT));
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
+    let https = crate::http::outbound::https(http)?;
     Ok(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https))
 }
 

@@ -1,7 +1,6 @@
 //! The authorization code flow: the redirect to the provider, and the way
 //! back that checks everything before anyone is signed in.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -111,7 +110,14 @@ async fn start(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let provider = find(&state, &name)?;
-    let client = discover(provider, state.config.public_url.as_deref(), &headers).await?;
+    let http = Http::new()?;
+    let client = discover(
+        &http,
+        provider,
+        state.config.public_url.as_deref(),
+        &headers,
+    )
+    .await?;
     let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
     let (url, csrf, nonce) = client
         .authorize_url(
@@ -259,8 +265,8 @@ async fn sign_in(
         return Err(Refusal::Provider);
     }
     let code = query.code.ok_or(Refusal::Provider)?;
-    let client = discover(provider, state.config.public_url.as_deref(), headers).await?;
     let http = Http::new()?;
+    let client = discover(&http, provider, state.config.public_url.as_deref(), headers).await?;
     let exchange = client
         .exchange_code(AuthorizationCode::new(code))
         .map_err(|_| Refusal::Provider)?
@@ -402,6 +408,7 @@ fn callback_url(
 /// The provider's client, from its discovery document, returning to this
 /// server's callback.
 async fn discover(
+    http: &Http,
     provider: &Provider,
     public_url: Option<&str>,
     headers: &HeaderMap,
@@ -415,8 +422,7 @@ async fn discover(
     };
     let issuer =
         IssuerUrl::new(provider.issuer_url.clone()).map_err(|e| unreachable(e.to_string()))?;
-    let http = Http::new()?;
-    let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+    let metadata = CoreProviderMetadata::discover_async(issuer, http)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
     let redirect = RedirectUrl::new(callback_url(public_url, headers, &provider.name)?)
@@ -448,20 +454,10 @@ struct HttpError(String);
 
 impl Http {
     fn new() -> ApiResult<Self> {
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(ApiError::internal)?
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
-        .with_no_client_auth();
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(PROVIDER_TIMEOUT));
+        let https = crate::http::outbound::https(http).map_err(ApiError::internal)?;
         Ok(Self(Client::builder(TokioExecutor::new()).build(https)))
     }
 
