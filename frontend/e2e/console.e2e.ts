@@ -131,7 +131,7 @@ describe("the console", () => {
     await expect.poll(() => placement.locator("code").first().textContent()).toBe("0,1,2,3,4,5,6,7");
     // Ordered for any region: the page says where it runs.
     await page.getByText(/^any \(runs in (us-east|eu-central)\)$/).waitFor();
-    await expect.poll(() => page.getByRole("table", { name: "Access" }).locator("code").first().textContent()).toMatch(/^ssh gantry@/);
+    await expect.poll(() => page.getByRole("table", { name: "Access" }).locator("code").first().textContent()).toMatch(/^ssh root@/);
 
     const metered = async () => Number((await page.getByText(/GPU-seconds$/).textContent())?.split(" ")[0] ?? "0");
     await until("usage is metered", async () => (await metered()) > 0);
@@ -641,6 +641,51 @@ describe("the console", () => {
     expect(received[1]?.id).toBe(received[0]?.id);
     await screenshot(page, "webhooks");
     await accessible(page);
+  });
+
+  test("an operator allows a registry, a tenant stores its login there and launches an image from it", async () => {
+    const operator = (await session()).page;
+    await signIn(operator, OPERATOR);
+    await operator.getByRole("heading", { name: "Capacity map" }).waitFor();
+    await operator.goto("/admin/catalog");
+    const prefixes = operator.getByRole("textbox", { name: "Registries and repositories" });
+    await prefixes.fill("bad host/x");
+    await operator.getByRole("button", { name: "Save" }).click();
+    await operator.getByText(/is not a registry host/).waitFor();
+    await prefixes.fill("registry.example/team\nnvcr.io/nvidia/");
+    await operator.getByRole("button", { name: "Save" }).click();
+    await operator.getByText("Orders may name images from 2 registries or repositories.").waitFor();
+    await accessible(operator);
+
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.getByRole("link", { name: "Members & API keys" }).click();
+    await page.getByRole("tab", { name: "Registries" }).click();
+    await page.getByText("This installation allows images from nvcr.io/nvidia/, registry.example/team.").waitFor();
+    await page.getByRole("textbox", { name: "Registry" }).fill("registry.example");
+    await page.getByRole("textbox", { name: "User name" }).fill("ci-bot");
+    await page.getByLabel("Password or token").fill("a-token-never-shown-again");
+    await page.getByRole("button", { name: "Add login" }).click();
+    const logins = page.getByRole("table", { name: "Registry logins" });
+    await logins.getByText("ci-bot").waitFor();
+    expect(await page.content()).not.toContain("a-token-never-shown-again");
+    await screenshot(page, "registries");
+    await accessible(page);
+
+    // A repository outside the policy is refused on the field; one inside runs.
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x1 / }).click();
+    const image = page.getByRole("combobox", { name: "Image" });
+    await image.fill("registry.example/teamx/train:v3");
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByText(/^registry\.example\/teamx\/train:v3 is not allowed/).waitFor();
+    await image.fill("registry.example/team/train:v3");
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByRole("heading", { name: /^h100x1-[a-z]+-[a-z]+$/ }).waitFor();
+    await page.getByText("registry.example/team/train:v3").first().waitFor();
+    await page.locator("text=running").first().waitFor({ timeout: 30_000 });
   });
 
   test("an operator issues, finalizes and marks paid a tenant's invoice from the console", async () => {

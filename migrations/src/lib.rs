@@ -28,6 +28,7 @@ mod m20261206_000021_history;
 mod m20261207_000022_estimates_and_moves;
 mod m20261208_000023_webhooks;
 mod m20261209_000024_oidc;
+mod m20261210_000025_images;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000022_estimates_and_moves::Migration),
             Box::new(m20261208_000023_webhooks::Migration),
             Box::new(m20261209_000024_oidc::Migration),
+            Box::new(m20261210_000025_images::Migration),
         ]
     }
 }

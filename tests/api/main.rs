@@ -12,6 +12,7 @@ mod change_log;
 mod console;
 mod flows;
 mod history;
+mod images;
 mod invitations;
 mod isolation;
 mod jobs;

@@ -565,7 +565,7 @@ async fn agents_report_only_what_makes_sense_for_their_own_work(engine: Engine) 
     let assignment = &assigned.body["assignments"][0];
     assert_eq!(
         assignment["limits"],
-        json!({ "cpu_milli": 12000, "memory_mib": 131072 })
+        json!({ "cpu_milli": 12000, "memory_mib": 131072, "disk_gib": 0 })
     );
     assert_eq!(assignment["ssh_keys"], json!([]));
 

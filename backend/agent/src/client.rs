@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::discovery::{Gpu, Sample};
 use crate::output::Line;
-use crate::runtime::Image;
+use crate::runtime::AssignedImage;
 
 #[derive(Debug, Serialize)]
 pub struct Registration<'a> {
@@ -72,7 +72,7 @@ pub struct Assignment {
     #[serde(default)]
     pub ports: Vec<u16>,
     #[serde(default)]
-    pub image: Option<Image>,
+    pub image: Option<AssignedImage>,
     /// Nodes the order runs on together.
     #[serde(default = "one")]
     pub node_count: u32,
@@ -86,6 +86,9 @@ fn one() -> u32 {
 pub struct AssignedLimits {
     pub cpu_milli: u64,
     pub memory_mib: u64,
+    /// The instance type's disk; 0 where it sells none.
+    #[serde(default)]
+    pub disk_gib: u64,
 }
 
 #[derive(Debug, Deserialize)]

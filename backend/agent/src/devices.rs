@@ -89,6 +89,11 @@ impl GpuDevices {
         })
     }
 
+    /// Whether these are stand-ins for simulated GPUs.
+    pub fn is_simulated(&self) -> bool {
+        self.dir != Path::new("/dev")
+    }
+
     /// The node of the GPU with this index, if present.
     pub fn gpu(&self, index: u32) -> Option<DeviceNode> {
         let minor = self.minors.get(index as usize)?;

@@ -7,11 +7,17 @@
 
 pub mod cgroup;
 pub mod client;
+pub mod cpus;
 pub mod devices;
 pub mod discovery;
 pub mod exporter;
+pub mod images;
+pub mod mounts;
 pub mod network;
 pub mod output;
+pub mod root;
 pub mod runtime;
 pub mod ssh;
 pub mod supervisor;
+pub mod userns;
+pub mod view;

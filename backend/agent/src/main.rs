@@ -16,12 +16,14 @@ use gantry_agent::client::{CallError, Client, Registration, Report, WorkloadStat
 use gantry_agent::devices::GpuDevices;
 use gantry_agent::discovery::{Gpu, Source};
 use gantry_agent::exporter;
+use gantry_agent::images::Images;
 use gantry_agent::output::Line;
+use gantry_agent::root::Roots;
 use gantry_agent::runtime::oci::Oci;
 use gantry_agent::runtime::process::Process;
-use gantry_agent::runtime::sandbox::{Sandbox, Tools};
+use gantry_agent::runtime::sandbox::{Node, Sandbox, Tools};
 use gantry_agent::runtime::{Access, Runtime, RuntimeKind};
-use gantry_agent::supervisor::{Event, Slots, Supervisor};
+use gantry_agent::supervisor::{Event, ImageSource, Slots, Supervisor};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::EnvFilter;
 use uuid::Uuid;
@@ -53,13 +55,15 @@ struct Cli {
         default_value = "/var/lib/gantry-agent"
     )]
     state_dir: PathBuf,
-    /// How workloads are isolated: `sandbox` (namespaces, a user of their
-    /// own, their GPUs only, cgroup limits), `oci` (podman containers with
-    /// CDI GPUs) or `process` (no isolation: trusted single-tenant nodes).
+    /// How workloads are isolated: `sandbox` (bubblewrap namespaces in a
+    /// user namespace of their own, their image as a sized root, their GPUs
+    /// only, cgroup limits), `oci` (the same as podman containers with CDI
+    /// GPUs) or `process` (no isolation: trusted single-tenant nodes).
     #[arg(long, value_enum, env = "GANTRY_RUNTIME", default_value = "sandbox")]
     runtime: RuntimeKind,
-    /// Users for workloads (FIRST-LAST), one per live workload.
-    #[arg(long, default_value = "200000-265535", value_parser = range::<u32>)]
+    /// The node's ids workloads' user namespaces map to (FIRST-LAST), in
+    /// ranges of 65,536, one per live workload (the default: 256).
+    #[arg(long, default_value = "200000-16977215", value_parser = range::<u32>)]
     uid_range: RangeInclusive<u32>,
     /// Node ports for instances' SSH servers and exposed ports (FIRST-LAST).
     #[arg(long, default_value = "42000-42999", value_parser = range::<u16>)]
@@ -70,10 +74,43 @@ struct Cli {
     /// The address tenants reach this node at; the node name when absent.
     #[arg(long, env = "GANTRY_PUBLIC_HOST")]
     public_host: Option<String>,
-    /// Where sandbox images' root filesystems are prepared, one directory
-    /// per catalog image name; `<state-dir>/images` when absent.
+    /// Where pulled images' layers are kept (the agent's own podman
+    /// store); `<state-dir>/images` when absent. Agents on one machine may
+    /// share it.
     #[arg(long)]
     image_dir: Option<PathBuf>,
+    /// The most the image store may hold, in GiB: a file system of this
+    /// size is made for it (its space taken at once), so no pull can fill
+    /// the node's disk. 0 keeps the image directory as it is (give it a
+    /// disk of its own then).
+    #[arg(long, default_value_t = 100)]
+    image_store_gib: u64,
+    /// What workloads that name no image run.
+    #[arg(
+        long,
+        env = "GANTRY_DEFAULT_IMAGE",
+        default_value = "docker.io/library/debian:bookworm"
+    )]
+    default_image: String,
+    /// A registry (host or host:port) pulled over plain HTTP or without
+    /// checking its certificate; repeat for more.
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
+    /// The disk, in GiB, of workloads whose instance type sells none.
+    #[arg(long, default_value_t = 10)]
+    default_disk_gib: u64,
+    /// Free space, in GiB, the agent keeps on the node: a workload's disk
+    /// that would eat into it is refused.
+    #[arg(long, default_value_t = 10)]
+    disk_reserve_gib: u64,
+    /// Where lxcfs is mounted: workloads' `/proc/meminfo`, `/proc/cpuinfo`
+    /// and friends come from there, so they say the instance type's size.
+    #[arg(long, default_value = "/var/lib/lxcfs")]
+    lxcfs_dir: PathBuf,
+    /// The OCI runtime podman runs containers with (`oci`): runc works
+    /// with cgroup v1, v2 and hybrid layouts.
+    #[arg(long, default_value = "runc")]
+    podman_runtime: String,
     /// Where the oci runtime writes the CDI spec of this node's GPUs.
     #[arg(long, default_value = "/etc/cdi")]
     cdi_dir: PathBuf,
@@ -173,58 +210,118 @@ fn join_token(cli: &Cli) -> anyhow::Result<Option<String>> {
     }
 }
 
-/// The runtime `--runtime` names, or why this node cannot have it.
-fn open_runtime(cli: &Cli, source: &Source, gpus: &[Gpu]) -> anyhow::Result<Box<dyn Runtime>> {
-    let devices = || -> anyhow::Result<GpuDevices> {
-        Ok(match source {
-            Source::Simulated(_) => GpuDevices::simulated(&cli.state_dir, gpus)
-                .context("making stand-in device nodes for the simulated GPUs")?,
-            Source::Nvml(_) => GpuDevices::real(source.minor_numbers(), gpus),
-        })
+/// The runtime `--runtime` names and where its images come from, or why
+/// this node cannot have it.
+fn open_runtime(
+    cli: &Cli,
+    source: &Source,
+    gpus: &[Gpu],
+) -> anyhow::Result<(Box<dyn Runtime>, Option<ImageSource>)> {
+    if cli.runtime == RuntimeKind::Process {
+        tracing::warn!(
+            "runtime `process`: workloads run unisolated as the agent's user; \
+             use it only on trusted single-tenant nodes"
+        );
+        return Ok((Box::new(Process::new(&cli.state_dir)?), None));
+    }
+    let tools = match cli.runtime {
+        RuntimeKind::Sandbox => Some(Tools::find().map_err(anyhow::Error::msg)?),
+        _ => None,
     };
-    Ok(match cli.runtime {
-        RuntimeKind::Process => {
-            tracing::warn!(
-                "runtime `process`: workloads run unisolated as the agent's user; \
-                 use it only on trusted single-tenant nodes"
-            );
-            Box::new(Process::new(&cli.state_dir)?)
-        }
-        RuntimeKind::Sandbox => {
-            let tools = Tools::find().map_err(anyhow::Error::msg)?;
+    let state_dir = Node::check_state_dir(&cli.state_dir).map_err(anyhow::Error::msg)?;
+    let roots = Roots::new(
+        &state_dir.join("roots"),
+        cli.disk_reserve_gib,
+        cli.default_disk_gib,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let images = open_images(cli, &state_dir, &roots)?;
+    let devices = match source {
+        Source::Simulated(_) => GpuDevices::simulated(&state_dir, gpus)
+            .context("making stand-in device nodes for the simulated GPUs")?,
+        Source::Nvml(_) => GpuDevices::real(source.minor_numbers(), gpus),
+    };
+    let lxcfs = gantry_agent::view::lxcfs_at(&cli.lxcfs_dir);
+    if lxcfs.is_none() {
+        tracing::warn!(
+            dir = %cli.lxcfs_dir.display(),
+            "lxcfs is not mounted: workloads read the node's memory and CPUs in /proc \
+             (install and start the Debian package lxcfs)"
+        );
+    }
+    let node = Node {
+        state_dir: state_dir.clone(),
+        roots,
+        devices,
+        cgroups: Cgroups::detect(&cli.cgroup_root).map_err(anyhow::Error::msg)?,
+        pids_max: cli.pids_max,
+        lxcfs,
+    };
+    let runtime: Box<dyn Runtime> = match tools {
+        None => Box::new(
+            Oci::new(
+                node,
+                images.clone(),
+                &cli.podman_runtime,
+                &cli.cdi_dir,
+                gpus,
+            )
+            .map_err(anyhow::Error::msg)?,
+        ),
+        Some(tools) => {
             if tools.slirp4netns.is_none() {
                 tracing::warn!(
                     "no slirp4netns: workloads share the node's network \
                      (install the Debian package slirp4netns)"
                 );
             }
-            if tools.ssh_keygen.is_none() {
-                tracing::warn!(
-                    "no sshd: instances get no SSH access (install the Debian package openssh-server)"
-                );
-            }
-            let cgroups = Cgroups::detect(&cli.cgroup_root).map_err(anyhow::Error::msg)?;
-            let image_dir = cli
-                .image_dir
-                .clone()
-                .unwrap_or_else(|| cli.state_dir.join("images"));
-            Box::new(
-                Sandbox::new(
-                    tools,
-                    &cli.state_dir,
-                    &image_dir,
-                    devices()?,
-                    cgroups,
-                    cli.pids_max,
-                )
-                .map_err(anyhow::Error::msg)?,
-            )
+            Box::new(Sandbox::new(tools, node))
         }
-        RuntimeKind::Oci => Box::new(
-            Oci::new(&cli.state_dir, &cli.cdi_dir, devices()?, gpus, cli.pids_max)
-                .map_err(anyhow::Error::msg)?,
-        ),
-    })
+    };
+    if !runtime.offers_ssh() {
+        tracing::warn!(
+            "no sshd: instances get no SSH access (install the Debian package openssh-server)"
+        );
+    }
+    let images = ImageSource {
+        images,
+        default: cli.default_image.clone(),
+    };
+    Ok((runtime, Some(images)))
+}
+
+/// The agent's image store, on a file system of its own size when
+/// `--image-store-gib` asks for one.
+fn open_images(cli: &Cli, state_dir: &Path, roots: &Roots) -> anyhow::Result<Images> {
+    let dir = cli
+        .image_dir
+        .clone()
+        .unwrap_or_else(|| state_dir.join("images"));
+    let dir = std::path::absolute(&dir)?;
+    if cli.image_store_gib > 0 && !gantry_agent::mounts::is_mount_point(&dir) {
+        let file = dir.with_extension("img");
+        roots
+            .disk(&file, &dir, cli.image_store_gib << 30, 0)
+            .map_err(|e| anyhow::anyhow!("making the image store at {}: {e}", dir.display()))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    // Podman's locks live on a file system a reboot empties, one per store.
+    let tag = {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(dir.as_os_str().as_encoded_bytes());
+        hash[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let runroot = Path::new("/run/gantry-agent").join(format!("podman-{tag}"));
+    Images::new(
+        &dir,
+        &runroot,
+        &state_dir.join("auth"),
+        cli.insecure_registries.clone(),
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
@@ -247,7 +344,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             std::fs::set_permissions(&cli.state_dir, std::fs::Permissions::from_mode(0o700))
         })
         .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
-    let runtime = open_runtime(&cli, &source, &gpus)?;
+    let (runtime, images) = open_runtime(&cli, &source, &gpus)?;
     if let Some(address) = cli.metrics_listen {
         exporter::serve(address, Duration::from_millis(cli.interval_ms.max(50)))?;
     }
@@ -283,6 +380,8 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     let slots = Slots {
         uids: cli.uid_range.clone(),
         ports: cli.port_range.clone(),
+        cpus: gantry_agent::cpus::available(),
+        default_disk: cli.default_disk_gib.max(1) << 30,
         limits: Limits {
             cpu_milli: u64::try_from(cpu_milli).unwrap_or(1000),
             memory_mib: u64::try_from(memory_mib).unwrap_or(1024),
@@ -291,6 +390,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     };
     let mut supervisor = Supervisor::new(
         runtime,
+        images,
         cli.workload_command.clone(),
         Duration::from_secs_f64(cli.grace_seconds.max(0.0)),
         &cli.state_dir,
@@ -331,7 +431,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             // A workload that ended is reported at once, not at the next
             // tick; while the control plane is away, ticks retry alone.
             _ = exits.tick() => {
-                if unreachable || !supervisor.any_ended() {
+                if unreachable || !supervisor.any_news() {
                     continue;
                 }
                 Why::Ended

@@ -22,15 +22,13 @@ use std::time::Duration;
 pub const INFO_FD: i32 = 100;
 pub const BLOCK_FD: i32 = 101;
 /// slirp4netns's DNS forwarder, as the workload's resolver.
-const RESOLV_CONF: &str = "nameserver 10.0.2.3\n";
+pub const RESOLV_CONF: &str = "nameserver 10.0.2.3\n";
 /// How long each step of bringing the network up may take.
 const STEP: Duration = Duration::from_secs(5);
 
-/// A workload's network while it lasts: slirp4netns, and bubblewrap's
-/// info pipe, held open so that its late writes never meet a closed pipe.
+/// A workload's network while it lasts: slirp4netns.
 pub struct Helper {
     slirp4netns: Child,
-    _info: std::fs::File,
 }
 
 impl Helper {
@@ -48,29 +46,22 @@ pub struct PrivateNetwork {
     pub socket: PathBuf,
     /// Node ports forwarded to the same port inside.
     pub forwards: Vec<u16>,
-    /// Where bubblewrap writes its child's pid (read end).
-    pub info: OwnedFd,
     /// Released once the network is up (write end).
     pub block: OwnedFd,
 }
 
-/// The pipes bubblewrap gets: `--info-fd` and `--block-fd`, as (our end,
-/// its end).
-pub fn pipes() -> std::io::Result<((OwnedFd, OwnedFd), (OwnedFd, OwnedFd))> {
-    let (info_read, info_write) = std::io::pipe()?;
-    let (block_read, block_write) = std::io::pipe()?;
-    Ok((
-        (info_read.into(), info_write.into()),
-        (block_write.into(), block_read.into()),
-    ))
+/// A pipe bubblewrap writes its child's pid to (`--info-fd`), as (our
+/// end, its end).
+pub fn info_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = std::io::pipe()?;
+    Ok((read.into(), write.into()))
 }
 
-/// Writes the resolver file the workload sees as `/etc/resolv.conf`.
-pub fn resolv_conf(dir: &Path) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("resolv.conf");
-    std::fs::write(&path, RESOLV_CONF)?;
-    Ok(path)
+/// A pipe bubblewrap waits on before the command (`--block-fd`), as (our
+/// end, its end).
+pub fn block_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = std::io::pipe()?;
+    Ok((write.into(), read.into()))
 }
 
 /// Blocks until `fd` can be read, for at most `STEP`. A signal (another
@@ -102,14 +93,12 @@ fn readable(fd: &impl AsRawFd, what: &str) -> Result<(), String> {
 }
 
 impl PrivateNetwork {
-    /// Connects the sandbox (whose first process is in process group
+    /// Connects the sandbox (whose first process is `pid`, in process group
     /// `pgid`) to the outside and releases it; answers slirp4netns, which
     /// lives in the workload's process group, so it ends with the workload.
     /// It stays out of the workload's cgroups: their device list would
     /// refuse it `/dev/net/tun`.
-    pub fn bring_up(self, pgid: i32) -> Result<Helper, String> {
-        let mut info = std::fs::File::from(self.info);
-        let pid = sandbox_pid(&mut info)?;
+    pub fn bring_up(self, pid: u32, pgid: i32) -> Result<Helper, String> {
         wait_for_loopback(pid)?;
         std::fs::remove_file(&self.socket).ok();
         let (ready_read, ready_write) =
@@ -167,10 +156,7 @@ impl PrivateNetwork {
             .map_err(|e| {
                 format!("the sandbox ended before its network was up ({e}); its output says why")
             })?;
-        Ok(Helper {
-            slirp4netns: slirp,
-            _info: info,
-        })
+        Ok(Helper { slirp4netns: slirp })
     }
 }
 
@@ -191,8 +177,9 @@ fn wait_for_loopback(pid: u32) -> Result<(), String> {
 
 /// The sandbox's first process, from bubblewrap's info: a JSON object
 /// written in pieces, whose `child-pid` comes first, while the pipe stays
-/// open behind it.
-fn sandbox_pid(file: &mut std::fs::File) -> Result<u32, String> {
+/// open behind it (the caller keeps it open: bubblewrap's late writes must
+/// never meet a closed pipe).
+pub fn sandbox_pid(file: &mut std::fs::File) -> Result<u32, String> {
     let mut seen = Vec::new();
     loop {
         let text = String::from_utf8_lossy(&seen);

@@ -44,13 +44,29 @@ impl Output {
         })
     }
 
-    /// Fresh files for a workload being started: its stdout and stderr.
+    /// The files a workload being started writes to: its stdout and
+    /// stderr, fresh unless lines were noted for it already (its image's
+    /// pull), which they follow.
     pub fn create(&mut self, id: Uuid) -> std::io::Result<(File, File)> {
         let (out, err) = (self.path(id, "stdout"), self.path(id, "stderr"));
+        if self.tails.contains_key(&id) {
+            let append = |path: &Path| File::options().append(true).create(true).open(path);
+            return Ok((append(&out)?, append(&err)?));
+        }
         let files = (File::create(&out)?, File::create(&err)?);
         self.tails
             .insert(id, [tail(out, "stdout"), tail(err, "stderr")]);
         Ok(files)
+    }
+
+    /// Adds a line of the agent's own to a workload's stderr, before it
+    /// starts (how the pull of its image goes).
+    pub fn note(&mut self, id: Uuid, line: &str) -> std::io::Result<()> {
+        if !self.tails.contains_key(&id) {
+            self.create(id)?;
+        }
+        let mut file = File::options().append(true).open(self.path(id, "stderr"))?;
+        std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes())
     }
 
     /// Follows the files of a workload taken back after a restart.

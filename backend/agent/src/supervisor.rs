@@ -1,9 +1,10 @@
-//! The workloads running on this node: each assignment to run becomes a
-//! process group started through the node's runtime (which decides what
-//! the workload can see and use), with `CUDA_VISIBLE_DEVICES` set to
-//! exactly its GPUs, a user and node ports of its own; an assignment to
-//! stop (or one that disappeared) gets SIGTERM for the whole group, then
-//! SIGKILL when the grace period ends.
+//! The workloads running on this node: each assignment to run has its
+//! image pulled (in the background: the node goes on meanwhile), then
+//! becomes a process group started through the node's runtime (which
+//! decides what the workload can see and use), with `CUDA_VISIBLE_DEVICES`
+//! set to exactly its GPUs, an id range, CPUs and node ports of its own; an
+//! assignment to stop (or one that disappeared) gets SIGTERM for the whole
+//! group, then SIGKILL when the grace period ends.
 //!
 //! Workloads outlive the agent: a ledger in the state directory names each
 //! one's process group, so a restarted agent takes them back instead of
@@ -12,10 +13,8 @@
 //! away is still reported with its code.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::CString;
 use std::ops::RangeInclusive;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -26,8 +25,10 @@ use uuid::Uuid;
 
 use crate::cgroup::Limits;
 use crate::client::{Action, Assignment};
+use crate::images::{Image, Images, Pull};
 use crate::output::{Line, Output};
-use crate::runtime::{Access, Launch, PortMapping, Runtime};
+use crate::runtime::{Access, Inside, Launch, PortMapping, Runtime, RuntimeKind};
+use crate::userns::IDS_PER_WORKLOAD;
 
 /// What happened to a workload, for the control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,15 +58,28 @@ impl Event {
 const WRAPPER: &str =
     r#"exit_path=$1; shift; trap : TERM; "$@"; code=$?; echo "$code" > "$exit_path"; exit "$code""#;
 
-/// Where workloads' users and node ports come from, and their limits.
+/// Where workloads' ids, CPUs and node ports come from, and their limits.
 #[derive(Debug, Clone)]
 pub struct Slots {
-    /// Users for sandboxed workloads, never two live workloads on one.
+    /// Ids for isolated workloads, in ranges of 65,536, never two live
+    /// workloads on one range.
     pub uids: RangeInclusive<u32>,
     /// Node ports for SSH servers and exposed ports.
     pub ports: RangeInclusive<u16>,
+    /// The CPUs workloads run on.
+    pub cpus: Vec<u32>,
     /// A workload's limits when its assignment names none.
     pub limits: Limits,
+    /// Bytes of disk for instance types that sell none.
+    pub default_disk: u64,
+}
+
+/// Where workloads' images come from.
+#[derive(Debug, Clone)]
+pub struct ImageSource {
+    pub images: Images,
+    /// What workloads that name no image run.
+    pub default: String,
 }
 
 struct Workload {
@@ -78,13 +92,20 @@ struct Workload {
     /// that reuses the number.
     started: u64,
     gpus: Vec<u32>,
+    /// The first id of its range.
     uid: u32,
+    cpus: Vec<u32>,
     ports: Vec<u16>,
     /// The SSH keys last handed to its runtime.
     ssh_keys: Vec<String>,
     /// A helper of ours in its process group (its network), reaped when
     /// it ends.
     helper: Option<crate::network::Helper>,
+    /// Its SSH server, reaped when it ends.
+    ssh: Option<std::process::Child>,
+    /// bubblewrap's info pipe, held open while the workload lives: its
+    /// late writes must never meet a closed pipe.
+    info: Option<std::fs::File>,
     /// When SIGKILL follows the SIGTERM already sent.
     kill_at: Option<Instant>,
     /// Stopped because its assignment vanished: nobody waits for a report.
@@ -92,17 +113,48 @@ struct Workload {
     /// Which attempt of its order it is (`GANTRY_ATTEMPT`); unknown for
     /// one taken back after a restart.
     attempt: Option<String>,
+    /// Its image's entrypoint and when it was started: an entrypoint that
+    /// fails at once is named as the reason.
+    entrypoint: Option<(String, Instant)>,
+}
+
+/// An end with a failing code this soon after the start is the
+/// entrypoint's doing, not the workload's.
+const AT_ONCE: Duration = Duration::from_secs(3);
+
+impl Workload {
+    /// Why a workload that ended with `code` did, when its image's
+    /// entrypoint failed as soon as it started.
+    fn entrypoint_failure(&self, code: Option<i32>) -> Option<String> {
+        let (entrypoint, started) = self.entrypoint.as_ref()?;
+        let code = code.filter(|c| *c != 0)?;
+        (started.elapsed() < AT_ONCE).then(|| {
+            format!(
+                "the image's entrypoint ({entrypoint}) exited with code {code} as soon as it \
+                 started: the image does not run commands it is given"
+            )
+        })
+    }
 }
 
 fn attempt_of(assignment: &Assignment) -> Option<String> {
     assignment.env.get("GANTRY_ATTEMPT").cloned()
 }
 
-/// A workload spawned in this round, its network still to come up.
+/// A workload spawned in this round, its network and SSH server still to
+/// come up.
 struct Started {
     id: Uuid,
     access: Access,
     network: Option<crate::network::PrivateNetwork>,
+    inside: Option<Inside>,
+    ssh: Option<crate::ssh::Server>,
+}
+
+/// An assignment to run whose image is being pulled.
+struct Waiting {
+    assignment: Assignment,
+    pull: Pull,
 }
 
 /// A ledger entry: enough to find a workload's processes again, and to
@@ -116,11 +168,17 @@ struct Record {
     #[serde(default)]
     uid: u32,
     #[serde(default)]
+    cpus: Vec<u32>,
+    #[serde(default)]
     ports: Vec<u16>,
 }
 
 pub struct Supervisor {
     runtime: Box<dyn Runtime>,
+    /// None where the runtime runs no images (`process`).
+    images: Option<ImageSource>,
+    /// Assignments to run whose images are on their way.
+    waiting: HashMap<Uuid, Waiting>,
     command: String,
     grace: Duration,
     state_dir: PathBuf,
@@ -140,6 +198,7 @@ impl Supervisor {
     /// the ledger and exit codes across agent restarts.
     pub fn new(
         runtime: Box<dyn Runtime>,
+        images: Option<ImageSource>,
         command: String,
         grace: Duration,
         state_dir: &Path,
@@ -148,6 +207,8 @@ impl Supervisor {
         std::fs::create_dir_all(state_dir.join("exits"))?;
         Ok(Self {
             runtime,
+            images,
+            waiting: HashMap::new(),
             command,
             grace,
             state_dir: state_dir.to_owned(),
@@ -185,12 +246,16 @@ impl Supervisor {
                     started: record.started,
                     gpus: record.gpus,
                     uid: record.uid,
+                    cpus: record.cpus,
                     ports: record.ports,
                     ssh_keys: Vec::new(),
                     helper: None,
+                    ssh: None,
+                    info: None,
                     kill_at: None,
                     orphaned: false,
                     attempt: None,
+                    entrypoint: None,
                 },
             );
         }
@@ -220,6 +285,7 @@ impl Supervisor {
                         started: w.started,
                         gpus: w.gpus.clone(),
                         uid: w.uid,
+                        cpus: w.cpus.clone(),
                         ports: w.ports.clone(),
                     },
                 )
@@ -262,7 +328,22 @@ impl Supervisor {
                     if attempt.as_ref().is_some_and(|a| self.ended.contains(a)) {
                         continue;
                     }
-                    match self.start(assignment) {
+                    // Its keys may change while its image comes.
+                    if let Some(waiting) = self.waiting.get_mut(&id) {
+                        waiting.assignment = assignment.clone();
+                        continue;
+                    }
+                    if let Some(pull) = self.pull(assignment) {
+                        self.waiting.insert(
+                            id,
+                            Waiting {
+                                assignment: assignment.clone(),
+                                pull,
+                            },
+                        );
+                        continue;
+                    }
+                    match self.start(assignment, None) {
                         Ok(started) => starting.push(started),
                         Err(why) => {
                             self.ended.extend(attempt);
@@ -271,7 +352,10 @@ impl Supervisor {
                     }
                 }
                 (Action::Stop, Some(_)) => self.terminate(id, false),
-                (Action::Stop, None) => events.push(Event::Stopped(id)),
+                (Action::Stop, None) => {
+                    self.waiting.remove(&id);
+                    events.push(Event::Stopped(id));
+                }
                 // Keys are handed over when they changed, not every round.
                 (Action::Run, Some(workload)) => {
                     if workload.ssh_keys != assignment.ssh_keys {
@@ -283,6 +367,7 @@ impl Supervisor {
         }
         let assigned: Vec<Uuid> = assignments.iter().map(|a| a.order_id).collect();
         self.ended.retain(|(id, _)| assigned.contains(id));
+        self.waiting.retain(|id, _| assigned.contains(id));
         let vanished: Vec<Uuid> = self
             .workloads
             .keys()
@@ -295,30 +380,104 @@ impl Supervisor {
         // Networks come up once every sandbox of the round is on its way,
         // so the sandboxes set themselves up side by side.
         for started in starting {
-            events.push(self.come_up(started));
+            events.extend(self.come_up(started));
         }
         events
     }
 
-    /// Connects a started workload's network (when it has one of its own)
-    /// and releases it; on failure nothing of it stays.
-    fn come_up(&mut self, started: Started) -> Event {
+    /// Starts pulling the image of a workload that runs one; None where the
+    /// runtime runs none.
+    fn pull(&mut self, assignment: &Assignment) -> Option<Pull> {
+        let source = self.images.as_ref()?;
+        let (reference, login) = match &assignment.image {
+            Some(image) => (image.reference.as_str(), image.login.as_ref()),
+            None => (source.default.as_str(), None),
+        };
+        Some(source.images.pull(assignment.order_id, reference, login))
+    }
+
+    /// Notes how pulls go in their workloads' logs and starts those whose
+    /// image is there; answers what became of them.
+    fn start_pulled(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut starting = Vec::new();
+        let ids: Vec<Uuid> = self.waiting.keys().copied().collect();
+        for id in ids {
+            let Some(waiting) = self.waiting.get(&id) else {
+                continue;
+            };
+            for line in waiting.pull.progress() {
+                if let Err(error) = self.output.note(id, &line) {
+                    tracing::warn!(order = %id, %error, "cannot log the pull");
+                }
+            }
+            let Some(outcome) = waiting.pull.outcome() else {
+                continue;
+            };
+            let Some(waiting) = self.waiting.remove(&id) else {
+                continue;
+            };
+            let attempt = attempt_of(&waiting.assignment).map(|a| (id, a));
+            let started = outcome.and_then(|image| self.start(&waiting.assignment, Some(&image)));
+            match started {
+                Ok(started) => starting.push(started),
+                Err(why) => {
+                    tracing::info!(order = %id, %why, "workload failed to start");
+                    self.ended.extend(attempt);
+                    events.push(Event::Failed(id, why));
+                }
+            }
+        }
+        for started in starting {
+            events.extend(self.come_up(started));
+        }
+        events
+    }
+
+    /// Connects a started workload's network (when it has one of its own),
+    /// releases it and starts its SSH server (when it has one); on failure
+    /// nothing of it stays. A workload that ended by itself meanwhile says
+    /// nothing here: its exit, which says why, is reported by `poll`.
+    fn come_up(&mut self, started: Started) -> Option<Event> {
         let Started {
             id,
             access,
             network,
+            inside,
+            ssh,
         } = started;
-        let Some(network) = network else {
-            return Event::Running(id, access);
+        let Some(inside) = inside else {
+            return Some(Event::Running(id, access));
+        };
+        let up = match inside {
+            Inside::Info(fd) => {
+                let mut info = std::fs::File::from(fd);
+                let pid = crate::network::sandbox_pid(&mut info);
+                if let Some(workload) = self.workloads.get_mut(&id) {
+                    workload.info = Some(info);
+                }
+                pid
+            }
+            Inside::Runtime => self.wait_inside(id),
         };
         let Some(workload) = self.workloads.get_mut(&id) else {
-            return Event::Failed(id, "the workload vanished while it started".into());
+            return Some(Event::Failed(
+                id,
+                "the workload vanished while it started".into(),
+            ));
         };
-        match network.bring_up(workload.pgid) {
-            Ok(helper) => {
-                workload.helper = Some(helper);
-                Event::Running(id, access)
+        let up = up.and_then(|pid| {
+            if let Some(network) = network {
+                workload.helper = Some(network.bring_up(pid, workload.pgid)?);
             }
+            if let Some(ssh) = ssh {
+                workload.ssh = Some(ssh.start(pid, workload.pgid)?);
+            }
+            Ok(())
+        });
+        match up {
+            Ok(()) => Some(Event::Running(id, access)),
+            Err(_) if ended_soon(workload) => None,
             Err(why) => {
                 signal_group(workload.pgid, libc::SIGKILL);
                 if let Some(attempt) = self.workloads.remove(&id).and_then(|w| w.attempt) {
@@ -326,15 +485,41 @@ impl Supervisor {
                 }
                 self.save();
                 self.leftovers.push(id);
-                Event::Failed(id, why)
+                Some(Event::Failed(id, why))
             }
         }
     }
 
-    /// A user no live workload has.
+    /// Waits (a few seconds at most) for the runtime to say which process
+    /// is inside a workload it just started.
+    fn wait_inside(&self, id: Uuid) -> Result<u32, String> {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(pid) = self.runtime.inside(id) {
+                return Ok(pid);
+            }
+            let gone = self
+                .workloads
+                .get(&id)
+                .is_none_or(|w| !leader_running(w.pgid, w.started));
+            if gone || Instant::now() > until {
+                return Err("the workload ended before it was up; its output says why".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The first id of a range no live workload has.
     fn free_uid(&self) -> Option<u32> {
         let taken: HashSet<u32> = self.workloads.values().map(|w| w.uid).collect();
-        self.slots.uids.clone().find(|uid| !taken.contains(uid))
+        let (first, last) = (*self.slots.uids.start(), *self.slots.uids.end());
+        (0..)
+            .map_while(|n: u32| {
+                let start = first.checked_add(n.checked_mul(IDS_PER_WORKLOAD)?)?;
+                let end = start.checked_add(IDS_PER_WORKLOAD - 1)?;
+                (end <= last).then_some(start)
+            })
+            .find(|start| !taken.contains(start))
     }
 
     /// `count` node ports that no live workload holds and nothing else
@@ -356,12 +541,22 @@ impl Supervisor {
         (free.len() == count).then_some(free)
     }
 
-    /// Spawns the workload, held before its command where its network
-    /// must come up first; answers why it cannot start otherwise.
-    fn start(&mut self, assignment: &Assignment) -> Result<Started, String> {
+    /// Spawns the workload (from `image`, where the runtime runs one),
+    /// held before its command where its network must come up first;
+    /// answers why it cannot start otherwise.
+    fn start(&mut self, assignment: &Assignment, image: Option<&Image>) -> Result<Started, String> {
         let id = assignment.order_id;
-        let Some(uid) = self.free_uid() else {
-            return Err("every workload user of this node is taken".into());
+        if let (None, Some(named)) = (&self.images, &assignment.image) {
+            return Err(format!(
+                "this node runs workloads as plain processes and cannot run image {}",
+                named.reference
+            ));
+        }
+        let isolated = self.runtime.kind() != RuntimeKind::Process;
+        let uid = match self.free_uid() {
+            Some(uid) => uid,
+            None if isolated => return Err("every id range of this node is taken".into()),
+            None => 0,
         };
         // An instance gets an SSH server where the runtime offers one.
         let ssh = assignment.command.is_none() && self.runtime.offers_ssh();
@@ -389,6 +584,17 @@ impl Supervisor {
             memory_mib: l.memory_mib,
             pids: self.slots.limits.pids,
         });
+        let disk = match assignment.limits.map_or(0, |l| l.disk_gib) {
+            0 => self.slots.default_disk,
+            gib => gib.saturating_mul(1 << 30),
+        };
+        let vcpus = usize::try_from(limits.cpu_milli.div_ceil(1000)).unwrap_or(1);
+        let cpus = crate::cpus::choose(
+            vcpus,
+            &self.slots.cpus,
+            self.workloads.values().flat_map(|w| w.cpus.iter().copied()),
+        );
+        let cpu_list = crate::cpus::list(&cpus);
         let launch = Launch {
             id,
             gpus: &assignment.gpu_ids,
@@ -397,7 +603,9 @@ impl Supervisor {
             command: assignment.command.as_deref().unwrap_or(&self.command),
             working_dir: assignment.working_dir.as_deref(),
             limits,
-            image: assignment.image.as_ref(),
+            cpus: &cpu_list,
+            disk,
+            image,
             uid,
             ssh_port,
             ssh_keys: &assignment.ssh_keys,
@@ -417,11 +625,7 @@ impl Supervisor {
             .output
             .create(id)
             .map_err(|error| format!("could not capture output: {error}"))?;
-        let joins: Vec<CString> = prepared
-            .cgroup_procs
-            .iter()
-            .filter_map(|p| CString::new(p.as_os_str().as_bytes()).ok())
-            .collect();
+        let joins = crate::cgroup::procs_cstrings(&prepared.cgroup_procs);
         let fds: Vec<(i32, i32)> = prepared
             .fds
             .iter()
@@ -445,7 +649,7 @@ impl Supervisor {
         // calls on memory prepared before the fork (no allocation, no lock).
         unsafe {
             command.pre_exec(move || {
-                join_cgroups(&joins)?;
+                crate::cgroup::join(&joins)?;
                 for (fd, at) in &fds {
                     if libc::dup2(*fd, *at) < 0 {
                         return Err(std::io::Error::last_os_error());
@@ -475,12 +679,18 @@ impl Supervisor {
                 started,
                 gpus: assignment.gpu_ids.clone(),
                 uid,
+                cpus,
                 ports,
                 ssh_keys: assignment.ssh_keys.clone(),
                 helper: None,
+                ssh: None,
+                info: None,
                 kill_at: None,
                 orphaned: false,
                 attempt: attempt_of(assignment),
+                entrypoint: image
+                    .filter(|i| !i.entrypoint.is_empty())
+                    .map(|i| (i.entrypoint.join(" "), Instant::now())),
             },
         );
         self.save();
@@ -488,6 +698,8 @@ impl Supervisor {
             id,
             access: prepared.access,
             network: prepared.network,
+            inside: prepared.inside,
+            ssh: prepared.ssh,
         })
     }
 
@@ -496,7 +708,7 @@ impl Supervisor {
         if let Some(workload) = self.workloads.get_mut(&id)
             && workload.kill_at.is_none()
         {
-            if !self.runtime.stop(id, workload.uid) {
+            if !self.runtime.stop(id) {
                 signal_group(workload.pgid, libc::SIGTERM);
             }
             workload.kill_at = Some(Instant::now() + grace);
@@ -505,21 +717,25 @@ impl Supervisor {
         }
     }
 
-    /// Whether a workload has ended since the last `poll`, without taking
-    /// its end: the round that reports it polls.
-    pub fn any_ended(&mut self) -> bool {
-        self.workloads
-            .values_mut()
-            .any(|workload| match &mut workload.child {
-                // The status stays with the child for `poll` to read again.
-                Some(child) => matches!(child.try_wait(), Ok(Some(_))),
-                None => !leader_running(workload.pgid, workload.started),
-            })
+    /// Whether a workload has ended, or an image a workload waits for
+    /// has been pulled, since the last `poll`, without taking the news: the
+    /// round that reports it polls.
+    pub fn any_news(&mut self) -> bool {
+        self.waiting.values().any(|w| w.pull.outcome().is_some())
+            || self
+                .workloads
+                .values_mut()
+                .any(|workload| match &mut workload.child {
+                    // The status stays with the child for `poll` to read again.
+                    Some(child) => matches!(child.try_wait(), Ok(Some(_))),
+                    None => !leader_running(workload.pgid, workload.started),
+                })
     }
 
-    /// Collects exits and kills groups whose grace period is over.
+    /// Starts workloads whose images arrived, collects exits and kills
+    /// groups whose grace period is over.
     pub fn poll(&mut self) -> Vec<Event> {
-        let mut events = Vec::new();
+        let mut events = self.start_pulled();
         let mut done = Vec::new();
         for (id, workload) in &mut self.workloads {
             let ended = match &mut workload.child {
@@ -545,12 +761,19 @@ impl Supervisor {
                     if let Some(helper) = workload.helper.take() {
                         helper.stop();
                     }
+                    if let Some(mut ssh) = workload.ssh.take() {
+                        ssh.kill().ok();
+                        ssh.wait().ok();
+                    }
                     done.push(*id);
                     match (workload.kill_at, workload.orphaned) {
                         (Some(_), true) => {}
                         (Some(_), false) => events.push(Event::Stopped(*id)),
                         (None, _) => {
-                            let why = self.runtime.ending(*id);
+                            let why = self
+                                .runtime
+                                .ending(*id)
+                                .or_else(|| workload.entrypoint_failure(code));
                             events.push(Event::Exited(*id, code, why));
                         }
                     }
@@ -578,39 +801,23 @@ impl Supervisor {
     }
 }
 
-/// Moves the calling (just forked) process into each cgroup by writing its
-/// pid to the `cgroup.procs` files.
-fn join_cgroups(files: &[CString]) -> std::io::Result<()> {
-    // SAFETY: getpid(2) has no preconditions.
-    let pid = unsafe { libc::getpid() };
-    let mut digits = [0u8; 12];
-    let mut at = digits.len();
-    let mut rest = pid.unsigned_abs();
+/// Whether a workload that could not be joined ends by itself within a
+/// second (its runtime, or its entrypoint, gave up), rather than being
+/// up but out of reach.
+fn ended_soon(workload: &mut Workload) -> bool {
+    let Some(child) = workload.child.as_mut() else {
+        return false;
+    };
+    let until = Instant::now() + Duration::from_secs(1);
     loop {
-        at -= 1;
-        digits[at] = b'0' + u8::try_from(rest % 10).unwrap_or(0);
-        rest /= 10;
-        if rest == 0 {
-            break;
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return true;
         }
-    }
-    for file in files {
-        // SAFETY: open/write/close on a NUL-terminated path made before the
-        // fork and a buffer on this stack.
-        let written = unsafe {
-            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let n = libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at);
-            libc::close(fd);
-            n
-        };
-        if written < 0 {
-            return Err(std::io::Error::last_os_error());
+        if Instant::now() > until {
+            return false;
         }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(())
 }
 
 /// Whether a taken-back workload's leader still runs. Its group is judged
@@ -679,14 +886,23 @@ mod tests {
         let slots = Slots {
             uids: 1..=1,
             ports: 1..=1,
+            cpus: vec![0],
             limits: Limits {
                 cpu_milli: 1000,
                 memory_mib: 1024,
                 pids: 64,
             },
+            default_disk: 1 << 30,
         };
-        Supervisor::new(Box::new(runtime), command.to_owned(), grace, dir, slots)
-            .expect("state dir")
+        Supervisor::new(
+            Box::new(runtime),
+            None,
+            command.to_owned(),
+            grace,
+            dir,
+            slots,
+        )
+        .expect("state dir")
     }
 
     fn state_dir() -> PathBuf {

@@ -1,249 +1,56 @@
 //! Tenants on one node, as an attacker would test them: the real agent
-//! binary with the `sandbox` runtime (bubblewrap, cgroups) runs real
-//! processes for two tenants, and each assertion is on what a workload
-//! actually saw or did, not on a command line.
+//! binary with the `sandbox` runtime (bubblewrap in a user namespace) and
+//! the `oci` runtime (podman with runc) runs real processes for two
+//! tenants, each root in its own image, and each assertion is on what a
+//! workload actually saw or did, not on a command line.
 
 mod lab;
+#[allow(dead_code)]
+mod node;
 #[allow(dead_code)]
 #[path = "../../../tests/api/support.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
-use lab::Agent;
+use node::{AGENT_CANARY, Node, gpus_of, ssh, ssh_when_up, verdict};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
-use support::{Engine, Tenant, TestServer};
+use serde_json::json;
+use support::{Engine, Tenant};
 use uuid::Uuid;
 
 on_both_engines!(
-    a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants,
+    a_tenants_root_reaches_nothing_of_the_node_or_of_other_tenants_in_a_sandbox,
+    a_tenants_root_reaches_nothing_of_the_node_or_of_other_tenants_in_a_container,
     the_same_attack_succeeds_on_an_unisolated_node,
     memory_and_process_limits_hold_and_the_node_stays_healthy,
     an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_restarts,
     two_tenants_on_one_mig_gpu_each_reach_only_their_own_instance,
 );
 
-/// Something only the agent's own environment holds.
-const AGENT_CANARY: &str = "agent-environment-canary";
-
-/// A sandbox node and the server it joins; the directory goes when done.
-struct Node {
-    server: TestServer,
-    operator: String,
-    token: String,
-    dir: PathBuf,
-    /// Users and ports of this node's workloads, apart from other tests'.
-    uids: (u32, u32),
-    ports: (u16, u16),
-}
-
-impl Drop for Node {
-    /// Workloads outlive agents by design: whatever a failed test left
-    /// running under this node's users goes too.
-    fn drop(&mut self) {
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
-            let uid = status
-                .lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|u| u.parse::<u32>().ok());
-            if uid.is_some_and(|u| (self.uids.0..=self.uids.1).contains(&u)) {
-                Command::new("kill")
-                    .arg("-9")
-                    .arg(entry.file_name())
-                    .stderr(Stdio::null())
-                    .status()
-                    .ok();
-            }
-        }
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-async fn node(engine: Engine) -> Node {
-    let server = TestServer::start_with(engine, |config| {
-        config.agent_heartbeat_deadline_seconds = 10;
-    })
-    .await;
-    let operator = server.operator().await.token;
-    let token = lab::catalog(&server, &operator).await;
-    let dir = std::env::temp_dir().join(format!("gantry-isolation-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir).expect("work dir");
-    // Tests run side by side: each node takes its own users and ports (a
-    // shared range would let one test's clean-up kill another's work).
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let slot = (std::process::id() % 20) * 20 + NEXT.fetch_add(1, Ordering::Relaxed) % 20;
-    let first_port = 20_000 + u16::try_from(slot).unwrap_or(0) * 100;
-    Node {
-        server,
-        operator,
-        token,
-        uids: (300_000 + slot * 100, 300_000 + slot * 100 + 99),
-        ports: (first_port, first_port + 99),
-        dir,
-    }
-}
-
-impl Node {
-    fn state(&self) -> PathBuf {
-        self.dir.join("state")
-    }
-
-    fn agent(&self) -> Agent {
-        self.agent_with("sandbox")
-    }
-
-    fn agent_with(&self, runtime: &str) -> Agent {
-        self.spawn(lab::agent_command(
-            &self.server,
-            &self.token,
-            "gpu-box-1",
-            &self.state(),
-            runtime,
-        ))
-    }
-
-    fn agent_simulating(&self, runtime: &str, gpus: &str) -> Agent {
-        self.spawn(lab::agent_command_simulating(
-            &self.server,
-            &self.token,
-            "gpu-box-1",
-            &self.state(),
-            runtime,
-            100,
-            gpus,
-        ))
-    }
-
-    /// Starts the agent with this node's users, ports and canary.
-    fn spawn(&self, mut command: Command) -> Agent {
-        let log = std::fs::File::create(self.dir.join("agent.log")).expect("agent log");
-        let child = command
-            .env("GANTRY_AGENT_CANARY", AGENT_CANARY)
-            .args(["--grace-seconds", "1", "--pids-max", "64"])
-            .args(["--public-host", "127.0.0.1"])
-            .arg("--uid-range")
-            .arg(format!("{}-{}", self.uids.0, self.uids.1))
-            .arg("--port-range")
-            .arg(format!("{}-{}", self.ports.0, self.ports.1))
-            .stderr(log)
-            .spawn()
-            .expect("start the agent");
-        Agent(child)
-    }
-
-    fn agent_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default()
-    }
-
-    async fn ready(&self) {
-        for _ in 0..200 {
-            let nodes = self.server.get("/api/v1/admin/nodes", &self.operator).await;
-            if let Some(node) = nodes.items().iter().find(|n| n["state"] == "ready") {
-                let isolated = node["runtime"] != "process";
-                assert_eq!(node["isolated"], isolated);
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the agent never registered: {}", self.agent_log());
-    }
-
-    async fn order(&self, tenant: &Tenant, order: Uuid) -> Value {
-        let reply = self
-            .server
-            .get(
-                &format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id),
-                &tenant.token,
-            )
-            .await;
-        reply.expect(StatusCode::OK);
-        reply.body.clone()
-    }
-
-    async fn until(
-        &self,
-        tenant: &Tenant,
-        order: Uuid,
-        what: &str,
-        done: impl Fn(&Value) -> bool,
-    ) -> Value {
-        for _ in 0..600 {
-            let current = self.order(tenant, order).await;
-            if done(&current) {
-                return current;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let output = self
-            .server
-            .get(
-                &format!("/api/v1/orgs/{}/orders/{order}/logs", tenant.org_id),
-                &tenant.token,
-            )
-            .await;
-        panic!(
-            "order {order} never became {what}: {}\noutput: {}\nagent: {}",
-            self.order(tenant, order).await,
-            output.body,
-            self.agent_log()
-        );
-    }
-
-    async fn output(&self, tenant: &Tenant, order: Uuid) -> Vec<String> {
-        let reply = self
-            .server
-            .get(
-                &format!("/api/v1/orgs/{}/orders/{order}/logs", tenant.org_id),
-                &tenant.token,
-            )
-            .await;
-        reply.expect(StatusCode::OK);
-        reply.body["lines"]
-            .as_array()
-            .expect("lines")
-            .iter()
-            .map(|l| l["line"].as_str().unwrap_or_default().to_owned())
-            .collect()
-    }
-}
-
-fn gpus_of(order: &Value) -> Vec<u64> {
-    order["placement"][0]["gpu_ids"]
-        .as_array()
-        .expect("gpu ids")
-        .iter()
-        .filter_map(Value::as_u64)
-        .collect()
-}
-
 /// What tenant A's job saw while tenant B's job ran beside it.
 struct Attack {
     a: Tenant,
     b: Tenant,
     victim: Uuid,
-    victim_view: Value,
+    victim_view: serde_json::Value,
     seen: Vec<String>,
+    /// A file A's job wrote as root at `/etc`: on the node it must not be.
+    planted: String,
 }
 
 impl Attack {
     fn verdict(&self, key: &str) -> String {
-        self.seen
-            .iter()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key} in {:?}", self.seen))
-            .to_owned()
+        verdict(&self.seen, key)
     }
 }
 
 /// Tenant B keeps a job running with a secret in its environment, its
-/// output and its scratch; tenant A's job then tries every way there is
-/// from inside its workload, each probe printing one verdict line.
+/// output and its files; tenant A's job, root in its own image, then tries
+/// every way there is from inside its workload, each probe printing one
+/// verdict line.
 async fn attack(node: &Node, agent: u32) -> Attack {
     let (a, b) = (
         node.server.signup("tenant-a").await,
@@ -276,20 +83,30 @@ async fn attack(node: &Node, agent: u32) -> Attack {
         .await;
     let state = node.state();
     let state = state.display();
+    let planted = format!("gantry-probe-{}", Uuid::now_v7().simple());
     let probe = format!(
         r#"echo "uid=$(id -u)"
+echo "mapped-to=$(awk '{{print $2}}' /proc/self/uid_map)"
 echo "visible=$CUDA_VISIBLE_DEVICES"
 cat {state}/credential.json >/dev/null 2>&1 && echo "credential=read" || echo "credential=refused"
 ls {state} >/dev/null 2>&1 && echo "state=listed" || echo "state=refused"
 cat {state}/output/{victim}.stdout >/dev/null 2>&1 && echo "b-output=read" || echo "b-output=refused"
-ls {state}/scratch/{victim} >/dev/null 2>&1 && echo "b-scratch=listed" || echo "b-scratch=refused"
+cat /scratch/secret >/dev/null 2>&1 && echo "b-files=read" || echo "b-files=refused"
 echo "processes=$(for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -c 'slee[p] 6[1]')"
 echo "b-visible=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep -c hf_secret_of_b)"
 echo "agent-visible=$(cat /proc/{agent}/environ /proc/{agent}/cmdline 2>/dev/null | tr '\0' '\n' | grep -c -e gj_ -e {AGENT_CANARY})"
 for i in 0 1 2 3; do (: < /dev/nvidia$i) 2>/dev/null && echo "gpu$i=open" || echo "gpu$i=refused"; done
 for f in {state}/dev/nvidia0 {state}/dev/nvidia1 {state}/dev/nvidia2 {state}/dev/nvidia3; do (: < $f) 2>/dev/null && echo "host-device=open"; done
-echo x > /etc/gantry-probe 2>/dev/null && echo "system=written" || echo "system=read-only"
-echo "cgroups-seen=$(ls /sys/fs/cgroup 2>/dev/null | grep -c .)"
+echo "devices=$(ls /dev | tr '\n' ' ')"
+echo x > /etc/{planted} && echo "own-root=written" || echo "own-root=read-only"
+echo 1 > /proc/sys/vm/drop_caches 2>/dev/null && echo "kernel=written" || echo "kernel=read-only"
+echo x > /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && echo "sys=written" || echo "sys=read-only"
+echo 1 > /sys/fs/cgroup/pids/pids.max 2>/dev/null && echo "cgroup=written" || echo "cgroup=read-only"
+echo "b-cgroup=$(ls -R /sys/fs/cgroup 2>/dev/null | grep -c {victim})"
+mknod /tmp/disk b 254 0 2>/dev/null && echo "mknod=made" || echo "mknod=refused"
+mkdir -p /tmp/m; mount -t ext4 /dev/vda /tmp/m 2>/dev/null && echo "mount=mounted" || echo "mount=refused"
+mount -t tmpfs none /tmp/m 2>/dev/null && echo "tmpfs=mounted" || echo "tmpfs=refused"
+unshare -U true 2>/dev/null && echo "userns=made" || echo "userns=refused"
 reach() {{ for _ in 1 2 3; do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 2)" 2>/dev/null && return 0; sleep 0.5; done; return 1; }}
 reach {b_port} && echo "b-port=open" || echo "b-port=refused"
 reach {control_plane} && echo "control-plane=open" || echo "control-plane=refused"
@@ -311,25 +128,40 @@ echo "env-start"; env; echo "env-end""#
         victim,
         victim_view,
         seen,
+        planted,
     }
 }
 
-async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: Engine) {
-    let node = node(engine).await;
-    let agent = node.agent();
+async fn a_tenants_root_reaches_nothing_of_the_node_or_of_other_tenants_in_a_sandbox(
+    engine: Engine,
+) {
+    root_reaches_nothing(engine, "sandbox").await;
+}
+
+async fn a_tenants_root_reaches_nothing_of_the_node_or_of_other_tenants_in_a_container(
+    engine: Engine,
+) {
+    root_reaches_nothing(engine, "oci").await;
+}
+
+async fn root_reaches_nothing(engine: Engine, runtime: &str) {
+    let node = Node::new(engine).await;
+    let agent = node.agent(runtime);
     node.ready().await;
     let attack = attack(&node, agent.0.id()).await;
     let verdict = |key: &str| attack.verdict(key);
     let (a, b, victim, seen) = (&attack.a, &attack.b, attack.victim, &attack.seen);
-    let uid: u32 = verdict("uid").parse().expect("uid");
+    // Root inside, an unprivileged range of the node's ids outside.
+    assert_eq!(verdict("uid"), "0");
+    let mapped: u32 = verdict("mapped-to").parse().expect("mapped id");
     assert!(
-        (node.uids.0..=node.uids.1).contains(&uid),
-        "the job ran as a user of its own, not {uid}"
+        (node.uids.0..=node.uids.1).contains(&mapped),
+        "root inside is {mapped} on the node, in the node's range"
     );
     assert_eq!(verdict("credential"), "refused");
     assert_eq!(verdict("state"), "refused");
     assert_eq!(verdict("b-output"), "refused");
-    assert_eq!(verdict("b-scratch"), "refused");
+    assert_eq!(verdict("b-files"), "refused", "B's /scratch is B's");
     assert_eq!(
         verdict("processes"),
         "0",
@@ -341,17 +173,28 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         "0",
         "the agent's token and environment"
     );
-    assert_eq!(verdict("system"), "read-only");
+    // Its own root is its to write; the node's files, kernel knobs and
+    // cgroups are not.
+    assert_eq!(verdict("own-root"), "written");
+    assert!(!Path::new("/etc").join(&attack.planted).exists());
+    assert_eq!(verdict("kernel"), "read-only");
+    assert_eq!(verdict("sys"), "read-only");
+    assert_eq!(verdict("cgroup"), "read-only");
+    assert_eq!(verdict("b-cgroup"), "0", "B's cgroups are hidden");
+    assert_eq!(verdict("mknod"), "refused");
+    assert_eq!(
+        verdict("mount"),
+        "refused",
+        "the node's disk cannot be mounted"
+    );
+    assert_eq!(verdict("tmpfs"), "refused");
+    assert_eq!(verdict("userns"), "refused", "no nested user namespace");
     // A network of its own: B's loopback and the node's are out of reach.
     assert_eq!(verdict("b-port"), "refused");
     assert_eq!(verdict("control-plane"), "refused");
-    assert_eq!(
-        verdict("cgroups-seen"),
-        "0",
-        "other workloads' cgroups are hidden"
-    );
     assert!(!seen.iter().any(|l| l == "host-device=open"), "{seen:?}");
-    // B holds two of the node's four GPUs, so A got the other two.
+    // B holds two of the node's four GPUs, so A got the other two, and
+    // /dev holds them and the basic nodes only.
     let theirs = gpus_of(&attack.victim_view);
     let mine: Vec<u64> = (0..4).filter(|i| !theirs.contains(i)).collect();
     let visible: Vec<String> = mine.iter().map(u64::to_string).collect();
@@ -364,7 +207,34 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
             "GPU {i}: mine {mine:?}, B's {theirs:?}"
         );
     }
-    // The environment is the order's and Gantry's, nothing of the agent's.
+    let devices = verdict("devices");
+    for name in devices.split_whitespace() {
+        let basic = [
+            "null",
+            "zero",
+            "full",
+            "random",
+            "urandom",
+            "tty",
+            "pts",
+            "ptmx",
+            "shm",
+            "fd",
+            "stdin",
+            "stdout",
+            "stderr",
+            "core",
+            "mqueue",
+            "console",
+            "nvidiactl",
+            "nvidia-uvm",
+        ]
+        .contains(&name);
+        let own_gpu = mine.iter().any(|i| name == format!("nvidia{i}"));
+        assert!(basic || own_gpu, "/dev/{name} is not A's: {devices}");
+    }
+    // The environment is the order's, the image's and Gantry's, nothing of
+    // the agent's.
     let env: Vec<&String> = seen
         .iter()
         .skip_while(|l| *l != "env-start")
@@ -388,7 +258,11 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
                     "PWD",
                     "SHLVL",
                     "OLDPWD",
-                    "_"
+                    "_",
+                    // podman's own
+                    "container",
+                    "HOSTNAME",
+                    "TERM",
                 ]
                 .contains(&name)
                 || ["MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK"].contains(&name),
@@ -416,13 +290,13 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         .await
         .expect(StatusCode::NOT_FOUND);
 
-    // Once B's job ends, its scratch and cgroups are gone from the node.
+    // Once B's job ends, its root, disk and cgroups are gone from the node.
     node.server.cancel(b, victim).await;
     node.until(b, victim, "cancelled and stopped", |o| {
         o["status"] == "cancelled" && o["ended_at"].is_string()
     })
     .await;
-    // It had its grace period: SIGTERM reached it, not just its sandbox.
+    // It had its grace period: SIGTERM reached it, not just its runtime.
     assert!(
         node.output(b, victim)
             .await
@@ -430,22 +304,28 @@ async fn a_tenants_job_reaches_nothing_of_the_node_or_of_other_tenants(engine: E
         "{:?}",
         node.output(b, victim).await
     );
-    let scratch = node.state().join("scratch").join(victim.to_string());
+    let root = node.state().join("roots").join(victim.to_string());
     for _ in 0..100 {
-        if !scratch.exists() {
+        if !root.exists() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!scratch.exists(), "B's scratch outlived its job");
+    assert!(!root.exists(), "B's root outlived its job");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    assert!(
+        !mounts.contains(&victim.to_string()),
+        "nothing of B's stays mounted"
+    );
+    drop(agent);
 }
 
-/// The control for the test above: on a `process` node the same probes
+/// The control for the tests above: on a `process` node the same probes
 /// find the credential, B's output and the agent's environment, so their
 /// failing in a sandbox is the sandbox's doing.
 async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
-    let node = node(engine).await;
-    let agent = node.agent_with("process");
+    let node = Node::new(engine).await;
+    let agent = node.agent("process");
     node.ready().await;
     let attack = attack(&node, agent.0.id()).await;
     assert_eq!(attack.verdict("uid"), "0");
@@ -456,7 +336,9 @@ async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
     assert_ne!(attack.verdict("agent-visible"), "0");
     assert_eq!(attack.verdict("b-port"), "open");
     assert_eq!(attack.verdict("control-plane"), "open");
-    assert_ne!(attack.verdict("cgroups-seen"), "0");
+    assert_eq!(attack.verdict("tmpfs"), "mounted");
+    Command::new("umount").arg("/tmp/m").status().ok();
+    std::fs::remove_file(Path::new("/etc").join(&attack.planted)).ok();
     node.server.cancel(&attack.b, attack.victim).await;
     node.until(&attack.b, attack.victim, "stopped", |o| {
         o["ended_at"].is_string()
@@ -466,11 +348,11 @@ async fn the_same_attack_succeeds_on_an_unisolated_node(engine: Engine) {
 
 /// The cgroup files of a workload, on a v1 or a v2 hierarchy: its group
 /// is named by its order and the agent that runs it.
-fn cgroup_file(controller: &str, order: Uuid, file: &str) -> PathBuf {
+fn cgroup_file(controller: &str, order: Uuid, file: &str) -> std::path::PathBuf {
     let parent = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        PathBuf::from("/sys/fs/cgroup/gantry")
+        std::path::PathBuf::from("/sys/fs/cgroup/gantry")
     } else {
-        PathBuf::from(format!("/sys/fs/cgroup/{controller}/gantry"))
+        std::path::PathBuf::from(format!("/sys/fs/cgroup/{controller}/gantry"))
     };
     let prefix = format!("{order}-");
     std::fs::read_dir(&parent)
@@ -488,8 +370,8 @@ fn cgroup_file(controller: &str, order: Uuid, file: &str) -> PathBuf {
 }
 
 async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engine) {
-    let node = node(engine).await;
-    let _agent = node.agent();
+    let node = Node::new(engine).await;
+    let _agent = node.agent("sandbox");
     node.ready().await;
     let tenant = node.server.signup("limits").await;
 
@@ -603,126 +485,27 @@ async fn memory_and_process_limits_hold_and_the_node_stays_healthy(engine: Engin
             .await
             .contains(&"after".to_owned())
     );
-
-    // An image the node has no root file system for fails at once, saying so.
-    node.server
-        .post(
-            "/api/v1/admin/catalog/images",
-            &node.operator,
-            json!({ "name": "pytorch-24.05", "reference": "nvcr.io/nvidia/pytorch:24.05-py3" }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    let imaged = node.server.order(
-            &tenant,
-            json!({ "instance_type": "h100x2", "image": "pytorch-24.05", "job": { "command": "true" } }),
-        )
-        .await;
-    let refused = node
-        .until(&tenant, imaged, "failed", |o| o["status"] == "failed")
-        .await;
-    let reason = refused["failure_reason"].as_str().unwrap_or_default();
-    assert!(
-        reason.starts_with("this node cannot run image \"pytorch-24.05\""),
-        "{reason}"
-    );
-}
-
-/// A key pair made by Debian's ssh-keygen.
-fn key_pair(dir: &Path, name: &str) -> (PathBuf, String) {
-    let private = dir.join(name);
-    let made = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&private)
-        .status()
-        .expect("ssh-keygen");
-    assert!(made.success());
-    let public = std::fs::read_to_string(private.with_extension("pub")).expect("public key");
-    (private, public)
-}
-
-/// Runs `command` on the instance with Debian's ssh client; answers its
-/// exit status and output.
-fn ssh(key: &Path, port: u16, command: &str) -> (i32, String) {
-    let out = Command::new("ssh")
-        .arg("-i")
-        .arg(key)
-        .args(["-p", &port.to_string()])
-        .args([
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "ConnectTimeout=5",
-        ])
-        .args([
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-        ])
-        .args(["-o", "LogLevel=ERROR", "gantry@127.0.0.1", command])
-        .stdin(Stdio::null())
-        .output()
-        .expect("ssh");
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-/// `ssh` until the server answers (it starts beside the instance).
-async fn ssh_when_up(key: &Path, port: u16, command: &str) -> (i32, String) {
-    let mut last = (255, String::new());
-    for _ in 0..50 {
-        last = ssh(key, port, command);
-        if last.0 != 255 || last.1.contains("Permission denied") {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    last
 }
 
 async fn an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_restarts(
     engine: Engine,
 ) {
-    let node = node(engine).await;
-    let mut agent = node.agent();
+    let node = Node::new(engine).await;
+    let mut agent = node.agent("sandbox");
     node.ready().await;
-    let owner = node.server.signup("owner").await;
-    let (key, public) = key_pair(&node.dir, "owner-key");
-    let (stranger_key, _) = key_pair(&node.dir, "stranger-key");
-    node.server
-        .post(
-            "/api/v1/me/ssh-keys",
-            &owner.token,
-            json!({ "name": "laptop", "public_key": public }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
-    let instance = node
-        .server
-        .order(
+    let (owner, key) = node.tenant_with_key("owner").await;
+    let (stranger_key, _) = node::key_pair(&node.dir, "stranger-key");
+    let (instance, port) = node
+        .instance(
             &owner,
             json!({ "instance_type": "h100x2", "ports": [8888] }),
         )
         .await;
-    let running = node
-        .until(&owner, instance, "running with access", |o| {
-            o["status"] == "running" && o["access"]["hosts"][0]["ssh"].is_object()
-        })
-        .await;
+    let running = node.order(&owner, instance).await;
     let host = &running["access"]["hosts"][0];
-    let port = u16::try_from(host["ssh"]["port"].as_u64().expect("port")).expect("port");
     assert_eq!(
         host["ssh"]["command"],
-        format!("ssh -p {port} gantry@127.0.0.1")
+        format!("ssh -p {port} root@127.0.0.1")
     );
     assert_eq!(running["access"]["runtime"], "sandbox");
     let exposed = &host["ports"][0];
@@ -759,20 +542,28 @@ async fn an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_rest
     let (code, out) = ssh(&stranger_key, port, "echo in");
     assert_eq!(code, 255, "another key is refused: {out}");
     assert!(out.contains("Permission denied"), "{out}");
+    let (code, out) = node::ssh_as(&key, port, "gantry", "echo in");
+    assert_eq!(code, 255, "only root logs in: {out}");
 
     // The agent dies and comes back: the instance kept running, reachable.
     drop(agent);
-    agent = node.agent();
+    agent = node.agent("sandbox");
     let (code, out) = ssh_when_up(&key, port, "echo still-here").await;
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("still-here"));
     assert_eq!(node.order(&owner, instance).await["status"], "running");
 
-    // Secrets on the node are the agent's user's alone.
+    // Secrets on the node are the agent's user's alone: others may pass
+    // through its state directory (to their own roots) but list nothing.
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| std::fs::metadata(p).expect("exists").permissions().mode() & 0o777;
     assert_eq!(mode(&node.state().join("credential.json")), 0o600);
-    assert_eq!(mode(&node.state()), 0o700);
+    assert_eq!(mode(&node.state()), 0o711);
+    assert_eq!(mode(&node.state().join("output")), 0o700);
+    assert_eq!(
+        mode(&node.state().join("roots").join(instance.to_string())),
+        0o700
+    );
 
     // Deleting the key takes it off the running instance.
     let keys = node.server.get("/api/v1/me/ssh-keys", &owner.token).await;
@@ -829,7 +620,7 @@ echo "probed"; sleep 60"#
 }
 
 async fn two_tenants_on_one_mig_gpu_each_reach_only_their_own_instance(engine: Engine) {
-    let node = node(engine).await;
+    let node = Node::new(engine).await;
     let (server, op) = (&node.server, node.operator.as_str());
     let model = server.get("/api/v1/catalog/gpu-models", op).await;
     let model_id = model.items()[0]["id"]
@@ -875,37 +666,23 @@ async fn two_tenants_on_one_mig_gpu_each_reach_only_their_own_instance(engine: E
     for (tenant, order) in [(&a, first), (&b, second)] {
         node.until(tenant, order, "probed", |o| o["status"] == "running")
             .await;
-        for _ in 0..200 {
-            if node
-                .output(tenant, order)
-                .await
-                .iter()
-                .any(|l| l == "probed")
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let lines = node.printed(tenant, order, "probed").await;
         let view = node.order(tenant, order).await;
-        let lines = node.output(tenant, order).await;
-        let line = |key: &str| {
-            lines
-                .iter()
-                .find_map(|l| l.strip_prefix(&format!("{key}=")))
-                .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
-                .to_owned()
-        };
         assert_eq!(gpus_of(&view), vec![0], "both run on the one GPU");
         let device = view["placement"][0]["mig_device"]
             .as_str()
             .expect("a MIG device");
         assert!(device.starts_with("MIG-"));
-        assert_eq!(line("visible"), device, "CUDA sees its instance by UUID");
+        assert_eq!(
+            verdict(&lines, "visible"),
+            device,
+            "CUDA sees its instance by UUID"
+        );
         assert!(
             !lines.iter().any(|l| l == "host-cap=open"),
             "the node's capability nodes are out of reach"
         );
-        seen.push((device.to_owned(), line("caps")));
+        seen.push((device.to_owned(), verdict(&lines, "caps")));
     }
     let [(device_a, caps_a), (device_b, caps_b)] = [seen[0].clone(), seen[1].clone()];
     assert_ne!(

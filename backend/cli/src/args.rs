@@ -129,6 +129,11 @@ pub struct CreateOrder {
     /// What to call it; generated when absent.
     #[arg(long)]
     pub name: Option<String>,
+    /// A catalog image's name, or a whole reference such as
+    /// registry.example/team/train:v3 from a registry the installation
+    /// allows; the default image when absent.
+    #[arg(long)]
+    pub image: Option<String>,
     #[arg(long, value_enum)]
     pub pricing: Option<Pricing>,
     #[arg(long, value_enum)]

@@ -378,6 +378,24 @@ async fn tenant_and_operator_commands_read_what_the_api_says() {
         "{}",
         text(&created.stdout)
     );
+    // An image from a registry the installation does not allow: the
+    // server's refusal names the field, exit 1.
+    let refused = desk
+        .run(&[
+            "order",
+            "create",
+            "-t",
+            "h100x1",
+            "--image",
+            "registry.example/team/train:v3",
+        ])
+        .await;
+    exits(&refused, 1);
+    let message = text(&refused.stderr);
+    assert!(
+        message.contains("image") && message.contains("is not allowed"),
+        "{message}"
+    );
     // `ssh` runs the access command the order shows, with what follows
     // `--`; an `ssh` first on PATH records how it was called.
     let bin = desk.dir.join("bin");
@@ -400,7 +418,7 @@ async fn tenant_and_operator_commands_read_what_the_api_says() {
     exits(&ssh, 0);
     let called = text(&ssh.stdout);
     assert!(
-        called.starts_with("ssh gantry@") && called.trim_end().ends_with("nvidia-smi -L"),
+        called.starts_with("ssh root@") && called.trim_end().ends_with("nvidia-smi -L"),
         "{called}"
     );
     let listed = desk.run(&["order", "list"]).await;

@@ -195,6 +195,7 @@ fn order_row(
         ssh_key_ids: Set(None),
         ports: Set(None),
         image_id: Set(None),
+        image_reference: Set(None),
         reservation_id: Set(None),
         started_at: Set(Some(at)),
         ended_at: Set(None),

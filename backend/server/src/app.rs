@@ -48,6 +48,8 @@ pub struct Shared {
     pub trusted_proxies: crate::http::client_address::TrustedProxies,
     /// Where webhook deliveries may go.
     pub webhook_targets: crate::webhooks::target::Targets,
+    /// Seals organizations' registry passwords.
+    pub registry_sealer: crate::tenancy::registry_credentials::Sealer,
     pub config: Config,
 }
 
@@ -105,6 +107,7 @@ impl AppState {
             clock: crate::clock::Clock::default(),
             trusted_proxies,
             webhook_targets,
+            registry_sealer: crate::tenancy::registry_credentials::Sealer::new(&secret)?,
             config,
         })))
     }
@@ -123,6 +126,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::webhooks::routes())
         .merge(crate::tenancy::projects::routes())
         .merge(crate::tenancy::api_keys::routes())
+        .merge(crate::tenancy::registry_credentials::routes())
         .merge(crate::audit::routes())
         .merge(crate::catalog::routes())
         .merge(crate::inventory::nodes::routes())

@@ -216,6 +216,7 @@ pub enum Resource {
     WebhookEndpoint,
     WebhookDelivery,
     IdentityProvider,
+    RegistryCredential,
 }
 
 impl Resource {
@@ -236,6 +237,7 @@ impl Resource {
             Self::UsageRecord => ("usage_record_not_found", "usage record"),
             Self::Image => ("image_not_found", "image"),
             Self::SshKey => ("ssh_key_not_found", "SSH key"),
+            Self::RegistryCredential => ("registry_credential_not_found", "registry credential"),
             Self::Reservation => ("reservation_not_found", "reservation"),
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
             Self::Invitation => ("invitation_not_found", "invitation"),

@@ -6,7 +6,7 @@ import { api, unwrap } from "./client";
 export const keys = {
   me: ["me"] as const,
   sshKeys: ["me", "ssh-keys"] as const,
-  catalog: (what: "instance-types" | "regions" | "gpu-models" | "images") => ["catalog", what] as const,
+  catalog: (what: "instance-types" | "regions" | "gpu-models" | "images" | "image-policy") => ["catalog", what] as const,
   availability: (instanceTypeId: string | undefined) => ["catalog", "availability", instanceTypeId] as const,
   org: (orgId: string, ...rest: unknown[]) => ["org", orgId, ...rest] as const,
   admin: (...rest: unknown[]) => ["admin", ...rest] as const,
@@ -94,6 +94,30 @@ export function useImages() {
     queryFn: () => unwrap(api.GET("/api/v1/catalog/images", { params: { query: { limit: 200 } } })),
     select: (page) => page.items,
     staleTime: 60_000,
+  });
+}
+
+/** Registries and repositories orders may name images from, beside the catalog's. */
+export function useImagePolicy() {
+  return useQuery({
+    queryKey: keys.catalog("image-policy"),
+    queryFn: () => unwrap(api.GET("/api/v1/catalog/image-policy")),
+    select: (policy) => policy.allowed_prefixes,
+    staleTime: 60_000,
+  });
+}
+
+/** The organization's registry logins; never their passwords. */
+export function useRegistryCredentials(orgId: string) {
+  return useQuery({
+    queryKey: keys.org(orgId, "registry-credentials"),
+    queryFn: () =>
+      unwrap(
+        api.GET("/api/v1/orgs/{org_id}/registry-credentials", {
+          params: { path: { org_id: orgId }, query: { limit: 200 } },
+        }),
+      ),
+    select: (page) => page.items,
   });
 }
 

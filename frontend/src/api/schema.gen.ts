@@ -76,6 +76,23 @@ export interface paths {
         patch: operations["update_gpu_model"];
         trace?: never;
     };
+    "/api/v1/admin/catalog/image-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Replaces the registries and repositories orders may name images from. */
+        put: operations["set_image_policy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/catalog/images": {
         parameters: {
             query?: never;
@@ -1099,6 +1116,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/catalog/image-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Registries and repositories orders may name images from. */
+        get: operations["get_image_policy"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/catalog/images": {
         parameters: {
             query?: never;
@@ -1730,6 +1764,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/registry-credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's registry credentials; never their passwords. */
+        get: operations["list_registry_credentials"];
+        put?: never;
+        /**
+         * Stores the organization's login to a registry; its nodes use it to
+         *     pull the organization's images from there.
+         */
+        post: operations["create_registry_credential"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/registry-credentials/{credential_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Deletes a registry credential: later pulls go without it. */
+        delete: operations["delete_registry_credential"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/reservations": {
         parameters: {
             query?: never;
@@ -2133,10 +2205,11 @@ export interface components {
             ended: number;
         };
         AssignedImage: {
-            /** @description The catalog name: a sandbox node's root file system directory. */
-            name: string;
-            /** @description The OCI reference a container node runs. */
+            /** @description The catalog name, when the order named a catalog image. */
+            name?: string | null;
+            /** @description The OCI reference the node pulls. */
             reference: string;
+            login?: components["schemas"]["RegistryLogin"] | null;
         };
         Assignment: {
             /** Format: uuid */
@@ -2608,8 +2681,10 @@ export interface components {
              */
             ports?: number[] | null;
             /**
-             * @description A catalog image name (`/catalog/images`); the default image when
-             *     absent.
+             * @description A catalog image's name (`/catalog/images`), or a whole OCI
+             *     reference (`registry.example/team/train:v3`, `…@sha256:…`) from a
+             *     registry the image policy allows (`/catalog/image-policy`); the
+             *     default image when absent. The instance runs as root in it.
              */
             image?: string | null;
             /**
@@ -2650,6 +2725,13 @@ export interface components {
             /** @description Slugs such as `eu-gdpr`. */
             compliance_tags?: string[];
             off_peak?: components["schemas"]["OffPeak"] | null;
+        };
+        CreateRegistryCredential: {
+            /** @description `host` or `host:port` (`nvcr.io`, `registry.example:5000`). */
+            registry: string;
+            username: string;
+            /** @description The password or access token; never shown again. */
+            password: string;
         };
         /**
          * @description A reservation to confirm (or quote): a fixed window, or a length placed
@@ -2968,6 +3050,16 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        ImagePolicy: {
+            /**
+             * @description Registries (`nvcr.io`) or repository prefixes (`nvcr.io/nvidia/`,
+             *     `registry.example/team`) an order may name an image reference
+             *     from. A prefix admits references below it at a boundary:
+             *     `registry.example/team` admits `registry.example/team/train:v3`,
+             *     not `registry.example/teamx/train`.
+             */
+            allowed_prefixes: string[];
+        };
         InstanceType: {
             /** Format: uuid */
             id: string;
@@ -3131,8 +3223,8 @@ export interface components {
             /** @description An absolute path on the node; the agent's own when absent. */
             working_dir?: string | null;
             /**
-             * @description A container image for nodes whose runtime starts one; recorded and
-             *     passed to the agent as `GANTRY_IMAGE`.
+             * @description The image the job runs in, as the order's `image` takes it (that
+             *     field wins when both are given); told to the job as `GANTRY_IMAGE`.
              */
             image?: string | null;
             /**
@@ -3503,7 +3595,7 @@ export interface components {
             ssh_key_ids: string[];
             /** @description Ports it exposes on its nodes. */
             ports: number[];
-            /** @description The catalog image it runs. */
+            /** @description The image it runs: a catalog image's name or a reference. */
             image?: string | null;
             /**
              * Format: int32
@@ -3950,7 +4042,7 @@ export interface components {
                 ssh_key_ids: string[];
                 /** @description Ports it exposes on its nodes. */
                 ports: number[];
-                /** @description The catalog image it runs. */
+                /** @description The image it runs: a catalog image's name or a reference. */
                 image?: string | null;
                 /**
                  * Format: int32
@@ -4021,6 +4113,27 @@ export interface components {
                 created_at: string;
                 /** Format: date-time */
                 updated_at: string;
+            }[];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description One page of a list. */
+        Page_RegistryCredential: {
+            items: {
+                /** Format: uuid */
+                id: string;
+                /** Format: uuid */
+                org_id: string;
+                /** @description `host` or `host:port`, as image references name it. */
+                registry: string;
+                username: string;
+                /**
+                 * Format: uuid
+                 * @description The user who stored it, while that user exists.
+                 */
+                created_by?: string | null;
+                /** Format: date-time */
+                created_at: string;
             }[];
             /** @description Pass as `cursor` to get the next page; absent on the last page. */
             next_cursor?: string | null;
@@ -4462,6 +4575,27 @@ export interface components {
              */
             heartbeat_deadline_seconds: number;
         };
+        RegistryCredential: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            org_id: string;
+            /** @description `host` or `host:port`, as image references name it. */
+            registry: string;
+            username: string;
+            /**
+             * Format: uuid
+             * @description The user who stored it, while that user exists.
+             */
+            created_by?: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** @description A login as a node gets it for one pull. */
+        RegistryLogin: {
+            username: string;
+            password: string;
+        };
         /** @description When a node frees and whose end frees it. */
         Release: {
             /** Format: date-time */
@@ -4746,7 +4880,7 @@ export interface components {
             gpu_seconds: number;
         };
         SshAccess: {
-            /** @description The exact command, such as `ssh -p 42017 gantry@gpu-a17.example`. */
+            /** @description The exact command, such as `ssh -p 42017 root@gpu-a17.example`. */
             command: string;
             user: string;
             /** Format: int32 */
@@ -5145,6 +5279,12 @@ export interface components {
             cpu_milli: number;
             /** Format: int64 */
             memory_mib: number;
+            /**
+             * Format: int64
+             * @description The workload's disk (its writable root); 0 where the instance type
+             *     sells none, which gets the node's default.
+             */
+            disk_gib: number;
         };
         /** @enum {string} */
         WorkloadState: "running" | "exited" | "stopped" | "failed";
@@ -5354,6 +5494,48 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["GpuModel"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_image_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImagePolicy"];
+            };
+        };
+        responses: {
+            /** @description The new policy */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImagePolicy"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -8183,6 +8365,44 @@ export interface operations {
             };
         };
     };
+    get_image_policy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImagePolicy"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     list_images: {
         parameters: {
             query?: {
@@ -10210,6 +10430,138 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Quota"][];
                 };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_registry_credentials: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of registry credentials */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_RegistryCredential"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_registry_credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateRegistryCredential"];
+            };
+        };
+        responses: {
+            /** @description Stored; the password is never shown again */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RegistryCredential"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_registry_credential: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Registry credential id */
+                credential_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

@@ -3,9 +3,12 @@
 //! a runtime owns what the workload can see and use, and turns an
 //! assignment into the program line the supervisor starts.
 //!
-//! - `sandbox`: bubblewrap namespaces, a user of its own, only its GPUs'
-//!   device nodes, a private scratch directory and cgroup limits.
-//! - `oci`: the same guarantees through podman with GPUs as CDI devices.
+//! - `sandbox`: bubblewrap namespaces in a user namespace of its own (root
+//!   inside, an id range of its own outside), its image as a writable
+//!   root on a disk of its size, only its GPUs' device nodes, cgroup
+//!   limits; an SSH server beside instances.
+//! - `oci`: the same root, user namespace, limits and SSH server, run by
+//!   podman, with GPUs as CDI devices.
 //! - `process`: a plain process of the agent's user, for trusted
 //!   single-tenant nodes only.
 
@@ -21,6 +24,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::cgroup::Limits;
+use crate::images::{Image, Login};
 
 /// The runtimes an agent can be started with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -41,11 +45,17 @@ impl RuntimeKind {
     }
 }
 
-/// A catalog image as an assignment names it.
+/// The image an assignment names.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
-pub struct Image {
-    pub name: String,
+pub struct AssignedImage {
+    /// The catalog name, when it is a catalog image.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The OCI reference the node pulls.
     pub reference: String,
+    /// The organization's credentials for its registry, when it keeps some.
+    #[serde(default)]
+    pub login: Option<Login>,
 }
 
 /// A port the order exposes and the node port it is reached on.
@@ -68,8 +78,14 @@ pub struct Launch<'a> {
     pub command: &'a str,
     pub working_dir: Option<&'a str>,
     pub limits: Limits,
+    /// The CPUs it runs on, in the kernel's list form (`0,1,5`).
+    pub cpus: &'a str,
+    /// Bytes of its disk (sandbox and oci).
+    pub disk: u64,
+    /// Its pulled image (sandbox and oci).
     pub image: Option<&'a Image>,
-    /// The user it runs as (sandbox and oci), from the agent's range.
+    /// The first of its ids on the node, its root inside (sandbox and
+    /// oci): a range of its own from the agent's.
     pub uid: u32,
     /// Where an instance's SSH server listens, when it has one.
     pub ssh_port: Option<u16>,
@@ -95,6 +111,19 @@ pub struct Prepared {
     pub fds: Vec<(std::os::fd::OwnedFd, i32)>,
     /// Its own network, brought up once it runs.
     pub network: Option<crate::network::PrivateNetwork>,
+    /// How to find a process inside it once it runs, when something must
+    /// join it (its network, its SSH server).
+    pub inside: Option<Inside>,
+    /// Its SSH server, started beside it once it runs.
+    pub ssh: Option<crate::ssh::Server>,
+}
+
+/// Where a workload's first process inside its namespaces is told.
+pub enum Inside {
+    /// bubblewrap's info pipe (read end) says it.
+    Info(std::os::fd::OwnedFd),
+    /// The runtime answers it (`Runtime::inside`) once it runs.
+    Runtime,
 }
 
 /// How a tenant reaches the workload on this node.
@@ -121,11 +150,17 @@ pub trait Runtime: Send {
     /// this node cannot run it.
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String>;
 
-    /// Asks the workload to stop (SIGTERM to the processes of its user,
-    /// `uid`); false when the runtime leaves that to the process group.
-    /// Signalling only the workload's own processes keeps the runtime's
-    /// helpers (which die of SIGTERM) alive through the grace period.
-    fn stop(&self, id: Uuid, uid: u32) -> bool;
+    /// Asks the workload to stop (SIGTERM to its own processes); false
+    /// when the runtime leaves that to the process group. Signalling only
+    /// the workload's own processes keeps the runtime's helpers (which die
+    /// of SIGTERM) alive through the grace period.
+    fn stop(&self, id: Uuid) -> bool;
+
+    /// A process inside a running workload, where the runtime knows it
+    /// (`Inside::Runtime`).
+    fn inside(&self, _id: Uuid) -> Option<u32> {
+        None
+    }
 
     /// Replaces the keys a running instance admits.
     fn authorize(&self, id: Uuid, keys: &[String]);
@@ -139,15 +174,10 @@ pub trait Runtime: Send {
     fn clean(&self, id: Uuid) -> bool;
 }
 
-/// Makes a workload's private scratch directory (0700), owned by `owner`
-/// when the workload runs as a user of its own.
-pub fn make_scratch(path: &std::path::Path, owner: Option<u32>) -> Result<(), String> {
+/// Makes a workload's private scratch directory (0700).
+pub fn make_scratch(path: &std::path::Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(path)
-        .and_then(|()| match owner {
-            Some(uid) => std::os::unix::fs::chown(path, Some(uid), Some(uid)),
-            None => Ok(()),
-        })
         .and_then(|()| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)))
         .map_err(|e| format!("could not make the scratch directory: {e}"))
 }
@@ -164,9 +194,18 @@ pub fn base_env(home: &str) -> Vec<(String, String)> {
     ]
 }
 
-/// The environment a workload starts with: the base, then the order's.
-pub fn workload_env(home: &str, env: &HashMap<String, String>) -> Vec<(String, String)> {
+/// The environment a workload starts with: the base, then its image's
+/// variables, then the order's (each replacing what came before).
+pub fn workload_env(
+    home: &str,
+    image: &[(String, String)],
+    env: &HashMap<String, String>,
+) -> Vec<(String, String)> {
     let mut all = base_env(home);
+    for (key, value) in image {
+        all.retain(|(k, _)| k != key);
+        all.push((key.clone(), value.clone()));
+    }
     let mut own: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     own.sort();
     all.retain(|(k, _)| !env.contains_key(k));
@@ -174,22 +213,53 @@ pub fn workload_env(home: &str, env: &HashMap<String, String>) -> Vec<(String, S
     all
 }
 
-/// The program line that runs a workload's `command` (by `sh -c`), with
-/// an instance's SSH server beside it (in its process group, so that it stops with it) when
-/// it has one.
-pub fn program_line(command: &str, with_ssh: bool) -> Vec<std::ffi::OsString> {
-    let line: Vec<&str> = if with_ssh {
-        vec![
-            "sh",
-            "-c",
-            "/usr/sbin/sshd -D -f /run/gantry-ssh/sshd_config & exec sh -c \"$1\"",
-            "gantry-instance",
-            command,
-        ]
+/// The program line that runs a workload's `command` (by `sh -c`),
+/// through its image's entrypoint when it has one, as a container engine
+/// runs an image with a command.
+pub fn program_line(entrypoint: &[String], command: &str) -> Vec<OsString> {
+    entrypoint
+        .iter()
+        .map(String::as_str)
+        .chain(["sh", "-c", command])
+        .map(Into::into)
+        .collect()
+}
+
+/// The image a workload runs, which it needs.
+pub fn image_of<'a>(launch: &Launch<'a>) -> Result<&'a Image, String> {
+    launch
+        .image
+        .ok_or_else(|| "the workload has no image to run".to_owned())
+}
+
+/// The files every root gets from the node's agent: its host name and,
+/// with a network of its own, slirp4netns's resolver; otherwise the
+/// node's.
+pub fn write_etc(tree: &std::path::Path, owner: u32, private_network: bool) -> Result<(), String> {
+    let resolv = if private_network {
+        crate::network::RESOLV_CONF.to_owned()
     } else {
-        vec!["sh", "-c", command]
+        std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default()
     };
-    line.into_iter().map(Into::into).collect()
+    let files = [
+        ("resolv.conf", resolv),
+        ("hostname", "gantry\n".to_owned()),
+        (
+            "hosts",
+            "127.0.0.1\tlocalhost gantry\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_owned(),
+        ),
+    ];
+    let etc = tree.join("etc");
+    std::fs::create_dir_all(&etc).map_err(|e| format!("preparing /etc: {e}"))?;
+    for (name, text) in files {
+        let path = etc.join(name);
+        // A link (to systemd-resolved's file, say) is replaced, not followed.
+        std::fs::remove_file(&path).ok();
+        std::fs::write(&path, text)
+            .and_then(|()| std::os::unix::fs::lchown(&path, Some(owner), Some(owner)))
+            .map_err(|e| format!("writing /etc/{name}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Where a program is on `PATH`, if anywhere.

@@ -1,80 +1,115 @@
-//! The `oci` runtime: each workload is a podman (or docker) container of
-//! its order's image, as the workload's own user with no capabilities and
-//! `no-new-privileges`, a read-only root, a private scratch volume, the
-//! instance type's CPU, memory and process limits, and its GPUs as CDI
-//! devices from a spec the agent writes from what it discovered. The
-//! container runs in the foreground under the supervisor's exit-code
-//! wrapper, so signals, exit codes and restarts work as for any workload.
+//! The `oci` runtime: each workload is a podman container whose root is the
+//! workload's own (its image under a writable layer on a disk of its
+//! instance type's size, see `root`), in the workload's user namespace
+//! (root inside, a range of the node's ids outside, no nested user
+//! namespaces), with a container root's capabilities and
+//! `no-new-privileges`, in a cgroup that holds it (and its SSH server) to
+//! its instance type, and its GPUs as CDI devices from a spec the agent
+//! writes from what it discovered. The container runs in the foreground
+//! under the supervisor's exit-code wrapper, so signals, exit codes and
+//! restarts work as for any workload.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
+use super::sandbox::{Made, Node};
+use super::{Inside, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::devices::{DeviceNode, GpuDevices};
 use crate::discovery::Gpu;
-use crate::ssh::{self, SshDir};
+use crate::images::Images;
+use crate::ssh;
 
-/// The CDI kind the agent's spec declares; devices are `nvidia.com/gpu=N`.
-pub const CDI_KIND: &str = "nvidia.com/gpu";
-/// Used when an order names no image.
-const DEFAULT_IMAGE: &str = "docker.io/library/debian:bookworm";
+/// The CDI kind of the agent's spec: `gantry.dev/gpu=<agent>.<index>`.
+/// The agent's tag in each name keeps agents that share a machine
+/// (emulated nodes) apart, and the vendor keeps the spec apart from
+/// NVIDIA's own.
+pub const CDI_KIND: &str = "gantry.dev/gpu";
+/// The newest CDI version podman 4.3 (Debian 12) reads.
+const CDI_VERSION: &str = "0.5.0";
 
 pub struct Oci {
-    engine: PathBuf,
+    node: Node,
+    images: Images,
+    /// The OCI runtime podman starts containers with.
+    engine: String,
     keygen: Option<PathBuf>,
-    state_dir: PathBuf,
-    pids_max: u64,
+    bwrap: Option<PathBuf>,
+    cdi_file: PathBuf,
 }
 
 impl Oci {
-    /// Finds podman (or docker) and writes the CDI spec for `gpus` to
-    /// `cdi_dir`.
+    /// Writes the CDI spec of this node's GPUs to `cdi_dir`.
     pub fn new(
-        state_dir: &Path,
+        node: Node,
+        images: Images,
+        engine: &str,
         cdi_dir: &Path,
-        devices: GpuDevices,
         gpus: &[Gpu],
-        pids_max: u64,
     ) -> Result<Self, String> {
-        let engine = find_program("podman")
-            .or_else(|| find_program("docker"))
-            .ok_or("the oci runtime needs podman: install the Debian package `podman`")?;
+        let cdi_file = cdi_dir.join(format!("gantry-gpu-{}.json", node.tag()));
         std::fs::create_dir_all(cdi_dir)
             .and_then(|()| {
-                let spec = cdi_spec(&devices, gpus);
-                std::fs::write(cdi_dir.join("gantry-nvidia.json"), spec.to_string())
+                let spec = cdi_spec(&node.devices, gpus, &node.tag());
+                std::fs::write(&cdi_file, spec.to_string())
             })
             .map_err(|e| format!("writing the CDI spec to {}: {e}", cdi_dir.display()))?;
-        for dir in ["scratch", "ssh", "env"] {
-            std::fs::create_dir_all(state_dir.join(dir)).map_err(|e| e.to_string())?;
-        }
+        std::fs::create_dir_all(node.state_dir.join("env")).map_err(|e| e.to_string())?;
+        // The instances' SSH servers run in a bubblewrap sandbox of their
+        // own beside the container.
+        let bwrap = find_program("bwrap");
         Ok(Self {
-            engine,
-            keygen: find_program("ssh-keygen"),
-            state_dir: state_dir.to_owned(),
-            pids_max,
+            images,
+            engine: engine.to_owned(),
+            keygen: find_program("ssh-keygen").filter(|_| bwrap.is_some()),
+            bwrap,
+            cdi_file,
+            node,
         })
     }
 
-    fn path(&self, what: &str, id: Uuid) -> PathBuf {
-        self.state_dir.join(what).join(id.to_string())
+    fn env_file(&self, id: Uuid) -> PathBuf {
+        self.node.state_dir.join("env").join(id.to_string())
+    }
+
+    fn podman(&self, args: &[&str]) -> Option<std::process::Output> {
+        self.images.podman().args(args).output().ok()
     }
 }
 
-/// A CDI spec (version 0.6.0) with one device per GPU index, one per MIG
-/// instance (named by its UUID: its GPU's node and its own capability
-/// nodes), and the shared nodes every GPU container gets.
-pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu]) -> Value {
-    let node = |d: &DeviceNode| json!({ "path": d.inside, "hostPath": d.host });
-    let entry = |name: String, own: Vec<DeviceNode>| {
-        let own: Vec<Value> = own.iter().map(node).collect();
-        json!({ "name": name, "containerEdits": { "deviceNodes": own } })
+impl Drop for Oci {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.cdi_file).ok();
+    }
+}
+
+/// A CDI spec with one device per GPU index, one per MIG instance (named
+/// by its UUID: its GPU's node and its own capability nodes), and the
+/// shared nodes every GPU container gets; each name starts with `tag`.
+pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu], tag: &str) -> Value {
+    // In a user namespace runc cannot make device nodes: it binds the
+    // node's own at the same path. Simulated GPUs' stand-ins live elsewhere,
+    // so they are bound where real ones would be.
+    let simulated = devices.is_simulated();
+    let edits = |nodes: &[DeviceNode]| {
+        if simulated {
+            let mounts: Vec<Value> = nodes
+                .iter()
+                .map(|d| json!({ "hostPath": d.host, "containerPath": d.inside, "options": ["bind"] }))
+                .collect();
+            json!({ "mounts": mounts })
+        } else {
+            let nodes: Vec<Value> = nodes
+                .iter()
+                .map(|d| json!({ "path": d.inside, "hostPath": d.host }))
+                .collect();
+            json!({ "deviceNodes": nodes })
+        }
     };
+    let entry = |name: String, own: Vec<DeviceNode>| json!({ "name": format!("{tag}.{name}"), "containerEdits": edits(&own) });
     let mut per_gpu = Vec::new();
     for gpu in gpus {
         let index = u32::try_from(gpu.index).unwrap_or(u32::MAX);
@@ -86,12 +121,11 @@ pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu]) -> Value {
             per_gpu.push(entry(mig.uuid.clone(), own));
         }
     }
-    let shared: Vec<Value> = devices.shared().iter().map(node).collect();
     json!({
-        "cdiVersion": "0.6.0",
+        "cdiVersion": CDI_VERSION,
         "kind": CDI_KIND,
         "devices": per_gpu,
-        "containerEdits": { "deviceNodes": shared },
+        "containerEdits": edits(&devices.shared()),
     })
 }
 
@@ -100,52 +134,87 @@ pub fn container_name(id: Uuid) -> String {
     format!("gantry-{id}")
 }
 
-/// `podman run` for one workload (before the command): everything the
-/// sandbox guarantees, said in the engine's words.
-pub fn run_args(
-    launch: &Launch<'_>,
-    scratch: &Path,
-    env_file: &Path,
-    ssh_dir: Option<&Path>,
-    pids_max: u64,
-) -> Vec<OsString> {
+/// The agent's own limit of open files as podman's `--ulimit` takes it: a
+/// container may not be given more than the agent has (raising a limit
+/// needs a capability root may lack).
+fn open_files() -> String {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) fills the struct on this stack.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
+        return "nofile=1024:1024".to_owned();
+    }
+    let show = |v: libc::rlim_t| {
+        if v == libc::RLIM_INFINITY {
+            "-1".to_owned()
+        } else {
+            v.to_string()
+        }
+    };
+    format!("nofile={}:{}", show(limit.rlim_cur), show(limit.rlim_max))
+}
+
+/// What `podman run` needs beside the launch.
+pub struct RunSettings<'a> {
+    pub engine: &'a str,
+    pub tag: &'a str,
+    pub made: &'a Made,
+    pub env_file: &'a Path,
+    pub cgroup_parent: &'a str,
+    pub lxcfs: Option<&'a Path>,
+    pub ulimits: [String; 2],
+}
+
+/// `podman run` for one workload (after podman's own options, before the
+/// command): everything the sandbox guarantees, in podman's words.
+pub fn run_args(launch: &Launch<'_>, settings: &RunSettings<'_>) -> Vec<OsString> {
+    let root = &settings.made.root;
     let mut args: Vec<String> = vec![
+        "--runtime".into(),
+        settings.engine.into(),
         "run".into(),
         "--replace".into(),
         "--name".into(),
         container_name(launch.id),
         "--hostname".into(),
         "gantry".into(),
-        "--user".into(),
-        format!("{0}:{0}", launch.uid),
+        format!("--userns=ns:{}", root.userns.display()),
+        "--cgroup-parent".into(),
+        settings.cgroup_parent.into(),
         "--cap-drop=all".into(),
-        "--security-opt=no-new-privileges".into(),
-        "--read-only".into(),
-        "--tmpfs".into(),
-        "/tmp:rw,mode=1777".into(),
-        if launch.private_network {
-            "--network=slirp4netns:allow_host_loopback=false".into()
-        } else {
-            "--network=host".into()
-        },
-        format!(
-            "--cpus={}.{:03}",
-            launch.limits.cpu_milli / 1000,
-            launch.limits.cpu_milli % 1000
-        ),
-        format!("--memory={}m", launch.limits.memory_mib),
-        format!("--memory-swap={}m", launch.limits.memory_mib),
-        format!("--pids-limit={}", launch.limits.pids.min(pids_max)),
-        "--env-file".into(),
-        env_file.display().to_string(),
-        "--volume".into(),
-        format!("{}:{}:rw", scratch.display(), super::sandbox::SCRATCH),
-        "--workdir".into(),
-        launch
-            .working_dir
-            .unwrap_or(super::sandbox::SCRATCH)
-            .to_owned(),
     ];
+    args.extend(
+        ssh::ROOT_CAPABILITIES
+            .iter()
+            .map(|c| format!("--cap-add={c}")),
+    );
+    args.push("--security-opt=no-new-privileges".into());
+    for limit in &settings.ulimits {
+        args.extend(["--ulimit".into(), limit.clone()]);
+    }
+    args.push(if launch.private_network {
+        "--network=slirp4netns:allow_host_loopback=false".into()
+    } else {
+        "--network=host".into()
+    });
+    args.extend([
+        "--env-file".into(),
+        settings.env_file.display().to_string(),
+        "--volume".into(),
+        format!("{}:/dev/shm", root.shm.display()),
+        "--workdir".into(),
+        settings.made.cwd.clone(),
+    ]);
+    if let Some(lxcfs) = settings.lxcfs {
+        for file in crate::view::LXCFS_FILES {
+            let host = lxcfs.join(file);
+            if host.exists() {
+                args.extend(["--volume".into(), format!("{}:/{file}:ro", host.display())]);
+            }
+        }
+    }
     if launch.private_network {
         let ports = launch
             .ports
@@ -153,35 +222,20 @@ pub fn run_args(
             .map(|p| p.node_port)
             .chain(launch.ssh_port);
         for port in ports {
-            args.push("--publish".into());
-            args.push(format!("{port}:{port}"));
+            args.extend(["--publish".into(), format!("{port}:{port}")]);
         }
     }
     // A MIG workload gets its instances, which bring their GPU's node.
+    let tag = settings.tag;
     if launch.mig_devices.is_empty() {
         for gpu in launch.gpus {
-            args.push("--device".into());
-            args.push(format!("{CDI_KIND}={gpu}"));
+            args.extend(["--device".into(), format!("{CDI_KIND}={tag}.{gpu}")]);
         }
     }
     for mig in launch.mig_devices {
-        args.push("--device".into());
-        args.push(format!("{CDI_KIND}={mig}"));
+        args.extend(["--device".into(), format!("{CDI_KIND}={tag}.{mig}")]);
     }
-    if let Some(dir) = ssh_dir {
-        args.push("--volume".into());
-        args.push(format!("{}:{}:ro", dir.display(), ssh::INSIDE));
-        for file in ["passwd", "group"] {
-            args.push("--volume".into());
-            args.push(format!("{}:/etc/{file}:ro", dir.join(file).display()));
-        }
-    }
-    args.push(
-        launch
-            .image
-            .map_or(DEFAULT_IMAGE, |i| i.reference.as_str())
-            .to_owned(),
-    );
+    args.extend(["--rootfs".into(), root.tree.display().to_string()]);
     args.into_iter().map(OsString::from).collect()
 }
 
@@ -195,93 +249,95 @@ impl Runtime for Oci {
     }
 
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
-        let scratch = self.path("scratch", launch.id);
-        super::make_scratch(&scratch, Some(launch.uid))?;
-        let env = super::workload_env(super::sandbox::SCRATCH, launch.env);
+        let image = super::image_of(launch)?;
+        let made = self.node.prepare_root(launch, self.keygen.as_deref())?;
+        let name = self.node.group_name(launch.id);
+        // The container's own groups go below this one, which holds the
+        // container and its SSH server to the instance type together.
+        let group = self
+            .node
+            .cgroups
+            .create(&name, self.node.limits(launch), launch.cpus, None)
+            .map_err(|e| format!("could not set the workload's limits: {e}"))?;
         // Variables go through a root-only file: on the command line every
         // local user could read them.
-        let env_file = self.path("env", launch.id);
-        let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let env_file = self.env_file(launch.id);
+        let text: String = made.env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(&env_file, text)
             .and_then(|()| {
                 std::fs::set_permissions(&env_file, std::fs::Permissions::from_mode(0o600))
             })
             .map_err(|e| format!("could not write the environment: {e}"))?;
-        let ssh = ssh::for_instance(
-            self.path("ssh", launch.id),
-            self.keygen.as_deref(),
-            launch.uid,
-            launch.ssh_port,
-            launch.ssh_keys,
-            &env,
-        )?;
-        let ssh_dir = ssh.as_ref().map(|(dir, _)| dir.clone());
-        let access = Access {
-            ssh: ssh.map(|(_, access)| access),
-            ports: launch.ports.to_vec(),
-        };
-        let mut argv = vec![self.engine.clone().into_os_string()];
+        let mut argv = self.images.podman_line();
         argv.extend(run_args(
             launch,
-            &scratch,
-            &env_file,
-            ssh_dir.as_deref(),
-            self.pids_max,
+            &RunSettings {
+                engine: &self.engine,
+                tag: &self.node.tag(),
+                made: &made,
+                env_file: &env_file,
+                cgroup_parent: &self.node.cgroups.parent_path(&name),
+                lxcfs: self.node.lxcfs.as_deref(),
+                // Processes are held by the cgroup: the same ceiling per
+                // user inside (podman itself refuses above 32,768).
+                ulimits: [
+                    open_files(),
+                    format!("nproc={0}:{0}", self.node.limits(launch).pids.min(32_768)),
+                ],
+            },
         ));
-        argv.extend(super::program_line(launch.command, ssh_dir.is_some()));
+        argv.extend(super::program_line(&image.entrypoint, launch.command));
+        let devices = self
+            .node
+            .devices
+            .for_launch(launch.gpus, launch.mig_devices);
+        let ssh = match &self.bwrap {
+            Some(bwrap) => self
+                .node
+                .ssh_server(bwrap, launch, &made, devices, &group)?,
+            None => None,
+        };
         Ok(Prepared {
             argv,
             env: super::base_env("/"),
             cwd: PathBuf::from("/"),
             cgroup_procs: Vec::new(),
-            access,
+            access: made.access,
             fds: Vec::new(),
             network: None,
+            inside: ssh.as_ref().map(|_| Inside::Runtime),
+            ssh,
         })
     }
 
     /// podman forwards the group's SIGTERM to the container and waits.
-    fn stop(&self, _id: Uuid, _uid: u32) -> bool {
+    fn stop(&self, _id: Uuid) -> bool {
         false
     }
 
+    fn inside(&self, id: Uuid) -> Option<u32> {
+        let out = self.podman(&["inspect", "--format", "{{.State.Pid}}", &container_name(id)])?;
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .ok()
+            .filter(|pid| *pid > 0)
+    }
+
     fn authorize(&self, id: Uuid, keys: &[String]) {
-        let dir = self.path("ssh", id);
-        if dir.exists() {
-            (SshDir { dir }).authorize(keys).ok();
-        }
+        self.node.authorize(id, keys);
     }
 
     fn ending(&self, id: Uuid) -> Option<String> {
-        let out = Command::new(&self.engine)
-            .args([
-                "inspect",
-                "--format",
-                "{{.State.OOMKilled}}",
-                &container_name(id),
-            ])
-            .output()
-            .ok()?;
-        (String::from_utf8_lossy(&out.stdout).trim() == "true").then(|| {
-            "out of memory: the kernel killed the workload for using more memory than its \
-             instance type has"
-                .to_owned()
-        })
+        self.node.ending(id)
     }
 
     fn clean(&self, id: Uuid) -> bool {
-        Command::new(&self.engine)
-            .args(["rm", "--force", &container_name(id)])
-            .output()
-            .ok();
-        for what in ["scratch", "ssh", "env"] {
-            let path = self.path(what, id);
-            if path.is_dir() {
-                std::fs::remove_dir_all(path).ok();
-            } else {
-                std::fs::remove_file(path).ok();
-            }
+        self.podman(&["rm", "--force", "--time", "0", &container_name(id)]);
+        if !self.node.clean(id) {
+            return false;
         }
+        std::fs::remove_file(self.env_file(id)).ok();
         true
     }
 }
@@ -292,30 +348,30 @@ mod tests {
 
     use super::*;
     use crate::cgroup::Limits;
-    use crate::runtime::{Image, PortMapping};
+    use crate::runtime::{Access, PortMapping};
 
     #[test]
     fn the_cdi_spec_names_each_gpu_and_the_shared_nodes() {
         let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
         let gpus = crate::discovery::simulated("2xH100-SXM-80GB").expect("GPUs");
         let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
-        let spec = cdi_spec(&devices, &gpus);
-        let host = |name: &str| dir.join("dev").join(name).display().to_string();
+        let spec = cdi_spec(&devices, &gpus, "abcd0123");
+        let bind = |name: &str| {
+            json!({ "hostPath": dir.join("dev").join(name), "containerPath": format!("/dev/{name}"),
+                    "options": ["bind"] })
+        };
         assert_eq!(
             spec,
             json!({
-                "cdiVersion": "0.6.0",
-                "kind": "nvidia.com/gpu",
+                "cdiVersion": "0.5.0",
+                "kind": "gantry.dev/gpu",
                 "devices": [
-                    { "name": "0", "containerEdits": { "deviceNodes": [
-                        { "path": "/dev/nvidia0", "hostPath": host("nvidia0") } ] } },
-                    { "name": "1", "containerEdits": { "deviceNodes": [
-                        { "path": "/dev/nvidia1", "hostPath": host("nvidia1") } ] } },
+                    { "name": "abcd0123.0", "containerEdits": { "mounts": [
+                        bind("nvidia0") ] } },
+                    { "name": "abcd0123.1", "containerEdits": { "mounts": [
+                        bind("nvidia1") ] } },
                 ],
-                "containerEdits": { "deviceNodes": [
-                    { "path": "/dev/nvidiactl", "hostPath": host("nvidiactl") },
-                    { "path": "/dev/nvidia-uvm", "hostPath": host("nvidia-uvm") },
-                ] },
+                "containerEdits": { "mounts": [ bind("nvidiactl"), bind("nvidia-uvm") ] },
             })
         );
         std::fs::remove_dir_all(dir).ok();
@@ -326,19 +382,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
         let gpus = crate::discovery::simulated("1xH100-SXM-80GB:mig=3g.40gb*2").expect("GPUs");
         let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
-        let spec = cdi_spec(&devices, &gpus);
-        let host = |name: &str| dir.join("dev").join(name).display().to_string();
+        let spec = cdi_spec(&devices, &gpus, "t");
+        let bind = |name: &str| {
+            json!({ "hostPath": dir.join("dev").join(name), "containerPath": format!("/dev/{name}"),
+                    "options": ["bind"] })
+        };
         let mig = &gpus[0].mig_devices[1];
         let entry = spec["devices"]
             .as_array()
-            .and_then(|all| all.iter().find(|d| d["name"] == mig.uuid.as_str()))
+            .and_then(|all| all.iter().find(|d| d["name"] == format!("t.{}", mig.uuid)))
             .expect("the instance is a device");
-        let mut nodes = vec![json!({ "path": "/dev/nvidia0", "hostPath": host("nvidia0") })];
-        nodes.extend(mig.caps.iter().map(|minor| {
-            let name = format!("nvidia-caps/nvidia-cap{minor}");
-            json!({ "path": format!("/dev/{name}"), "hostPath": host(&name) })
-        }));
-        assert_eq!(entry["containerEdits"]["deviceNodes"], json!(nodes));
+        let mut nodes = vec![bind("nvidia0")];
+        nodes.extend(
+            mig.caps
+                .iter()
+                .map(|minor| bind(&format!("nvidia-caps/nvidia-cap{minor}"))),
+        );
+        assert_eq!(entry["containerEdits"]["mounts"], json!(nodes));
         std::fs::remove_dir_all(dir).ok();
     }
 
@@ -346,10 +406,6 @@ mod tests {
     fn a_container_gets_the_sandboxs_guarantees_in_podmans_words() {
         let id = Uuid::from_u128(7);
         let env = HashMap::new();
-        let image = Image {
-            name: "pytorch".into(),
-            reference: "nvcr.io/nvidia/pytorch:24.05-py3".into(),
-        };
         let launch = Launch {
             id,
             gpus: &[1, 3],
@@ -362,8 +418,10 @@ mod tests {
                 memory_mib: 65_536,
                 pids: 9_999,
             },
-            image: Some(&image),
-            uid: 200_001,
+            cpus: "0-12",
+            disk: 1 << 30,
+            image: None,
+            uid: 200_000,
             ssh_port: Some(42_017),
             ssh_keys: &[],
             ports: &[PortMapping {
@@ -372,57 +430,83 @@ mod tests {
             }],
             private_network: true,
         };
+        let dir = std::env::temp_dir().join(format!("gantry-roots-{}", Uuid::now_v7()));
+        let roots = crate::root::Roots::new(&dir, 0, 1).expect("mkfs.ext4 and mount");
+        let made = Made {
+            root: roots.root(id),
+            env: Vec::new(),
+            cwd: "/scratch".into(),
+            access: Access::default(),
+        };
         let args: Vec<String> = run_args(
             &launch,
-            Path::new("/var/lib/gantry-agent/scratch/x"),
-            Path::new("/var/lib/gantry-agent/env/x"),
-            Some(Path::new("/var/lib/gantry-agent/ssh/x")),
-            4096,
+            &RunSettings {
+                engine: "runc",
+                tag: "abcd0123",
+                made: &made,
+                env_file: Path::new("/var/lib/gantry-agent/env/x"),
+                cgroup_parent: "/gantry/x",
+                lxcfs: None,
+                ulimits: ["nofile=1024:1024".into(), "nproc=4096:4096".into()],
+            },
         )
         .into_iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-        let expected = [
+        let root = dir.join("00000000-0000-0000-0000-000000000007");
+        let root = root.display();
+        let mut expected: Vec<String> = [
+            "--runtime",
+            "runc",
             "run",
             "--replace",
             "--name",
             "gantry-00000000-0000-0000-0000-000000000007",
             "--hostname",
             "gantry",
-            "--user",
-            "200001:200001",
-            "--cap-drop=all",
-            "--security-opt=no-new-privileges",
-            "--read-only",
-            "--tmpfs",
-            "/tmp:rw,mode=1777",
-            "--network=slirp4netns:allow_host_loopback=false",
-            "--cpus=12.500",
-            "--memory=65536m",
-            "--memory-swap=65536m",
-            "--pids-limit=4096",
-            "--env-file",
-            "/var/lib/gantry-agent/env/x",
-            "--volume",
-            "/var/lib/gantry-agent/scratch/x:/scratch:rw",
-            "--workdir",
-            "/scratch",
-            "--publish",
-            "42018:42018",
-            "--publish",
-            "42017:42017",
-            "--device",
-            "nvidia.com/gpu=1",
-            "--device",
-            "nvidia.com/gpu=3",
-            "--volume",
-            "/var/lib/gantry-agent/ssh/x:/run/gantry-ssh:ro",
-            "--volume",
-            "/var/lib/gantry-agent/ssh/x/passwd:/etc/passwd:ro",
-            "--volume",
-            "/var/lib/gantry-agent/ssh/x/group:/etc/group:ro",
-            "nvcr.io/nvidia/pytorch:24.05-py3",
-        ];
+        ]
+        .map(String::from)
+        .to_vec();
+        expected.push(format!("--userns=ns:{root}/userns"));
+        expected.extend(["--cgroup-parent", "/gantry/x", "--cap-drop=all"].map(String::from));
+        expected.extend(
+            ssh::ROOT_CAPABILITIES
+                .iter()
+                .map(|c| format!("--cap-add={c}")),
+        );
+        expected.extend(
+            [
+                "--security-opt=no-new-privileges",
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=4096:4096",
+                "--network=slirp4netns:allow_host_loopback=false",
+                "--env-file",
+                "/var/lib/gantry-agent/env/x",
+                "--volume",
+            ]
+            .map(String::from),
+        );
+        expected.push(format!("{root}/shm:/dev/shm"));
+        expected.extend(
+            [
+                "--workdir",
+                "/scratch",
+                "--publish",
+                "42018:42018",
+                "--publish",
+                "42017:42017",
+                "--device",
+                "gantry.dev/gpu=abcd0123.1",
+                "--device",
+                "gantry.dev/gpu=abcd0123.3",
+                "--rootfs",
+            ]
+            .map(String::from),
+        );
+        expected.push(format!("{root}/tree"));
         assert_eq!(args, expected);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -37,18 +37,12 @@ impl Runtime for Process {
     }
 
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
-        if let Some(image) = launch.image {
-            return Err(format!(
-                "this node runs workloads as plain processes and cannot run image {:?}",
-                image.name
-            ));
-        }
         let scratch = self.scratch(launch.id);
-        super::make_scratch(&scratch, None)?;
+        super::make_scratch(&scratch)?;
         let home = scratch.display().to_string();
         Ok(Prepared {
-            argv: super::program_line(launch.command, false),
-            env: super::workload_env(&home, launch.env),
+            argv: super::program_line(&[], launch.command),
+            env: super::workload_env(&home, &[], launch.env),
             cwd: launch.working_dir.map_or(scratch, PathBuf::from),
             cgroup_procs: Vec::new(),
             access: Access {
@@ -57,10 +51,12 @@ impl Runtime for Process {
             },
             fds: Vec::new(),
             network: None,
+            inside: None,
+            ssh: None,
         })
     }
 
-    fn stop(&self, _id: Uuid, _uid: u32) -> bool {
+    fn stop(&self, _id: Uuid) -> bool {
         false
     }
 

@@ -1,9 +1,11 @@
-//! The `sandbox` runtime: each workload in its own mount, PID, IPC and UTS
-//! namespaces (bubblewrap), as a user of its own with no capabilities and
-//! `no_new_privs` (setpriv), seeing a read-only system, a private scratch
-//! directory, only its own GPUs' device nodes and a fresh `/proc`, held to
-//! its instance type by cgroups. The agent's state directory, other
-//! workloads' files and the agent's environment are not there to be seen.
+//! The `sandbox` runtime: each workload in a user namespace of its own
+//! (root inside, a range of the node's ids outside, no nested user
+//! namespaces), with bubblewrap's mount, PID, IPC and UTS namespaces, its
+//! image as a writable root on a disk of its instance type's size, a fresh
+//! `/proc` that says its size, only its own GPUs' device nodes, the
+//! capabilities of a container's root and `no_new_privs`, held to its
+//! instance type by cgroups. The agent's state directory, other workloads'
+//! files and the agent's environment are not there to be seen.
 
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
@@ -11,67 +13,25 @@ use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
-use super::{Access, Launch, Prepared, Runtime, RuntimeKind, find_program};
+use super::{Access, Inside, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::cgroup::{Cgroups, Group};
 use crate::devices::{DeviceNode, GpuDevices};
-use crate::network;
+use crate::root::Roots;
 use crate::ssh::{self, SshDir};
+use crate::{network, view};
 
-/// Where scratch appears inside the sandbox (also the home directory).
+/// Where scratch is inside the sandbox: a job's working directory unless
+/// it or its image names another.
 pub const SCRATCH: &str = "/scratch";
 /// Where the agent keeps its workloads' network sockets (root only).
 const SOCKETS: &str = "/run/gantry-agent";
-/// What of the node's own system a workload sees (read-only); the
-/// merged-/usr links are mirrored.
-const SYSTEM: &[&str] = &[
-    "usr", "etc", "opt", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
-];
-/// What of an image's root is not shown: the sandbox brings its own.
-const NOT_FROM_IMAGES: &[&str] = &["dev", "proc", "sys", "tmp", "run", "scratch"];
-
-/// One top-level entry of the root a workload sees.
-enum Entry {
-    Link(PathBuf),
-    Dir(PathBuf),
-}
-
-/// The top-level entries of `root` shown to workloads: the system
-/// directories of the node's own root, or everything of an image's but
-/// what the sandbox provides itself.
-fn root_view(root: &Path, system: bool) -> Vec<(PathBuf, Entry)> {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    let mut view: Vec<(PathBuf, Entry)> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let shown = if system {
-                SYSTEM.contains(&name.as_str())
-            } else {
-                !NOT_FROM_IMAGES.contains(&name.as_str())
-            };
-            if !shown {
-                return None;
-            }
-            let inside = Path::new("/").join(&name);
-            let host = e.path();
-            match std::fs::read_link(&host) {
-                Ok(target) => Some((inside, Entry::Link(target))),
-                Err(_) if host.is_dir() => Some((inside, Entry::Dir(host))),
-                Err(_) => None,
-            }
-        })
-        .collect();
-    view.sort_by(|a, b| a.0.cmp(&b.0));
-    view
-}
 
 /// Programs the sandbox needs on the node.
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub bwrap: PathBuf,
-    pub setpriv: PathBuf,
+    /// Joins the workload's user namespace before bubblewrap starts.
+    pub nsenter: PathBuf,
     /// ssh-keygen, when openssh-server (sshd) is installed too.
     pub ssh_keygen: Option<PathBuf>,
     /// For workloads' own networks; without it they share the node's.
@@ -85,75 +45,224 @@ impl Tools {
             "the sandbox runtime needs bubblewrap: install the Debian package `bubblewrap` \
              (or start the agent with --runtime process on a trusted single-tenant node)",
         )?;
-        let setpriv = find_program("setpriv")
-            .ok_or("the sandbox runtime needs setpriv: install the Debian package `util-linux`")?;
+        let nsenter = find_program("nsenter")
+            .ok_or("the sandbox runtime needs nsenter: install the Debian package `util-linux`")?;
         let ssh_keygen = find_program("sshd").and(find_program("ssh-keygen"));
         Ok(Self {
             bwrap,
-            setpriv,
+            nsenter,
             ssh_keygen,
             slirp4netns: find_program("slirp4netns"),
         })
     }
 }
 
-pub struct Sandbox {
-    tools: Tools,
-    state_dir: PathBuf,
-    image_dir: PathBuf,
-    devices: GpuDevices,
-    cgroups: Cgroups,
-    pids_max: u64,
+/// What the sandbox and oci runtimes share: where roots, SSH files and
+/// cgroups are, and what a workload is shown.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub state_dir: PathBuf,
+    pub roots: Roots,
+    pub devices: GpuDevices,
+    pub cgroups: Cgroups,
+    pub pids_max: u64,
+    /// Where lxcfs is mounted, when it is.
+    pub lxcfs: Option<PathBuf>,
 }
 
-impl Sandbox {
-    /// Refuses a state directory that the read-only system view would
-    /// show to workloads.
-    pub fn new(
-        tools: Tools,
-        state_dir: &Path,
-        image_dir: &Path,
-        devices: GpuDevices,
-        cgroups: Cgroups,
-        pids_max: u64,
-    ) -> Result<Self, String> {
+impl Node {
+    /// Refuses a state directory under the node's directories that SSH
+    /// servers see, and locks it: only the directories a workload's own
+    /// setup passes through (as its user namespace's root, on its way to
+    /// its own directory, which is its alone) may be passed through by
+    /// others, and listed by none.
+    pub fn check_state_dir(state_dir: &Path) -> Result<PathBuf, String> {
         let state_dir = std::path::absolute(state_dir).map_err(|e| e.to_string())?;
-        if let Some(shown) = SYSTEM
+        if let Some(shown) = ssh::SYSTEM
             .iter()
             .find(|s| state_dir.starts_with(Path::new("/").join(s)))
         {
             return Err(format!(
-                "the state directory {} is under /{shown}, which every sandbox sees read-only; \
+                "the state directory {} is under /{shown}, which instances' SSH servers see; \
                  keep it elsewhere (the default is /var/lib/gantry-agent)",
                 state_dir.display()
             ));
         }
-        for dir in ["scratch", "ssh"] {
-            std::fs::create_dir_all(state_dir.join(dir)).map_err(|e| e.to_string())?;
+        let dirs = [
+            ("exits", 0o700),
+            ("output", 0o700),
+            ("env", 0o700),
+            ("auth", 0o700),
+            ("images", 0o700),
+            ("ssh", 0o711),
+            ("roots", 0o711),
+            ("dev", 0o711),
+        ];
+        for (dir, mode) in dirs.into_iter().chain([("", 0o711)]) {
+            let path = state_dir.join(dir);
+            std::fs::create_dir_all(&path)
+                .and_then(|()| {
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+                })
+                .map_err(|e| format!("locking {}: {e}", path.display()))?;
         }
-        // Workloads never see it, but other local users must not either.
-        std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("locking {}: {e}", state_dir.display()))?;
-        Ok(Self {
-            tools,
-            state_dir,
-            image_dir: image_dir.to_owned(),
-            devices,
-            cgroups,
-            pids_max,
-        })
+        Ok(state_dir)
     }
 
-    fn scratch(&self, id: Uuid) -> PathBuf {
-        self.state_dir.join("scratch").join(id.to_string())
-    }
-
-    fn ssh_dir(&self, id: Uuid) -> PathBuf {
+    pub fn ssh_dir(&self, id: Uuid) -> PathBuf {
         self.state_dir.join("ssh").join(id.to_string())
     }
 
-    fn net_dir(&self, id: Uuid) -> PathBuf {
-        self.state_dir.join("net").join(id.to_string())
+    /// A workload's cgroup name: its order and this agent's state
+    /// directory, since the members of one gang on agents that share a
+    /// machine (emulated nodes) must never share, or clean up, one group.
+    /// It stays the same across restarts, so adopted work is found again.
+    pub fn group_name(&self, id: Uuid) -> String {
+        format!("{id}-{}", self.tag())
+    }
+
+    /// Eight hex digits that tell this agent from others on the machine.
+    pub fn tag(&self) -> String {
+        use sha2::Digest;
+        let agent = sha2::Sha256::digest(self.state_dir.as_os_str().as_encoded_bytes());
+        agent[..4].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn group(&self, id: Uuid) -> Group {
+        self.cgroups.existing(&self.group_name(id))
+    }
+
+    /// The limits a workload gets: its own, with this node's ceiling on
+    /// processes.
+    pub fn limits(&self, launch: &Launch<'_>) -> crate::cgroup::Limits {
+        crate::cgroup::Limits {
+            pids: launch.limits.pids.min(self.pids_max),
+            ..launch.limits
+        }
+    }
+
+    /// Makes the workload's root and SSH files; answers the root, its
+    /// environment, where it starts and how it is reached.
+    pub fn prepare_root(
+        &self,
+        launch: &Launch<'_>,
+        ssh_keygen: Option<&Path>,
+    ) -> Result<Made, String> {
+        let image = super::image_of(launch)?;
+        let shm_mib = (launch.limits.memory_mib / 2).max(64);
+        let root = self
+            .roots
+            .prepare(launch.id, launch.uid, image, launch.disk, shm_mib)?;
+        super::write_etc(&root.tree, launch.uid, launch.private_network)?;
+        let env = super::workload_env("/root", &image.env, launch.env);
+        let cwd = launch
+            .working_dir
+            .or(image.working_dir.as_deref())
+            .unwrap_or(SCRATCH)
+            .to_owned();
+        let shell = ssh::shell_of(&root.tree);
+        let ssh = ssh::for_instance(
+            self.ssh_dir(launch.id),
+            ssh_keygen,
+            launch.ssh_port,
+            |port| ssh::Settings {
+                owner: launch.uid,
+                port,
+                keys: launch.ssh_keys,
+                env: &env,
+                shell,
+            },
+        )?;
+        let access = Access {
+            ssh,
+            ports: launch.ports.to_vec(),
+        };
+        Ok(Made {
+            root,
+            env,
+            cwd,
+            access,
+        })
+    }
+
+    /// The SSH server of a workload whose root is `root`, when it has one.
+    pub fn ssh_server(
+        &self,
+        bwrap: &Path,
+        launch: &Launch<'_>,
+        made: &Made,
+        devices: Vec<DeviceNode>,
+        group: &Group,
+    ) -> Result<Option<ssh::Server>, String> {
+        if made.access.ssh.is_none() {
+            return Ok(None);
+        }
+        let cgroup_procs = group
+            .child_procs("ssh")
+            .map_err(|e| format!("making the SSH server's cgroup: {e}"))?;
+        Ok(Some(ssh::Server {
+            bwrap: bwrap.to_owned(),
+            dir: self.ssh_dir(launch.id),
+            root: made.root.clone(),
+            devices,
+            cgroups: group.dirs().to_vec(),
+            lxcfs: self.lxcfs.clone(),
+            cgroup_procs,
+        }))
+    }
+
+    /// Removes what an ended workload left: its cgroups, root and SSH
+    /// files. False while something is still going away.
+    pub fn clean(&self, id: Uuid) -> bool {
+        let group = self.group(id);
+        group.kill_all();
+        if !group.remove() || !self.roots.remove(id) {
+            return false;
+        }
+        let dir = self.ssh_dir(id);
+        if dir.exists()
+            && let Err(error) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(order = %id, %error, "cannot remove {}", dir.display());
+        }
+        true
+    }
+
+    /// Why a workload ended, when the kernel killed it for memory.
+    pub fn ending(&self, id: Uuid) -> Option<String> {
+        (self.group(id).oom_kills() > 0).then(|| {
+            "out of memory: the kernel killed the workload for using more memory than its \
+             instance type has"
+                .to_owned()
+        })
+    }
+
+    pub fn authorize(&self, id: Uuid, keys: &[String]) {
+        let dir = self.ssh_dir(id);
+        if dir.exists()
+            && let Err(error) = (SshDir { dir }).authorize(keys)
+        {
+            tracing::warn!(order = %id, %error, "cannot update the instance's SSH keys");
+        }
+    }
+}
+
+/// A workload's root and what comes with it.
+pub struct Made {
+    pub root: crate::root::Root,
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    pub access: Access,
+}
+
+pub struct Sandbox {
+    tools: Tools,
+    node: Node,
+}
+
+impl Sandbox {
+    pub fn new(tools: Tools, node: Node) -> Self {
+        Self { tools, node }
     }
 
     /// slirp4netns's API socket: under /run, since a socket path must be
@@ -162,144 +271,37 @@ impl Sandbox {
         Path::new(SOCKETS).join(format!("{}.sock", id.simple()))
     }
 
-    /// A workload's cgroup name: its order and this agent's state
-    /// directory, since the members of one gang on agents that share a
-    /// machine (emulated nodes) must never share, or clean up, one group.
-    /// It stays the same across restarts, so adopted work is found again.
-    fn group_name(&self, id: Uuid) -> String {
-        use sha2::Digest;
-        let agent = sha2::Sha256::digest(self.state_dir.as_os_str().as_encoded_bytes());
-        let tag: String = agent[..4].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{id}-{tag}")
-    }
-
-    fn group(&self, id: Uuid) -> Group {
-        self.cgroups.existing(&self.group_name(id))
-    }
-
-    /// Where an image's root file system is prepared on this node.
-    fn image_root(&self, name: &str) -> PathBuf {
-        self.image_dir.join(name)
-    }
-
-    /// The bubblewrap arguments for one workload (everything before `--`).
-    fn bwrap_args(
+    /// A workload's own network, when it gets one: its pipes and helper.
+    fn network(
         &self,
         launch: &Launch<'_>,
-        devices: &[DeviceNode],
-        scratch: &Path,
-        ssh: Option<&Path>,
-        resolv_conf: Option<&Path>,
-    ) -> Result<Vec<OsString>, String> {
-        let mut args: Vec<OsString> = Vec::new();
-        let mut push = |items: &[&dyn AsRef<std::ffi::OsStr>]| {
-            args.extend(items.iter().map(|i| i.as_ref().to_owned()));
+    ) -> Result<Option<(network::PrivateNetwork, std::os::fd::OwnedFd)>, String> {
+        let Some(slirp) = self
+            .tools
+            .slirp4netns
+            .as_ref()
+            .filter(|_| launch.private_network)
+        else {
+            return Ok(None);
         };
-        push(&[
-            &"--unshare-pid",
-            &"--unshare-ipc",
-            &"--unshare-uts",
-            &"--unshare-cgroup-try",
-            &"--hostname",
-            &"gantry",
-        ]);
-        let root = match launch.image {
-            Some(image) => {
-                let root = self.image_root(&image.name);
-                if !root.join("bin").exists() && !root.join("usr").exists() {
-                    return Err(format!(
-                        "this node cannot run image {:?}: no root file system at {}",
-                        image.name,
-                        root.display()
-                    ));
-                }
-                root
-            }
-            None => PathBuf::from("/"),
-        };
-        for (path, entry) in root_view(&root, launch.image.is_none()) {
-            match entry {
-                Entry::Link(target) => push(&[&"--symlink", &target, &path]),
-                Entry::Dir(host) => push(&[&"--ro-bind", &host, &path]),
-            }
-        }
-        push(&[
-            &"--proc",
-            &"/proc",
-            &"--dev",
-            &"/dev",
-            // Read-only, as container runtimes show it (CUDA and NVML read
-            // PCI topology there), without the node's cgroups, whose names
-            // are other tenants' order ids.
-            &"--ro-bind-try",
-            &"/sys",
-            &"/sys",
-            &"--tmpfs",
-            &"/sys/fs/cgroup",
-            &"--perms",
-            &"1777",
-            &"--tmpfs",
-            &"/tmp",
-            &"--perms",
-            &"1777",
-            &"--tmpfs",
-            &"/dev/shm",
-            &"--perms",
-            &"0755",
-            &"--dir",
-            &"/run",
-            // Where /etc/resolv.conf points on hosts with systemd-resolved.
-            &"--ro-bind-try",
-            &"/run/systemd/resolve",
-            &"/run/systemd/resolve",
-            &"--bind",
-            &scratch,
-            &SCRATCH,
-        ]);
-        // Directories under /dev (MIG's nvidia-caps) are made readable:
-        // bubblewrap would make them root's alone.
-        let mut dirs: Vec<&Path> = devices
-            .iter()
-            .filter_map(|d| d.inside.parent())
-            .filter(|dir| *dir != Path::new("/dev"))
-            .collect();
-        dirs.sort_unstable();
-        dirs.dedup();
-        for dir in dirs {
-            push(&[&"--perms", &"0755", &"--dir", &dir]);
-        }
-        for device in devices {
-            push(&[&"--dev-bind", &device.host, &device.inside]);
-        }
-        if let Some(dir) = ssh {
-            push(&[
-                &"--ro-bind",
-                &dir,
-                &ssh::INSIDE,
-                &"--ro-bind",
-                &dir.join("passwd"),
-                &"/etc/passwd",
-                &"--ro-bind",
-                &dir.join("group"),
-                &"/etc/group",
-            ]);
-        }
-        if let Some(resolv_conf) = resolv_conf {
-            let (info, block) = (network::INFO_FD.to_string(), network::BLOCK_FD.to_string());
-            push(&[
-                &"--unshare-net",
-                &"--info-fd",
-                &info,
-                &"--block-fd",
-                &block,
-                &"--ro-bind",
-                &resolv_conf,
-                &"/etc/resolv.conf",
-            ]);
-        }
-        let cwd = launch.working_dir.unwrap_or(SCRATCH);
-        push(&[&"--chdir", &cwd]);
-        Ok(args)
+        std::fs::create_dir_all(SOCKETS)
+            .and_then(|()| {
+                std::fs::set_permissions(SOCKETS, std::fs::Permissions::from_mode(0o700))
+            })
+            .map_err(|e| format!("could not make {SOCKETS}: {e}"))?;
+        let (block, theirs) =
+            network::block_pipe().map_err(|e| format!("could not make a pipe: {e}"))?;
+        let mut forwards: Vec<u16> = launch.ports.iter().map(|p| p.node_port).collect();
+        forwards.extend(launch.ssh_port);
+        Ok(Some((
+            network::PrivateNetwork {
+                slirp4netns: slirp.clone(),
+                socket: Self::socket(launch.id),
+                forwards,
+                block,
+            },
+            theirs,
+        )))
     }
 }
 
@@ -313,145 +315,104 @@ impl Runtime for Sandbox {
     }
 
     fn prepare(&self, launch: &Launch<'_>) -> Result<Prepared, String> {
-        let scratch = self.scratch(launch.id);
-        super::make_scratch(&scratch, Some(launch.uid))?;
-        let devices = self.devices.for_launch(launch.gpus, launch.mig_devices);
-        let env = super::workload_env(SCRATCH, launch.env);
-        let ssh = ssh::for_instance(
-            self.ssh_dir(launch.id),
-            self.tools.ssh_keygen.as_deref(),
-            launch.uid,
-            launch.ssh_port,
-            launch.ssh_keys,
-            &env,
-        )?;
-        let ssh_dir = ssh.as_ref().map(|(dir, _)| dir.clone());
-        let access = Access {
-            ssh: ssh.map(|(_, access)| access),
-            ports: launch.ports.to_vec(),
-        };
-        let private = match &self.tools.slirp4netns {
-            Some(slirp) if launch.private_network => Some((
-                slirp,
-                network::resolv_conf(&self.net_dir(launch.id))
-                    .map_err(|e| format!("could not write the resolver file: {e}"))?,
-            )),
-            _ => None,
-        };
-        let mut argv: Vec<OsString> = vec![self.tools.bwrap.clone().into()];
-        argv.extend(self.bwrap_args(
-            launch,
-            &devices,
-            &scratch,
-            ssh_dir.as_deref(),
-            private.as_ref().map(|(_, resolv)| resolv.as_path()),
-        )?);
-        let (fds, network) = match private {
-            Some((slirp, _)) => {
-                std::fs::create_dir_all(SOCKETS)
-                    .and_then(|()| {
-                        std::fs::set_permissions(SOCKETS, std::fs::Permissions::from_mode(0o700))
-                    })
-                    .map_err(|e| format!("could not make {SOCKETS}: {e}"))?;
-                let ((info, info_theirs), (block, block_theirs)) =
-                    network::pipes().map_err(|e| format!("could not make pipes: {e}"))?;
-                let mut forwards: Vec<u16> = launch.ports.iter().map(|p| p.node_port).collect();
-                forwards.extend(launch.ssh_port);
-                let network = network::PrivateNetwork {
-                    slirp4netns: slirp.clone(),
-                    socket: Self::socket(launch.id),
-                    forwards,
-                    info,
-                    block,
-                };
-                (
-                    vec![
-                        (info_theirs, network::INFO_FD),
-                        (block_theirs, network::BLOCK_FD),
-                    ],
-                    Some(network),
-                )
-            }
-            None => (Vec::new(), None),
-        };
-        let uid = launch.uid.to_string();
+        let image = super::image_of(launch)?;
+        let made = self
+            .node
+            .prepare_root(launch, self.tools.ssh_keygen.as_deref())?;
+        let devices = self
+            .node
+            .devices
+            .for_launch(launch.gpus, launch.mig_devices);
+        let numbers: Vec<(u32, u32)> = devices.iter().filter_map(DeviceNode::number).collect();
+        let group = self
+            .node
+            .cgroups
+            .create(
+                &self.node.group_name(launch.id),
+                self.node.limits(launch),
+                launch.cpus,
+                Some(&numbers),
+            )
+            .map_err(|e| format!("could not set the workload's limits: {e}"))?;
+        let (info, info_theirs) =
+            network::info_pipe().map_err(|e| format!("could not make a pipe: {e}"))?;
+        let own_network = self.network(launch)?;
+        let mut argv: Vec<OsString> = vec![
+            self.tools.nsenter.clone().into(),
+            format!("--user={}", made.root.userns.display()).into(),
+            "--".into(),
+            self.tools.bwrap.clone().into(),
+        ];
         argv.extend(
             [
-                "--",
-                &self.tools.setpriv.display().to_string(),
-                "--reuid",
-                &uid,
-                "--regid",
-                &uid,
-                "--clear-groups",
-                "--no-new-privs",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-                "--",
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+                "--hostname",
+                "gantry",
+                "--info-fd",
             ]
             .map(OsString::from),
         );
-        argv.extend(super::program_line(launch.command, ssh_dir.is_some()));
-        let numbers: Vec<(u32, u32)> = devices.iter().filter_map(DeviceNode::number).collect();
-        let limits = crate::cgroup::Limits {
-            pids: launch.limits.pids.min(self.pids_max),
-            ..launch.limits
+        argv.push(network::INFO_FD.to_string().into());
+        let shown = view::View {
+            root: &made.root,
+            devices: &devices,
+            cgroups: group.dirs(),
+            lxcfs: self.node.lxcfs.as_deref(),
         };
-        let cgroup_procs = self
-            .cgroups
-            .create(&self.group_name(launch.id), limits, &numbers)
-            .map_err(|e| format!("could not set the workload's limits: {e}"))?
-            .procs_files();
+        argv.extend(shown.args(Path::new("/")));
+        let mut fds = vec![(info_theirs, network::INFO_FD)];
+        let network = match own_network {
+            Some((network, block_theirs)) => {
+                argv.extend(["--unshare-net", "--block-fd"].map(OsString::from));
+                argv.push(network::BLOCK_FD.to_string().into());
+                fds.push((block_theirs, network::BLOCK_FD));
+                Some(network)
+            }
+            None => None,
+        };
+        argv.extend(ssh::capabilities());
+        argv.extend(["--chdir".into(), made.cwd.clone().into(), "--".into()]);
+        argv.extend(super::program_line(&image.entrypoint, launch.command));
+        let ssh = self
+            .node
+            .ssh_server(&self.tools.bwrap, launch, &made, devices, &group)?;
         Ok(Prepared {
             argv,
-            env,
+            env: made.env,
             cwd: PathBuf::from("/"),
-            cgroup_procs,
-            access,
+            cgroup_procs: group.procs_files(),
+            access: made.access,
             fds,
             network,
+            inside: Some(Inside::Info(info)),
+            ssh,
         })
     }
 
     /// bubblewrap dies of SIGTERM, and with it the wrapper's wait: only the
     /// workload's own processes are told, and the group is killed when the
     /// grace period ends.
-    fn stop(&self, id: Uuid, uid: u32) -> bool {
-        self.group(id).signal_user(uid, libc::SIGTERM);
+    fn stop(&self, id: Uuid) -> bool {
+        self.node.group(id).signal_inside(libc::SIGTERM);
         true
     }
 
     fn authorize(&self, id: Uuid, keys: &[String]) {
-        let dir = self.ssh_dir(id);
-        if dir.exists()
-            && let Err(error) = (SshDir { dir }).authorize(keys)
-        {
-            tracing::warn!(order = %id, %error, "cannot update the instance's SSH keys");
-        }
+        self.node.authorize(id, keys);
     }
 
     fn ending(&self, id: Uuid) -> Option<String> {
-        (self.group(id).oom_kills() > 0).then(|| {
-            "out of memory: the kernel killed the workload for using more memory than its \
-             instance type has"
-                .to_owned()
-        })
+        self.node.ending(id)
     }
 
     fn clean(&self, id: Uuid) -> bool {
-        let group = self.group(id);
-        group.kill_all();
-        if !group.remove() {
+        if !self.node.clean(id) {
             return false;
         }
         std::fs::remove_file(Self::socket(id)).ok();
-        for dir in [self.scratch(id), self.ssh_dir(id), self.net_dir(id)] {
-            if dir.exists()
-                && let Err(error) = std::fs::remove_dir_all(&dir)
-            {
-                tracing::warn!(order = %id, %error, "cannot remove {}", dir.display());
-            }
-        }
         true
     }
 }

@@ -64,6 +64,7 @@ pub async fn create(api: &mut Api, output: Output, args: CreateOrder) -> CliResu
     let optional = [
         ("region", json!(args.region)),
         ("name", json!(args.name)),
+        ("image", json!(args.image)),
         ("pricing_class", json!(args.pricing.map(args::api_name))),
         ("priority_class", json!(args.priority.map(args::api_name))),
         (

@@ -201,14 +201,20 @@ pub struct Assignment {
 pub struct WorkloadLimits {
     pub cpu_milli: i64,
     pub memory_mib: i64,
+    /// The workload's disk (its writable root); 0 where the instance type
+    /// sells none, which gets the node's default.
+    pub disk_gib: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AssignedImage {
-    /// The catalog name: a sandbox node's root file system directory.
-    pub name: String,
-    /// The OCI reference a container node runs.
+    /// The catalog name, when the order named a catalog image.
+    pub name: Option<String>,
+    /// The OCI reference the node pulls.
     pub reference: String,
+    /// The organization's login to the image's registry, when it keeps
+    /// one: for this pull only.
+    pub login: Option<crate::tenancy::registry_credentials::RegistryLogin>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -752,6 +758,27 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
             .map(|i| (i.id, i))
             .collect()
     };
+    let mut assigned_images: HashMap<Uuid, (Option<String>, String)> = orders
+        .values()
+        .filter_map(|o| {
+            let image = match (o.image_id.and_then(|i| images.get(&i)), &o.image_reference) {
+                (Some(image), _) => (Some(image.name.clone()), image.reference.clone()),
+                (None, Some(reference)) => (None, reference.clone()),
+                (None, None) => return None,
+            };
+            Some((o.id, image))
+        })
+        .collect();
+    let wanted: Vec<(Uuid, String)> = orders
+        .values()
+        .filter_map(|o| {
+            let (_, reference) = assigned_images.get(&o.id)?;
+            Some((o.org_id, crate::catalog::image_refs::registry_of(reference)))
+        })
+        .collect();
+    let mut logins =
+        crate::tenancy::registry_credentials::logins(&state.db, &state.registry_sealer, &wanted)
+            .await?;
     // Instances' keys; jobs have no SSH server.
     let key_ids: Vec<Uuid> = orders
         .values()
@@ -825,17 +852,19 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 limits: WorkloadLimits {
                     cpu_milli: size.map_or(1000, |t| i64::from(t.vcpus) * 1000),
                     memory_mib: size.map_or(1024, |t| i64::from(t.memory_gib) * 1024),
+                    disk_gib: size.map_or(0, |t| i64::from(t.disk_gib)),
                 },
                 ssh_keys,
                 ports: crate::orders::json_list(order.ports.as_deref()),
                 node_count: order.node_count,
-                image: order
-                    .image_id
-                    .and_then(|i| images.get(&i))
-                    .map(|i| AssignedImage {
-                        name: i.name.clone(),
-                        reference: i.reference.clone(),
-                    }),
+                image: assigned_images.remove(&order.id).map(|(name, reference)| {
+                    let registry = crate::catalog::image_refs::registry_of(&reference);
+                    AssignedImage {
+                        name,
+                        login: logins.remove(&(order.org_id, registry)),
+                        reference,
+                    }
+                }),
             })
         })
         .collect::<Vec<_>>();

@@ -37,6 +37,8 @@ pub struct Catalog {
     instance_types: HashMap<Uuid, instance_type::Model>,
     regions: HashMap<Uuid, region::Model>,
     images: HashMap<Uuid, image::Model>,
+    /// What the image policy allows beside the catalog's images.
+    allowed_image_prefixes: Vec<String>,
     pub prices: Vec<price::Model>,
     pub quotas: Vec<quota::Model>,
     pub hosts: Vec<Host>,
@@ -96,6 +98,7 @@ impl Catalog {
             instance_types: by_id(instance_type::Entity::find().all(db).await?, |t| t.id),
             regions: by_id(region::Entity::find().all(db).await?, |r| r.id),
             images: by_id(image::Entity::find().all(db).await?, |i| i.id),
+            allowed_image_prefixes: super::image_policy::allowed(db).await?,
             prices: price::Entity::find().all(db).await?,
             quotas: quota::Entity::find().all(db).await?,
             hosts: hosts.into_values().collect(),
@@ -130,23 +133,31 @@ impl Catalog {
         self.gpu_models.get(&id)
     }
 
-    /// The image an order names, or the default image when it names none
-    /// (which may be no image at all).
-    pub fn image_for_order(&self, name: Option<&str>) -> ApiResult<Option<&image::Model>> {
-        match name {
-            Some(name) => self
+    /// The image an order names in `field` (a catalog image's name, or a
+    /// reference the image policy allows), or the default image when it
+    /// names none (which may be no image at all).
+    pub fn image_for_order(&self, field: &str, name: Option<&str>) -> ApiResult<OrderImage<'_>> {
+        let Some(name) = name else {
+            return Ok(self
                 .images
                 .values()
-                .find(|i| i.name == name)
-                .map(Some)
-                .ok_or_else(|| {
-                    ApiError::unprocessable(
-                        "unknown_image",
-                        format!("the image catalog has no image {name:?}"),
-                    )
-                }),
-            None => Ok(self.images.values().find(|i| i.is_default)),
+                .find(|i| i.is_default)
+                .map_or(OrderImage::Default, OrderImage::Catalog));
+        };
+        if let Some(image) = self.images.values().find(|i| i.name == name) {
+            return Ok(OrderImage::Catalog(image));
         }
+        if !name.contains('/') {
+            return Err(ApiError::unprocessable(
+                "unknown_image",
+                format!(
+                    "the image catalog has no image {name:?}; name a catalog image or a whole \
+                     reference (registry.example/team/train:v3)"
+                ),
+            ));
+        }
+        super::image_policy::check(field, name, &self.allowed_image_prefixes)
+            .map(|r| OrderImage::Reference(r.whole()))
     }
 
     pub fn instance_type_name(&self, id: Uuid) -> Option<&str> {
@@ -163,6 +174,27 @@ impl Catalog {
 
     pub fn image_name(&self, id: Uuid) -> Option<&str> {
         self.images.get(&id).map(|i| i.name.as_str())
+    }
+}
+
+/// The image an order runs.
+#[derive(Debug)]
+pub enum OrderImage<'a> {
+    /// None named and no catalog default: the node's own default.
+    Default,
+    Catalog(&'a image::Model),
+    /// A reference the policy allows, whole.
+    Reference(String),
+}
+
+impl OrderImage<'_> {
+    /// What the order says it runs.
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            Self::Default => None,
+            Self::Catalog(image) => Some(image.name.clone()),
+            Self::Reference(reference) => Some(reference.clone()),
+        }
     }
 }
 

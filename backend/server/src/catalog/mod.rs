@@ -5,6 +5,8 @@
 pub mod availability;
 pub mod cache;
 pub mod gpu_models;
+pub mod image_policy;
+pub mod image_refs;
 pub mod images;
 pub mod instance_types;
 pub mod prices;
@@ -29,6 +31,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(prices::routes())
         .merge(availability::routes())
         .merge(images::routes())
+        .merge(image_policy::routes())
 }
 
 /// Finds a row by id, or by its unique name when `reference` is not a UUID.

@@ -1,6 +1,7 @@
 //! sea-orm entities, one per table of the `migrations` crate.
 
 pub mod allocation;
+pub mod allowed_image_prefix;
 pub mod api_key;
 pub mod audit_log;
 pub mod balance_entry;
@@ -36,6 +37,7 @@ pub mod queue_limit;
 pub mod quota;
 pub mod refresh_token;
 pub mod region;
+pub mod registry_credential;
 pub mod reservation;
 pub mod reservation_node;
 pub mod sla_credit;

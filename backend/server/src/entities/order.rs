@@ -63,6 +63,8 @@ pub struct Model {
     /// A JSON array of the ports it exposes.
     pub ports: Option<String>,
     pub image_id: Option<Uuid>,
+    /// An OCI reference the order names instead of a catalog image.
+    pub image_reference: Option<String>,
     /// The reservation it runs in: only on its GPUs, only in its window.
     pub reservation_id: Option<Uuid>,
     pub started_at: Option<DateTimeUtc>,

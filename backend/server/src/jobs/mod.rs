@@ -61,8 +61,8 @@ pub struct JobSpec {
     /// An absolute path on the node; the agent's own when absent.
     #[schema(max_length = 1024)]
     pub working_dir: Option<String>,
-    /// A container image for nodes whose runtime starts one; recorded and
-    /// passed to the agent as `GANTRY_IMAGE`.
+    /// The image the job runs in, as the order's `image` takes it (that
+    /// field wins when both are given); told to the job as `GANTRY_IMAGE`.
     #[schema(max_length = 512)]
     pub image: Option<String>,
     /// Walltime in seconds (1 to 31 days): past it the job is stopped and

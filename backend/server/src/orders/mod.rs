@@ -107,7 +107,7 @@ pub struct Order {
     pub ssh_key_ids: Vec<Uuid>,
     /// Ports it exposes on its nodes.
     pub ports: Vec<u16>,
-    /// The catalog image it runs.
+    /// The image it runs: a catalog image's name or a reference.
     pub image: Option<String>,
     /// How many times it has been started.
     pub attempts: i32,
@@ -146,7 +146,7 @@ pub struct HostAccess {
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SshAccess {
-    /// The exact command, such as `ssh -p 42017 gantry@gpu-a17.example`.
+    /// The exact command, such as `ssh -p 42017 root@gpu-a17.example`.
     pub command: String,
     pub user: String,
     pub port: u16,
@@ -211,9 +211,11 @@ pub struct CreateOrder {
     /// `access`.
     #[schema(max_items = 8)]
     pub ports: Option<Vec<u16>>,
-    /// A catalog image name (`/catalog/images`); the default image when
-    /// absent.
-    #[schema(min_length = 1, max_length = 64)]
+    /// A catalog image's name (`/catalog/images`), or a whole OCI
+    /// reference (`registry.example/team/train:v3`, `…@sha256:…`) from a
+    /// registry the image policy allows (`/catalog/image-policy`); the
+    /// default image when absent. The instance runs as root in it.
+    #[schema(min_length = 1, max_length = 512)]
     pub image: Option<String>,
     /// Runs the order in this reservation of the organization: only on its
     /// GPUs and inside its window, ahead of any queue, paid by the
@@ -402,7 +404,8 @@ async fn views(
                 image: o
                     .image_id
                     .and_then(|i| catalog.image_name(i))
-                    .map(str::to_owned),
+                    .map(str::to_owned)
+                    .or_else(|| o.image_reference.clone()),
                 reservation_id: o.reservation_id,
                 id: o.id,
                 org_id: o.org_id,

@@ -188,11 +188,17 @@ pub async fn create(
     if let Some(job) = job {
         crate::jobs::arrays::check_dependencies(db, scope, &job.depends_on).await?;
     }
-    let image_name = request
-        .image
-        .as_deref()
-        .or_else(|| job.and_then(|j| j.image.as_deref()));
-    let image = catalog.image_for_order(image_name)?;
+    let (image_field, image_name) = match (&request.image, job.and_then(|j| j.image.as_deref())) {
+        (Some(image), _) => ("image", Some(image.as_str())),
+        (None, Some(image)) => ("job.image", Some(image)),
+        (None, None) => ("image", None),
+    };
+    let image = catalog.image_for_order(image_field, image_name)?;
+    let (image_id, image_reference) = match &image {
+        crate::catalog::cache::OrderImage::Catalog(image) => (Some(image.id), None),
+        crate::catalog::cache::OrderImage::Reference(reference) => (None, Some(reference.clone())),
+        crate::catalog::cache::OrderImage::Default => (None, None),
+    };
     let ssh_key_ids = if job.is_some() {
         Vec::new()
     } else {
@@ -296,7 +302,8 @@ pub async fn create(
             log_bytes: Set(0),
             ssh_key_ids: Set(stored_keys.clone()),
             ports: Set(stored_ports.clone()),
-            image_id: Set(image.map(|i| i.id)),
+            image_id: Set(image_id),
+            image_reference: Set(image_reference.clone()),
             reservation_id: Set(reservation.as_ref().map(|r| r.id)),
             started_at: Set(None),
             ended_at: Set(None),
@@ -326,7 +333,7 @@ pub async fn create(
             "kind": kind,
             "array_id": array_id,
             "array_count": array_id.map(|_| count),
-            "image": image.map(|i| &i.name),
+            "image": image.describe(),
             "ssh_key_ids": ssh_key_ids,
             "ports": ports,
             "reservation_id": reservation.as_ref().map(|r| r.id),

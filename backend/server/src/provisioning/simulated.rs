@@ -235,8 +235,8 @@ async fn access_details(db: &DatabaseConnection, order_id: Uuid) -> Result<Strin
             HostAccess {
                 node: n.name.clone(),
                 ssh: Some(SshAccess {
-                    command: format!("ssh gantry@{host}"),
-                    user: "gantry".into(),
+                    command: format!("ssh root@{host}"),
+                    user: "root".into(),
                     port: 22,
                     host_key_fingerprint: None,
                 }),

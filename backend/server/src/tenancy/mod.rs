@@ -1,5 +1,5 @@
-//! Tenancy: organizations (the tenants), their members, projects and API
-//! keys, and the one place that decides who may act in which organization.
+//! Tenancy: organizations (the tenants), their members, projects, API
+//! keys and registry credentials, and the one place that decides who may act in which organization.
 
 pub mod access;
 pub mod api_keys;
@@ -7,4 +7,5 @@ pub mod invitations;
 pub mod members;
 pub mod orgs;
 pub mod projects;
+pub mod registry_credentials;
 pub mod roles;

@@ -19,7 +19,7 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
-import { ImagesTable, NewImage } from "./ImagesAdmin";
+import { ImagePolicy, ImagesTable, NewImage } from "./ImagesAdmin";
 import { t } from "../../i18n";
 
 const CLASSES: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
@@ -75,6 +75,7 @@ export function CatalogAdminPage() {
             <NewPrice types={types.data ?? []} />
             <NewInstanceType />
             <NewImage />
+            <ImagePolicy />
           </Stack>
         </Grid.Col>
       </Grid>

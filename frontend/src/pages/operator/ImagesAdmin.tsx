@@ -1,14 +1,15 @@
-import { Badge, Button, Checkbox, Code, Group, Paper, Stack, Table, Text, TextInput, Title } from "@mantine/core";
+import { Badge, Button, Checkbox, Code, Group, Paper, Stack, Table, Text, Textarea, TextInput, Title } from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { api, unwrap } from "../../api/client";
-import { keys, useImages } from "../../api/queries";
+import { useEffect } from "react";
+import { api, ApiError, unwrap } from "../../api/client";
+import { keys, useImagePolicy, useImages } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { t } from "../../i18n";
 
-/** The images orders may name: an OCI reference for container nodes, a prepared root file system for sandbox nodes. */
+/** The catalog's images: curated OCI references that orders name by name, the default among them. */
 export function ImagesTable() {
   const images = useImages();
   const queryClient = useQueryClient();
@@ -125,6 +126,65 @@ export function NewImage() {
           {create.isError && <ProblemAlert error={create.error} title={t("images.refused")} />}
           <Button type="submit" loading={create.isPending}>
             {t("images.add")}
+          </Button>
+        </Stack>
+      </form>
+    </Paper>
+  );
+}
+
+/** The registries and repositories orders may name images from, beside the catalog's, one per line. */
+export function ImagePolicy() {
+  const queryClient = useQueryClient();
+  const policy = useImagePolicy();
+  const form = useForm({ initialValues: { prefixes: "" } });
+  const { setValues, resetDirty, isDirty } = form;
+  // The saved list fills the field once it loads, unless someone is typing.
+  useEffect(() => {
+    if (policy.data && !isDirty()) {
+      const text = policy.data.join("\n");
+      setValues({ prefixes: text });
+      resetDirty({ prefixes: text });
+    }
+  }, [policy.data, setValues, resetDirty, isDirty]);
+  const save = useMutation({
+    mutationFn: (prefixes: string[]) =>
+      unwrap(api.PUT("/api/v1/admin/catalog/image-policy", { body: { allowed_prefixes: prefixes } })),
+    onSuccess: (saved) => {
+      notifySuccess(t("images.policySaved", { count: saved.allowed_prefixes.length }));
+      void queryClient.invalidateQueries({ queryKey: keys.catalog("image-policy") });
+    },
+    onError: (error) => {
+      if (error instanceof ApiError && error.fieldErrors.length) {
+        form.setFieldError("prefixes", error.fieldErrors.map((f) => f.message).join("; "));
+      }
+    },
+  });
+  const lines = (text: string) =>
+    text
+      .split("\n")
+      .map((l) => l.trim())
+      .filter(Boolean);
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="sm">
+        {t("images.policy")}
+      </Title>
+      <form onSubmit={form.onSubmit((v) => save.mutate(lines(v.prefixes)))} noValidate>
+        <Stack gap="xs">
+          <Textarea
+            label={t("images.allowedPrefixes")}
+            description={t("images.allowedPrefixesHint")}
+            placeholder={t("images.allowedPrefixesExample")}
+            autosize
+            minRows={3}
+            {...form.getInputProps("prefixes")}
+          />
+          {save.isError && !(save.error instanceof ApiError && save.error.fieldErrors.length) && (
+            <ProblemAlert error={save.error} title={t("images.policyRefused")} />
+          )}
+          <Button type="submit" loading={save.isPending}>
+            {t("images.savePolicy")}
           </Button>
         </Stack>
       </form>

@@ -1,5 +1,6 @@
 import {
   Alert,
+  Autocomplete,
   Button,
   Checkbox,
   Grid,
@@ -23,6 +24,7 @@ import { JobFields } from "./JobFields";
 import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import {
   keys,
+  useImagePolicy,
   useImages,
   useInstanceTypes,
   useLaunchAvailability,
@@ -89,6 +91,7 @@ export function LaunchPage() {
   const regions = useRegions();
   const quotas = useQuotas(orgId);
   const images = useImages();
+  const imagePolicy = useImagePolicy();
   const sshKeys = useSshKeys();
   const reservations = useReservations(orgId);
   const live = liveReservations(reservations.data);
@@ -178,7 +181,7 @@ export function LaunchPage() {
             duration_seconds: typeof v.durationHours === "number" ? Math.round(v.durationHours * 3600) : null,
             checkpointable: v.checkpointable,
             job: v.kind === "job" ? jobOf(v) : null,
-            image: v.image || null,
+            image: v.image.trim() || null,
             ssh_key_ids: v.kind === "instance" && v.sshKeyIds.length ? v.sshKeyIds : null,
             ports: v.kind === "instance" ? portsOf(v.ports) : null,
             reservation_id: v.pricingClass === "reserved" ? v.reservationId : null,
@@ -198,6 +201,7 @@ export function LaunchPage() {
           region: "region",
           duration_seconds: "durationHours",
           image: "image",
+          "job.image": "image",
           ssh_key_ids: "sshKeyIds",
           ports: "ports",
           reservation_id: "reservationId",
@@ -322,14 +326,15 @@ export function LaunchPage() {
                     {...form.getInputProps("workloadClass")}
                   />
                 </Group>
-                <Select
+                <Autocomplete
                   label={t("launch.image")}
-                  description={t("launch.imageHint")}
-                  data={[
-                    { value: "", label: t("launch.defaultImage") },
-                    ...(images.data ?? []).map((i) => ({ value: i.name, label: `${i.name} — ${i.reference}` })),
-                  ]}
-                  allowDeselect={false}
+                  description={
+                    imagePolicy.data?.length
+                      ? t("launch.imageHintAllowed", { prefixes: imagePolicy.data.join(", ") })
+                      : t("launch.imageHint")
+                  }
+                  placeholder={t("launch.defaultImage")}
+                  data={(images.data ?? []).map((i) => i.name)}
                   key={form.key("image")}
                   {...form.getInputProps("image")}
                 />

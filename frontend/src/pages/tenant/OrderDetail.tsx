@@ -157,6 +157,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
               </Title>
               <SimpleGrid cols={2} spacing="xs">
                 <Fact label={t("order.instanceType")} value={order.instance_type} />
+                <Fact label={t("order.image")} value={order.image ?? t("order.defaultImage")} />
                 <Fact label={t("order.gpus")} value={gpusOf(order)} />
                 <Fact label={t("order.nodes")} value={String(order.node_count)} />
                 <Fact label={t("order.region")} value={regionOf(order)} />

@@ -12,6 +12,7 @@ import { dateTime, words } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { useOrgId } from "../../lib/orgId";
 import { SshKeys } from "./SshKeys";
+import { RegistryCredentials } from "./RegistryCredentials";
 import { Webhooks } from "./Webhooks";
 import { t } from "../../i18n";
 
@@ -28,6 +29,7 @@ export function SettingsPage() {
           <Tabs.Tab value="keys">{t("settings.apiKeys")}</Tabs.Tab>
           <Tabs.Tab value="ssh">{t("settings.sshKeys")}</Tabs.Tab>
           <Tabs.Tab value="webhooks">{t("settings.webhooks")}</Tabs.Tab>
+          <Tabs.Tab value="registries">{t("settings.registries")}</Tabs.Tab>
         </Tabs.List>
         <Tabs.Panel value="members">
           <Members />
@@ -40,6 +42,9 @@ export function SettingsPage() {
         </Tabs.Panel>
         <Tabs.Panel value="webhooks">
           <Webhooks />
+        </Tabs.Panel>
+        <Tabs.Panel value="registries">
+          <RegistryCredentials />
         </Tabs.Panel>
       </Tabs>
     </>
