@@ -8,7 +8,10 @@ is what the tenant sees: the agent has started the process and reported it.
     cargo build --release && scripts/bench-agent-start.py
 
 GANTRY_BIN_DIR (default target/release), ROUNDS (default 20), AGENT_ARGS
-(extra agent flags, e.g. "--interval-ms 200") apply.
+(extra agent flags, e.g. "--interval-ms 200") apply. The workloads run in
+an image: AGENT_ARGS names it and its registry ("--default-image
+127.0.0.1:5000/gantry-test/debian:bookworm --insecure-registry
+127.0.0.1:5000"; scripts/test-fixtures.sh builds that image).
 """
 
 import json
@@ -65,7 +68,8 @@ try:
     agent = subprocess.Popen(
         [f"{BIN}/gantry-agent", "--server", f"http://127.0.0.1:{PORT}", "--name", "bench-1",
          "--simulate-gpus", "4xH100-SXM-80GB", "--state-dir", os.path.join(data, "agent"),
-         "--workload-command", "sleep 3600", *os.environ.get("AGENT_ARGS", "").split()],
+         "--workload-command", "sleep 3600", "--image-store-gib", "4", "--default-disk-gib", "1",
+         "--disk-reserve-gib", "1", *os.environ.get("AGENT_ARGS", "").split()],
         env=dict(os.environ, GANTRY_JOIN_TOKEN=join), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         if any(n["state"] == "ready" for n in call("GET", "/admin/nodes", token=op)["items"]):

@@ -12,6 +12,10 @@ With AGENT_BIN_DIR the nodes are real `gantry-agent` processes from that
 directory (simulated GPUs, the sandbox runtime, each emulating a server of
 96 cores and 800 GiB), every job runs `sleep 1`, and the jobs come in the
 order the Slurm peer benchmark submits them: job i by (i * 37) % 100.
+Each job runs in its image (a 1 GiB disk, one image store shared by the
+agents): AGENT_ARGS names it and its registry, such as "--default-image
+127.0.0.1:5000/gantry-test/debian:bookworm --insecure-registry
+127.0.0.1:5000" (scripts/test-fixtures.sh builds that image).
 """
 import concurrent.futures
 import datetime
@@ -66,8 +70,11 @@ def start_agents(base, op, nodes, bin_dir, work):
         agents.append(subprocess.Popen(
             [f"{bin_dir}/gantry-agent", "--server", base, "--name", f"node-{i:03}", "--rack", f"rack-{i // 16}",
              "--simulate-gpus", "8xH100", "--simulate-cpu-milli", "96000", "--simulate-memory-mib", "819200",
-             "--state-dir", state, "--uid-range", f"{200000 + 1000 * i}-{200999 + 1000 * i}",
-             "--port-range", f"{42000 + 50 * i}-{42049 + 50 * i}", "--grace-seconds", "5"],
+             "--state-dir", state, "--uid-range", f"{100_000_000 + (i << 24)}-{100_000_000 + ((i + 1) << 24) - 1}",
+             "--port-range", f"{42000 + 50 * i}-{42049 + 50 * i}", "--grace-seconds", "5",
+             "--image-dir", os.path.join(work, "images"), "--image-store-gib", "0",
+             "--default-disk-gib", "1", "--disk-reserve-gib", "1",
+             *os.environ.get("AGENT_ARGS", "").split()],
             env=dict(os.environ, GANTRY_JOIN_TOKEN=token), stdout=log, stderr=subprocess.STDOUT))
     deadline = time.time() + 120
     while time.time() < deadline:

@@ -10,6 +10,7 @@ pub mod client;
 pub mod cpus;
 pub mod devices;
 pub mod discovery;
+pub mod driver;
 pub mod exporter;
 pub mod images;
 pub mod mounts;

@@ -229,12 +229,8 @@ fn open_runtime(
         _ => None,
     };
     let state_dir = Node::check_state_dir(&cli.state_dir).map_err(anyhow::Error::msg)?;
-    let roots = Roots::new(
-        &state_dir.join("roots"),
-        cli.disk_reserve_gib,
-        cli.default_disk_gib,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let roots =
+        Roots::new(&state_dir.join("roots"), cli.disk_reserve_gib).map_err(anyhow::Error::msg)?;
     let images = open_images(cli, &state_dir, &roots)?;
     let devices = match source {
         Source::Simulated(_) => GpuDevices::simulated(&state_dir, gpus)
@@ -249,7 +245,14 @@ fn open_runtime(
              (install and start the Debian package lxcfs)"
         );
     }
+    // Simulated GPUs need no driver: the node's own, if any, stays out.
+    let driver = match source {
+        Source::Simulated(_) => Vec::new(),
+        Source::Nvml(_) => gantry_agent::driver::discover(),
+    };
+    tracing::info!(files = driver.len(), "NVIDIA driver files for workloads");
     let node = Node {
+        driver,
         state_dir: state_dir.clone(),
         roots,
         devices,

@@ -69,6 +69,14 @@ impl Output {
         std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes())
     }
 
+    /// Forgets a workload that never started, and its files.
+    pub fn forget(&mut self, id: Uuid) {
+        self.tails.remove(&id);
+        for stream in ["stdout", "stderr"] {
+            std::fs::remove_file(self.path(id, stream)).ok();
+        }
+    }
+
     /// Follows the files of a workload taken back after a restart.
     pub fn resume(&mut self, id: Uuid) {
         let tails = [

@@ -30,11 +30,10 @@ pub struct Roots {
     dir: PathBuf,
     mkfs: PathBuf,
     mount: PathBuf,
+    losetup: PathBuf,
     /// Free space the agent keeps for the node: a disk that would eat into
     /// it is refused.
     reserve: u64,
-    /// The disk of instance types that sell none.
-    default_disk: u64,
 }
 
 /// One workload's root, by its paths.
@@ -65,18 +64,20 @@ impl Root {
 
 impl Roots {
     /// Finds the programs roots need (mkfs.ext4, mount).
-    pub fn new(dir: &Path, reserve_gib: u64, default_disk_gib: u64) -> Result<Self, String> {
+    pub fn new(dir: &Path, reserve_gib: u64) -> Result<Self, String> {
         let mkfs = crate::runtime::find_program("mkfs.ext4")
             .ok_or("workloads' disks need mkfs.ext4: install the Debian package `e2fsprogs`")?;
         let mount = crate::runtime::find_program("mount")
             .ok_or("workloads' disks need mount: install the Debian package `mount`")?;
+        let losetup = crate::runtime::find_program("losetup")
+            .ok_or("workloads' disks need losetup: install the Debian package `mount`")?;
         std::fs::create_dir_all(dir).map_err(|e| format!("making {}: {e}", dir.display()))?;
         Ok(Self {
             dir: dir.to_owned(),
             mkfs,
             mount,
+            losetup,
             reserve: reserve_gib * GIB,
-            default_disk: default_disk_gib.max(1) * GIB,
         })
     }
 
@@ -102,16 +103,28 @@ impl Roots {
         allocate(&file, bytes).map_err(|e| fail("allocating a disk", &e))?;
         drop(file);
         std::fs::create_dir_all(dir).map_err(|e| fail("making a disk's mount point", &e))?;
-        run(Command::new(&self.mount)
+        // Direct I/O from the loop device to the file: one page cache, not
+        // two (writes run at the node's disk's speed, not a quarter of it).
+        let device = output(
+            Command::new(&self.losetup)
+                .args(["--find", "--show", "--direct-io=on"])
+                .arg(image),
+        )
+        .map_err(|e| fail("attaching a disk", &e))?;
+        let device = device.trim().to_owned();
+        let mounted = run(Command::new(&self.mount)
             .args([
                 "-t",
                 "ext4",
                 "-o",
-                "loop,nodiscard,noinit_itable,nosuid,nodev",
+                "nodiscard,noinit_itable,nosuid,nodev",
+                &device,
             ])
-            .arg(image)
-            .arg(dir))
-        .map_err(|e| fail("mounting a disk", &e))
+            .arg(dir));
+        // Detached now, the device goes when its file system is unmounted.
+        run(Command::new(&self.losetup).args(["--detach", &device]))
+            .map_err(|e| fail("detaching a disk", &e))?;
+        mounted.map_err(|e| fail("mounting a disk", &e))
     }
 
     pub fn root(&self, id: Uuid) -> Root {
@@ -121,15 +134,6 @@ impl Roots {
             shm: dir.join("shm"),
             userns: dir.join("userns"),
             dir,
-        }
-    }
-
-    /// The disk a workload gets for `disk_gib` (0: the node's default).
-    pub fn disk_bytes(&self, disk_gib: u64) -> u64 {
-        if disk_gib == 0 {
-            self.default_disk
-        } else {
-            disk_gib.saturating_mul(GIB)
         }
     }
 
@@ -305,12 +309,17 @@ fn make_owned(path: &Path, owner: u32, mode: u32) -> std::io::Result<()> {
 }
 
 fn run(command: &mut Command) -> Result<(), String> {
+    output(command).map(drop)
+}
+
+/// What `command` printed, or what it said on failing.
+fn output(command: &mut Command) -> Result<String, String> {
     let out = command
         .stdin(Stdio::null())
         .output()
         .map_err(|e| e.to_string())?;
     if out.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
     }

@@ -238,6 +238,8 @@ pub struct Server {
     pub root: Root,
     /// The instance's GPUs' device nodes.
     pub devices: Vec<DeviceNode>,
+    /// The NVIDIA driver's files.
+    pub driver: Vec<crate::driver::DriverFile>,
     /// The instance's cgroup directories, shown read-only.
     pub cgroups: Vec<PathBuf>,
     pub lxcfs: Option<PathBuf>,
@@ -297,6 +299,7 @@ impl Server {
         let view = View {
             root: &self.root,
             devices: &self.devices,
+            driver: &self.driver,
             cgroups: &self.cgroups,
             lxcfs: self.lxcfs.as_deref(),
         };

@@ -353,7 +353,9 @@ impl Supervisor {
                 }
                 (Action::Stop, Some(_)) => self.terminate(id, false),
                 (Action::Stop, None) => {
-                    self.waiting.remove(&id);
+                    if self.waiting.remove(&id).is_some() {
+                        self.output.forget(id);
+                    }
                     events.push(Event::Stopped(id));
                 }
                 // Keys are handed over when they changed, not every round.
@@ -367,7 +369,16 @@ impl Supervisor {
         }
         let assigned: Vec<Uuid> = assignments.iter().map(|a| a.order_id).collect();
         self.ended.retain(|(id, _)| assigned.contains(id));
-        self.waiting.retain(|id, _| assigned.contains(id));
+        let dropped: Vec<Uuid> = self
+            .waiting
+            .keys()
+            .filter(|id| !assigned.contains(id))
+            .copied()
+            .collect();
+        for id in dropped {
+            self.waiting.remove(&id);
+            self.output.forget(id);
+        }
         let vanished: Vec<Uuid> = self
             .workloads
             .keys()
@@ -490,10 +501,10 @@ impl Supervisor {
         }
     }
 
-    /// Waits (a few seconds at most) for the runtime to say which process
-    /// is inside a workload it just started.
+    /// Waits (ten seconds at most: the agent's round waits with it) for the
+    /// runtime to say which process is inside a workload it just started.
     fn wait_inside(&self, id: Uuid) -> Result<u32, String> {
-        let until = Instant::now() + Duration::from_secs(30);
+        let until = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(pid) = self.runtime.inside(id) {
                 return Ok(pid);

@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::devices::DeviceNode;
+use crate::driver::DriverFile;
 use crate::root::Root;
 
 /// Files lxcfs answers for the reading process's cgroup, shown over the
@@ -28,6 +29,8 @@ pub const LXCFS_FILES: &[&str] = &[
 pub struct View<'a> {
     pub root: &'a Root,
     pub devices: &'a [DeviceNode],
+    /// The NVIDIA driver's files, for a workload with GPUs.
+    pub driver: &'a [DriverFile],
     /// The workload's cgroup directories, shown read-only.
     pub cgroups: &'a [PathBuf],
     /// Where lxcfs is mounted on the node, when it is.
@@ -82,6 +85,15 @@ impl View<'_> {
                 &device.host,
                 &inside(&device.inside.display().to_string()),
             ]);
+        }
+        if !self.devices.is_empty() {
+            for file in self.driver {
+                push(&[
+                    &"--ro-bind",
+                    &file.host,
+                    &inside(&file.inside.display().to_string()),
+                ]);
+            }
         }
         // Read-only, as container runtimes show it (CUDA and NVML read PCI
         // topology there), with none of the node's cgroups but its own.

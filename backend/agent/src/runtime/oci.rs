@@ -20,6 +20,7 @@ use super::sandbox::{Made, Node};
 use super::{Inside, Launch, Prepared, Runtime, RuntimeKind, find_program};
 use crate::devices::{DeviceNode, GpuDevices};
 use crate::discovery::Gpu;
+use crate::driver::DriverFile;
 use crate::images::Images;
 use crate::ssh;
 
@@ -53,7 +54,7 @@ impl Oci {
         let cdi_file = cdi_dir.join(format!("gantry-gpu-{}.json", node.tag()));
         std::fs::create_dir_all(cdi_dir)
             .and_then(|()| {
-                let spec = cdi_spec(&node.devices, gpus, &node.tag());
+                let spec = cdi_spec(&node.devices, gpus, &node.tag(), &node.driver);
                 std::fs::write(&cdi_file, spec.to_string())
             })
             .map_err(|e| format!("writing the CDI spec to {}: {e}", cdi_dir.display()))?;
@@ -88,8 +89,9 @@ impl Drop for Oci {
 
 /// A CDI spec with one device per GPU index, one per MIG instance (named
 /// by its UUID: its GPU's node and its own capability nodes), and the
-/// shared nodes every GPU container gets; each name starts with `tag`.
-pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu], tag: &str) -> Value {
+/// shared nodes and the driver's files every GPU container gets; each name
+/// starts with `tag`.
+pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu], tag: &str, driver: &[DriverFile]) -> Value {
     // In a user namespace runc cannot make device nodes: it binds the
     // node's own at the same path. Simulated GPUs' stand-ins live elsewhere,
     // so they are bound where real ones would be.
@@ -121,11 +123,22 @@ pub fn cdi_spec(devices: &GpuDevices, gpus: &[Gpu], tag: &str) -> Value {
             per_gpu.push(entry(mig.uuid.clone(), own));
         }
     }
+    let mut shared = edits(&devices.shared());
+    let files = driver.iter().map(|f| {
+        json!({ "hostPath": f.host, "containerPath": f.inside, "options": ["ro", "nosuid", "nodev", "bind"] })
+    });
+    if let Some(mounts) = shared
+        .as_object_mut()
+        .map(|edits| edits.entry("mounts").or_insert_with(|| json!([])))
+        .and_then(Value::as_array_mut)
+    {
+        mounts.extend(files);
+    }
     json!({
         "cdiVersion": CDI_VERSION,
         "kind": CDI_KIND,
         "devices": per_gpu,
-        "containerEdits": edits(&devices.shared()),
+        "containerEdits": shared,
     })
 }
 
@@ -355,7 +368,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
         let gpus = crate::discovery::simulated("2xH100-SXM-80GB").expect("GPUs");
         let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
-        let spec = cdi_spec(&devices, &gpus, "abcd0123");
+        let spec = cdi_spec(&devices, &gpus, "abcd0123", &[]);
         let bind = |name: &str| {
             json!({ "hostPath": dir.join("dev").join(name), "containerPath": format!("/dev/{name}"),
                     "options": ["bind"] })
@@ -382,7 +395,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gantry-cdi-{}", Uuid::now_v7()));
         let gpus = crate::discovery::simulated("1xH100-SXM-80GB:mig=3g.40gb*2").expect("GPUs");
         let devices = GpuDevices::simulated(&dir, &gpus).expect("stand-ins");
-        let spec = cdi_spec(&devices, &gpus, "t");
+        let spec = cdi_spec(&devices, &gpus, "t", &[]);
         let bind = |name: &str| {
             json!({ "hostPath": dir.join("dev").join(name), "containerPath": format!("/dev/{name}"),
                     "options": ["bind"] })
@@ -400,6 +413,23 @@ mod tests {
         );
         assert_eq!(entry["containerEdits"]["mounts"], json!(nodes));
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn gpu_containers_get_the_drivers_files_read_only() {
+        let gpus = crate::discovery::simulated("1xH100-SXM-80GB").expect("GPUs");
+        let devices = GpuDevices::real(vec![0], &gpus);
+        let driver = [DriverFile {
+            host: "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15".into(),
+            inside: "/usr/local/nvidia/lib64/libcuda.so.1".into(),
+        }];
+        let spec = cdi_spec(&devices, &gpus, "t", &driver);
+        assert_eq!(
+            spec["containerEdits"]["mounts"],
+            json!([{ "hostPath": "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+                     "containerPath": "/usr/local/nvidia/lib64/libcuda.so.1",
+                     "options": ["ro", "nosuid", "nodev", "bind"] }])
+        );
     }
 
     #[test]
@@ -431,7 +461,7 @@ mod tests {
             private_network: true,
         };
         let dir = std::env::temp_dir().join(format!("gantry-roots-{}", Uuid::now_v7()));
-        let roots = crate::root::Roots::new(&dir, 0, 1).expect("mkfs.ext4 and mount");
+        let roots = crate::root::Roots::new(&dir, 0).expect("mkfs.ext4 and mount");
         let made = Made {
             root: roots.root(id),
             env: Vec::new(),

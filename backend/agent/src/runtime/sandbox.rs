@@ -68,6 +68,8 @@ pub struct Node {
     pub pids_max: u64,
     /// Where lxcfs is mounted, when it is.
     pub lxcfs: Option<PathBuf>,
+    /// The NVIDIA driver's files workloads with GPUs are shown.
+    pub driver: Vec<crate::driver::DriverFile>,
 }
 
 impl Node {
@@ -87,6 +89,22 @@ impl Node {
                  keep it elsewhere (the default is /var/lib/gantry-agent)",
                 state_dir.display()
             ));
+        }
+        // Each workload's setup runs as its own root, an unprivileged id
+        // on the node: it must pass through every directory above.
+        for dir in state_dir.ancestors().skip(1) {
+            let mode = std::fs::metadata(dir)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0o755);
+            if mode & 0o001 == 0 {
+                return Err(format!(
+                    "{} (mode {:o}) is above the state directory and others may not pass \
+                     through it, as workloads' setup must; allow it (chmod o+x) or keep the \
+                     state directory elsewhere",
+                    dir.display(),
+                    mode & 0o7777
+                ));
+            }
         }
         let dirs = [
             ("exits", 0o700),
@@ -154,7 +172,10 @@ impl Node {
             .roots
             .prepare(launch.id, launch.uid, image, launch.disk, shm_mib)?;
         super::write_etc(&root.tree, launch.uid, launch.private_network)?;
-        let env = super::workload_env("/root", &image.env, launch.env);
+        let mut env = super::workload_env("/root", &image.env, launch.env);
+        if !launch.gpus.is_empty() && !self.driver.is_empty() {
+            add_driver_dirs(&mut env);
+        }
         let cwd = launch
             .working_dir
             .or(image.working_dir.as_deref())
@@ -205,6 +226,7 @@ impl Node {
             dir: self.ssh_dir(launch.id),
             root: made.root.clone(),
             devices,
+            driver: self.driver.clone(),
             cgroups: group.dirs().to_vec(),
             lxcfs: self.lxcfs.clone(),
             cgroup_procs,
@@ -243,6 +265,22 @@ impl Node {
             && let Err(error) = (SshDir { dir }).authorize(keys)
         {
             tracing::warn!(order = %id, %error, "cannot update the instance's SSH keys");
+        }
+    }
+}
+
+/// Names the driver's directories in `PATH` and `LD_LIBRARY_PATH`, after
+/// whatever the image says.
+fn add_driver_dirs(env: &mut Vec<(String, String)>) {
+    for (key, dir) in [
+        ("PATH", crate::driver::BIN_DIR),
+        ("LD_LIBRARY_PATH", crate::driver::LIB_DIR),
+    ] {
+        let current = env.iter().position(|(k, _)| k == key);
+        let value = crate::driver::with_dir(current.map(|i| env[i].1.as_str()), dir);
+        match current {
+            Some(i) => env[i].1 = value,
+            None => env.push((key.to_owned(), value)),
         }
     }
 }
@@ -359,6 +397,7 @@ impl Runtime for Sandbox {
         let shown = view::View {
             root: &made.root,
             devices: &devices,
+            driver: &self.node.driver,
             cgroups: group.dirs(),
             lxcfs: self.node.lxcfs.as_deref(),
         };

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""An instance from its order to SSH answering, on both runtimes, beside a
+plain `podman run` of the same image in the same run; and disk writes
+inside an instance beside the node's own disk.
+
+    cargo build --release && scripts/bench-instances.py
+
+A `gantry serve` on SQLite, one real `gantry-agent` per runtime (four
+simulated H100s, an image store of its own that starts empty), the test
+image from scripts/test-fixtures.sh (Debian 12 with Python, 260 MiB)
+served by Debian's docker-registry on this machine. For each runtime: the
+first instance pulls the image (first-pulled); ROUNDS more find it cached.
+Timed from the order's POST until `ssh root@… true` succeeds. The peer:
+`podman run --rm <image> true` with runc, from an empty store (pull
+included) and from a store that has it. Then `dd` of 1 GiB with fdatasync
+inside an instance (its 10 GiB disk: ext4 on a loop device, under the
+overlay) and on the node's disk where the agent keeps its state.
+
+Needs root, podman, runc, bubblewrap, lxcfs, docker-registry and ssh.
+GANTRY_BIN_DIR (default target/release) and ROUNDS (default 10) apply.
+"""
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+BIN = os.environ.get("GANTRY_BIN_DIR", "target/release")
+ROUNDS = int(os.environ.get("ROUNDS", "10"))
+PASSWORD = "instance bench correct horse"
+work = tempfile.mkdtemp(prefix="gantry-bench-instances-")
+# Workloads' setup passes through to the agents' state directories inside.
+os.chmod(work, 0o711)
+processes = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PORT = free_port()
+BASE = f"http://127.0.0.1:{PORT}/api/v1"
+
+
+def call(method, path, body=None, token=None):
+    request = urllib.request.Request(BASE + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"content-type": "application/json"})
+    if token:
+        request.add_header("authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return json.load(reply)
+
+
+def start(args, **kwargs):
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+    processes.append(process)
+    return process
+
+
+def ssh(key, port, command):
+    return subprocess.run(
+        ["ssh", "-i", key, "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=2",
+         "root@127.0.0.1", command], capture_output=True, text=True)
+
+
+def summary(values):
+    values = sorted(values)
+    return (f"p50 {statistics.median(values):.0f} ms, p95 {values[int(0.95 * (len(values) - 1))]:.0f} ms"
+            if len(values) > 1 else f"{values[0]:.0f} ms")
+
+
+def podman_run(store, image, pull):
+    command = ["podman", "--root", f"{store}/root", "--runroot", f"{store}/run", "--runtime", "runc",
+               "--cgroup-manager", "cgroupfs", "--events-backend", "file", "run", "--rm", "--tls-verify=false",
+               "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096", "--network", "none",
+               image, "true"]
+    if not pull:
+        command.insert(command.index("run") + 1, "--pull=never")
+    began = time.monotonic()
+    subprocess.run(command, check=True, capture_output=True)
+    return (time.monotonic() - began) * 1000
+
+
+def dd(run):
+    out = run("dd if=/dev/zero of=bench.dd bs=1M count=1024 conv=fdatasync 2>&1; rm -f bench.dd")
+    line = [l for l in out.splitlines() if "copied" in l][-1]
+    return line.split(",")[-1].strip()
+
+
+try:
+    fixtures = subprocess.run([os.path.join(os.path.dirname(__file__), "test-fixtures.sh")],
+                              check=True, capture_output=True, text=True).stdout.strip()
+    images = json.load(open(os.path.join(fixtures, "images.json")))
+    registry_port = free_port()
+    registry = f"127.0.0.1:{registry_port}"
+    with open(os.path.join(work, "registry.yml"), "w") as config:
+        config.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {images['registry_storage']}\n"
+                     f"  maintenance:\n    readonly:\n      enabled: true\nhttp:\n  addr: {registry}\n")
+    start(["docker-registry", "serve", os.path.join(work, "registry.yml")])
+    image = f"{registry}/{images['base']}"
+
+    data = os.path.join(work, "server")
+    env = dict(os.environ, GANTRY_DATA_DIR=data, GANTRY_LISTEN=f"127.0.0.1:{PORT}", GANTRY_DEMO="false",
+               GANTRY_RATE_LIMIT_PER_SECOND="100000", GANTRY_RATE_LIMIT_BURST="100000",
+               GANTRY_SCHEDULER_INTERVAL_MS="100")
+    env.pop("DATABASE_URL", None)
+    start([f"{BIN}/gantry", "serve"], env=env)
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/readyz", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.05)
+    operator = {"email": "op@example.com", "password": PASSWORD}
+    call("POST", "/auth/signup", dict(operator, name="Op", organization="Op"))
+    subprocess.run([f"{BIN}/gantry", "admin", "create-operator", "--email", operator["email"], "--password",
+                    PASSWORD], env=env, check=True, stdout=subprocess.DEVNULL)
+    op = call("POST", "/auth/login", operator)["access_token"]
+    call("POST", "/admin/catalog/regions", {"name": "lab", "display_name": "Lab", "time_zone": "UTC"}, op)
+    call("POST", "/admin/catalog/gpu-models",
+         {"name": "H100-SXM-80GB", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink"}, op)
+    kind = call("POST", "/admin/catalog/instance-types",
+                {"name": "h100x1", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 1, "vcpus": 1,
+                 "memory_gib": 1, "disk_gib": 10}, op)
+    call("POST", f"/admin/catalog/instance-types/{kind['id']}/prices",
+         {"pricing_class": "on_demand", "hourly_micros": 2_000_000}, op)
+    call("PUT", "/admin/catalog/image-policy", {"allowed_prefixes": [registry]}, op)
+    tenant = {"email": "t@example.com", "password": PASSWORD}
+    signed = call("POST", "/auth/signup", dict(tenant, name="T", organization="T"))
+    token, org = signed["access_token"], signed["organization"]["id"]
+    key = os.path.join(work, "key")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+    call("POST", "/me/ssh-keys", {"name": "bench", "public_key": open(key + ".pub").read()}, token)
+
+    rows = []
+    for runtime in ["sandbox", "oci"]:
+        join = call("POST", "/admin/join-tokens", {"region": "lab"}, op)["token"]
+        state = os.path.join(work, f"agent-{runtime}")
+        agent = start([f"{BIN}/gantry-agent", "--server", f"http://127.0.0.1:{PORT}", "--name", f"bench-{runtime}",
+                       "--runtime", runtime, "--simulate-gpus", "4xH100-SXM-80GB", "--state-dir", state,
+                       "--interval-ms", "200", "--image-store-gib", "4", "--insecure-registry", registry,
+                       "--default-image", image, "--disk-reserve-gib", "1", "--grace-seconds", "1",
+                       "--public-host", "127.0.0.1"],
+                      env=dict(os.environ, GANTRY_JOIN_TOKEN=join))
+        node = None
+        for _ in range(400):
+            nodes = [n for n in call("GET", "/admin/nodes", token=op)["items"]
+                     if n["name"] == f"bench-{runtime}" and n["state"] == "ready"]
+            if nodes:
+                node = nodes[0]
+                break
+            time.sleep(0.05)
+        assert node, f"the {runtime} agent never became ready"
+        took = []
+        for round_ in range(ROUNDS + 1):
+            began = time.monotonic()
+            order = call("POST", f"/orgs/{org}/orders", {"instance_type": "h100x1", "image": image}, token)
+            port = None
+            while port is None:
+                view = call("GET", f"/orgs/{org}/orders/{order['id']}", token=token)
+                assert view["status"] not in ("failed", "cancelled"), view
+                hosts = (view.get("access") or {}).get("hosts") or []
+                if hosts and hosts[0].get("ssh"):
+                    port = hosts[0]["ssh"]["port"]
+                else:
+                    time.sleep(0.005)
+            while ssh(key, port, "true").returncode != 0:
+                time.sleep(0.01)
+            took.append((time.monotonic() - began) * 1000)
+            if round_ == ROUNDS:
+                inside = dd(lambda c: ssh(key, port, f"cd /root && {c}").stdout)
+                outside = dd(lambda c: subprocess.run(c, shell=True, cwd=state, capture_output=True,
+                                                      text=True).stdout)
+            call("POST", f"/orgs/{org}/orders/{order['id']}/cancel", {}, token)
+            while call("GET", f"/orgs/{org}/orders/{order['id']}", token=token).get("ended_at") is None:
+                time.sleep(0.01)
+            time.sleep(0.5)
+        rows.append((runtime, took[0], took[1:], inside, outside))
+        agent.terminate()
+        agent.wait()
+
+    store = os.path.join(work, "podman")
+    first = podman_run(store, image, pull=True)
+    cached = [podman_run(store, image, pull=False) for _ in range(ROUNDS)]
+    shutil.rmtree(store, ignore_errors=True)
+    print(f"{'':34}{'first pulled':>16}{'cached':>32}")
+    print(f"{'plain podman run --rm (runc) true':34}{first:>13.0f} ms{summary(cached):>32}")
+    for runtime, cold, warm, _, _ in rows:
+        ratio = statistics.median(warm) / statistics.median(cached)
+        print(f"{'Gantry ' + runtime + ': order to SSH':34}{cold:>13.0f} ms{summary(warm):>32}"
+              f"   ({cold / first:.1f}x, {ratio:.1f}x podman)")
+    for runtime, _, _, inside, outside in rows:
+        print(f"dd 1 GiB fdatasync, {runtime}: inside the instance {inside}, the node's disk {outside}")
+finally:
+    for process in reversed(processes):
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    # The agents' image stores are file systems of their own.
+    for runtime in ["sandbox", "oci"]:
+        subprocess.run(["umount", "-l", os.path.join(work, f"agent-{runtime}", "images")],
+                       check=False, capture_output=True)
+    shutil.rmtree(work, ignore_errors=True)
