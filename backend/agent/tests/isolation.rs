@@ -290,6 +290,25 @@ async fn root_reaches_nothing(engine: Engine, runtime: &str) {
         .await
         .expect(StatusCode::NOT_FOUND);
 
+    // Root inside kills every process it can see: its own, and no one
+    // else's.
+    let killer = node
+        .server
+        .order(
+            a,
+            json!({ "instance_type": "h100x2", "job": { "command": "kill -9 -1; sleep 5" } }),
+        )
+        .await;
+    node.until(a, killer, "ended", |o| o["ended_at"].is_string())
+        .await;
+    assert_eq!(node.order(b, victim).await["status"], "running");
+    assert!(
+        Path::new(&format!("/proc/{}", agent.0.id())).exists(),
+        "the agent lives on"
+    );
+    let nodes = node.server.get("/api/v1/admin/nodes", &node.operator).await;
+    assert_eq!(nodes.items()[0]["state"], "ready");
+
     // Once B's job ends, its root, disk and cgroups are gone from the node.
     node.server.cancel(b, victim).await;
     node.until(b, victim, "cancelled and stopped", |o| {

@@ -98,11 +98,14 @@ impl ImageRef {
     }
 }
 
-/// The registry a reference pulls from: its first part when that is a
-/// host, Docker Hub's otherwise (catalog references may be short).
+/// The registry a reference pulls from, as credentials name it (hosts are
+/// not case-sensitive): its first part when that is a host, Docker Hub's
+/// otherwise (catalog references may be short).
 pub fn registry_of(reference: &str) -> String {
     match reference.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first.to_owned(),
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => {
+            first.to_lowercase()
+        }
         _ => "docker.io".to_owned(),
     }
 }
