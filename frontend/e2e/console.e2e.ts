@@ -693,6 +693,9 @@ describe("the console", () => {
     await signIn(page, OPERATOR);
     await page.getByRole("heading", { name: "Capacity map" }).waitFor();
     await page.goto(`/admin/orgs/${alphaOrg}`);
+    // The demo cluster's simulated nodes carry no fabric, so no network yet.
+    await page.getByRole("heading", { name: "Private networks" }).waitFor();
+    await page.getByText(/^No private network yet/).waitFor();
     const invoices = page.getByRole("table", { name: "Invoices" });
     await page.getByRole("button", { name: "Issue last month's draft" }).click();
     await page.getByText(/^Draft for .* issued\.$/).waitFor();

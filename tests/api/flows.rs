@@ -488,6 +488,10 @@ async fn operators_and_the_admin_api(engine: Engine) {
         .get("/api/v1/admin/audit-log", &alice.token)
         .await
         .expect_problem(StatusCode::FORBIDDEN, "forbidden");
+    server
+        .get("/api/v1/admin/networks", &alice.token)
+        .await
+        .expect_problem(StatusCode::FORBIDDEN, "forbidden");
 
     let outcome = gantry_server::operators::create_or_promote(
         server.db(),

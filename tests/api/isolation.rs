@@ -67,6 +67,7 @@ fn tenant_routes(org: Uuid, project: Uuid, key: Uuid, member: Uuid) -> Vec<Route
         ),
         route(Method::DELETE, format!("{o}/api-keys/{key}"), None),
         route(Method::GET, format!("{o}/audit-log"), None),
+        route(Method::GET, format!("{o}/networks"), None),
     ]
 }
 

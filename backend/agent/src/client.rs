@@ -76,6 +76,21 @@ pub struct Assignment {
     /// Nodes the order runs on together.
     #[serde(default = "one")]
     pub node_count: u32,
+    /// Its address on its organization's private network, where this
+    /// node carries one.
+    #[serde(default)]
+    pub network: Option<AssignedNetwork>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssignedNetwork {
+    /// The network's VXLAN identifier.
+    pub vni: u32,
+    /// The workload's address with the network's prefix.
+    pub address: ipnet::Ipv4Net,
+    /// The fabric addresses of the other nodes with workloads on it.
+    #[serde(default)]
+    pub peers: Vec<std::net::Ipv4Addr>,
 }
 
 fn one() -> u32 {
@@ -201,12 +216,13 @@ impl Client {
         &self,
         credential: &str,
         gpus: &[Sample],
+        fabric_address: Option<std::net::Ipv4Addr>,
     ) -> Result<HeartbeatAck, CallError> {
         let request = self
             .http
             .post(format!("{}/heartbeat", self.base))
             .bearer_auth(credential)
-            .json(&serde_json::json!({ "gpus": gpus }));
+            .json(&serde_json::json!({ "gpus": gpus, "fabric_address": fabric_address }));
         self.call(request).await
     }
 

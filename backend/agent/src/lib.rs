@@ -12,6 +12,7 @@ pub mod devices;
 pub mod discovery;
 pub mod driver;
 pub mod exporter;
+pub mod fabric;
 pub mod images;
 pub mod mounts;
 pub mod network;

@@ -107,6 +107,23 @@ struct Cli {
     /// and friends come from there, so they say the instance type's size.
     #[arg(long, default_value = "/var/lib/lxcfs")]
     lxcfs_dir: PathBuf,
+    /// The node's address on the data centre's network and that network's
+    /// prefix (`10.0.0.11/16`): organizations' private networks reach
+    /// other nodes from it (VXLAN, UDP port 4789), and workloads reach
+    /// nothing of that network but their own private network. Unset, the
+    /// node carries no private networks: a gang's workloads share the
+    /// node's network.
+    #[arg(long)]
+    fabric_address: Option<ipnet::Ipv4Net>,
+    /// The MTU of workloads' private interfaces: the fabric's less the 50
+    /// bytes of VXLAN's headers.
+    #[arg(long, default_value_t = 1450)]
+    fabric_mtu: u32,
+    /// A group no one else on the node uses: the user-mode NAT that gives
+    /// workloads the internet runs as it, so the firewall can keep it off
+    /// the data centre's network.
+    #[arg(long, default_value_t = 199_999)]
+    helper_gid: u32,
     /// The OCI runtime podman runs containers with (`oci`): runc works
     /// with cgroup v1, v2 and hybrid layouts.
     #[arg(long, default_value = "runc")]
@@ -400,11 +417,22 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         slots,
     )
     .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
+    if let Some(address) = cli.fabric_address {
+        let fabric = gantry_agent::fabric::Fabric::new(gantry_agent::fabric::FabricConfig {
+            address,
+            mtu: cli.fabric_mtu,
+            helper_gid: cli.helper_gid,
+        })
+        .map_err(|why| anyhow::anyhow!("setting up the fabric: {why}"))?;
+        supervisor.set_fabric(fabric);
+        tracing::info!(%address, "carrying private networks");
+    }
     let running = supervisor.adopt();
     if running > 0 {
         tracing::info!(running, "took back workloads from before the restart");
     }
     let mut round = Round {
+        fabric_address: cli.fabric_address.map(|a| a.addr()),
         client: &client,
         source: &source,
         public_host: &public_host,
@@ -555,6 +583,8 @@ enum Why {
 
 /// What one round of the agent needs, and what waits for the next.
 struct Round<'a> {
+    /// Told the control plane with every heartbeat.
+    fabric_address: Option<std::net::Ipv4Addr>,
     client: &'a Client,
     source: &'a Source,
     public_host: &'a str,
@@ -582,7 +612,7 @@ impl Round<'_> {
                 exporter::record(node, &samples, &self.holders);
             }
             self.client
-                .heartbeat(credential, &samples)
+                .heartbeat(credential, &samples, self.fabric_address)
                 .await?
                 .rotate_credential
         } else {

@@ -48,6 +48,9 @@ pub struct PrivateNetwork {
     pub forwards: Vec<u16>,
     /// Released once the network is up (write end).
     pub block: OwnedFd,
+    /// The group slirp4netns runs as, where the node's firewall tells its
+    /// traffic apart (see `fabric`).
+    pub gid: Option<u32>,
 }
 
 /// A pipe bubblewrap writes its child's pid to (`--info-fd`), as (our
@@ -118,9 +121,15 @@ impl PrivateNetwork {
             .process_group(pgid);
         // SAFETY: between fork and exec only raw system calls on memory
         // made before the fork.
+        let gid = self.gid;
         unsafe {
             command.pre_exec(move || {
                 if libc::dup2(ready_fd, INFO_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(gid) = gid
+                    && (libc::setgroups(0, std::ptr::null()) < 0 || libc::setgid(gid) < 0)
+                {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())

@@ -12,7 +12,8 @@
 //! leaves each exit code in a file, so one that ended while the agent was
 //! away is still reported with its code.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ use tokio::process::{Child, Command};
 use uuid::Uuid;
 
 use crate::cgroup::Limits;
-use crate::client::{Action, Assignment};
+use crate::client::{Action, AssignedNetwork, Assignment};
 use crate::images::{Image, Images, Pull};
 use crate::output::{Line, Output};
 use crate::runtime::{Access, Inside, Launch, PortMapping, Runtime, RuntimeKind};
@@ -116,6 +117,8 @@ struct Workload {
     /// Its image's entrypoint and when it was started: an entrypoint that
     /// fails at once is named as the reason.
     entrypoint: Option<(String, Instant)>,
+    /// Its place on its organization's private network.
+    network: Option<AssignedNetwork>,
 }
 
 /// An end with a failing code this soon after the start is the
@@ -147,6 +150,9 @@ struct Started {
     id: Uuid,
     access: Access,
     network: Option<crate::network::PrivateNetwork>,
+    /// Its place on its organization's private network, to attach once
+    /// it runs.
+    private: Option<AssignedNetwork>,
     inside: Option<Inside>,
     ssh: Option<crate::ssh::Server>,
 }
@@ -171,6 +177,8 @@ struct Record {
     cpus: Vec<u32>,
     #[serde(default)]
     ports: Vec<u16>,
+    #[serde(default)]
+    network: Option<AssignedNetwork>,
 }
 
 pub struct Supervisor {
@@ -191,6 +199,8 @@ pub struct Supervisor {
     /// started twice.
     ended: HashSet<(Uuid, String)>,
     output: Output,
+    /// The node's private networks, where it carries them.
+    fabric: Option<crate::fabric::Fabric>,
 }
 
 impl Supervisor {
@@ -217,7 +227,14 @@ impl Supervisor {
             leftovers: Vec::new(),
             ended: HashSet::new(),
             output: Output::new(state_dir)?,
+            fabric: None,
         })
+    }
+
+    /// Puts workloads with a private address on their networks (set
+    /// before `adopt`, so those taken back keep their ports).
+    pub fn set_fabric(&mut self, fabric: crate::fabric::Fabric) {
+        self.fabric = Some(fabric);
     }
 
     pub fn runtime(&self) -> &dyn Runtime {
@@ -238,6 +255,11 @@ impl Supervisor {
             running += usize::from(alive);
             tracing::info!(order = %id, pgid = record.pgid, alive, "took back workload");
             self.output.resume(id);
+            if let (true, Some(fabric), Some(network)) =
+                (alive, self.fabric.as_mut(), record.network.as_ref())
+            {
+                fabric.readopt(id, network);
+            }
             self.workloads.insert(
                 id,
                 Workload {
@@ -256,6 +278,7 @@ impl Supervisor {
                     orphaned: false,
                     attempt: None,
                     entrypoint: None,
+                    network: record.network,
                 },
             );
         }
@@ -287,6 +310,7 @@ impl Supervisor {
                         uid: w.uid,
                         cpus: w.cpus.clone(),
                         ports: w.ports.clone(),
+                        network: w.network.clone(),
                     },
                 )
             })
@@ -318,6 +342,16 @@ impl Supervisor {
 
     /// Brings the processes in line with the assignments.
     pub fn reconcile(&mut self, assignments: &[Assignment]) -> Vec<Event> {
+        if let Some(fabric) = self.fabric.as_mut() {
+            let mut wanted: HashMap<u32, BTreeSet<Ipv4Addr>> = HashMap::new();
+            for network in assignments.iter().filter_map(|a| a.network.as_ref()) {
+                wanted
+                    .entry(network.vni)
+                    .or_default()
+                    .extend(network.peers.iter().copied());
+            }
+            fabric.sync(&wanted);
+        }
         let mut events = Vec::new();
         let mut starting = Vec::new();
         for assignment in assignments {
@@ -454,6 +488,7 @@ impl Supervisor {
             id,
             access,
             network,
+            private,
             inside,
             ssh,
         } = started;
@@ -481,6 +516,9 @@ impl Supervisor {
             if let Some(network) = network {
                 workload.helper = Some(network.bring_up(pid, workload.pgid)?);
             }
+            if let (Some(private), Some(fabric)) = (&private, self.fabric.as_mut()) {
+                fabric.attach(id, pid, private)?;
+            }
             if let Some(ssh) = ssh {
                 workload.ssh = Some(ssh.start(pid, workload.pgid)?);
             }
@@ -491,6 +529,9 @@ impl Supervisor {
             Err(_) if ended_soon(workload) => None,
             Err(why) => {
                 signal_group(workload.pgid, libc::SIGKILL);
+                if let Some(fabric) = self.fabric.as_mut() {
+                    fabric.detach(id);
+                }
                 if let Some(attempt) = self.workloads.remove(&id).and_then(|w| w.attempt) {
                     self.ended.insert((id, attempt));
                 }
@@ -564,6 +605,10 @@ impl Supervisor {
             ));
         }
         let isolated = self.runtime.kind() != RuntimeKind::Process;
+        let private = assignment
+            .network
+            .clone()
+            .filter(|_| isolated && self.fabric.is_some());
         let uid = match self.free_uid() {
             Some(uid) => uid,
             None if isolated => return Err("every id range of this node is taken".into()),
@@ -621,7 +666,9 @@ impl Supervisor {
             ssh_port,
             ssh_keys: &assignment.ssh_keys,
             ports: &mappings,
-            private_network: assignment.node_count <= 1,
+            // A gang gets a network of its own only where its ranks meet
+            // on their private network; otherwise it shares the node's.
+            private_network: assignment.node_count <= 1 || private.is_some(),
         };
         let prepared = match self.runtime.prepare(&launch) {
             Ok(prepared) => prepared,
@@ -642,6 +689,13 @@ impl Supervisor {
             .iter()
             .map(|(fd, at)| (fd.as_raw_fd(), *at))
             .collect();
+        // podman starts the user-mode NAT of `oci` workloads itself: it
+        // runs in the helper group too.
+        let gid = self
+            .fabric
+            .as_ref()
+            .filter(|_| self.runtime.kind() == RuntimeKind::Oci)
+            .map(crate::fabric::Fabric::helper_gid);
         let mut command = Command::new("/bin/sh");
         command
             .arg("-c")
@@ -661,6 +715,11 @@ impl Supervisor {
         unsafe {
             command.pre_exec(move || {
                 crate::cgroup::join(&joins)?;
+                if let Some(gid) = gid
+                    && (libc::setgroups(0, std::ptr::null()) < 0 || libc::setgid(gid) < 0)
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
                 for (fd, at) in &fds {
                     if libc::dup2(*fd, *at) < 0 {
                         return Err(std::io::Error::last_os_error());
@@ -702,14 +761,24 @@ impl Supervisor {
                 entrypoint: image
                     .filter(|i| !i.entrypoint.is_empty())
                     .map(|i| (i.entrypoint.join(" "), Instant::now())),
+                network: private.clone(),
             },
         );
         self.save();
+        let helper_gid = self.fabric.as_ref().map(crate::fabric::Fabric::helper_gid);
         Ok(Started {
             id,
             access: prepared.access,
-            network: prepared.network,
-            inside: prepared.inside,
+            network: prepared.network.map(|mut n| {
+                n.gid = helper_gid;
+                n
+            }),
+            // A private network is connected from inside the workload's
+            // namespaces, which the runtime names once they exist.
+            inside: prepared
+                .inside
+                .or_else(|| private.as_ref().map(|_| Inside::Runtime)),
+            private,
             ssh: prepared.ssh,
         })
     }
@@ -797,6 +866,9 @@ impl Supervisor {
             }
         }
         for id in &done {
+            if let Some(fabric) = self.fabric.as_mut() {
+                fabric.detach(*id);
+            }
             if let Some(attempt) = self.workloads.remove(id).and_then(|w| w.attempt) {
                 self.ended.insert((*id, attempt));
             }
@@ -889,6 +961,7 @@ mod tests {
             ports: Vec::new(),
             image: None,
             node_count: 1,
+            network: None,
         }
     }
 

@@ -124,6 +124,7 @@ async fn metering_tick(
                 outcome: Set(None),
                 gpu_milli: Set(1000),
                 mig_device: Set(None),
+                private_address: Set(None),
             });
         }
         order::Entity::insert_many(orders)

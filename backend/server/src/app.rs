@@ -148,6 +148,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(crate::billing::spend::routes())
         .merge(crate::sla::api::routes())
         .merge(crate::agents::routes())
+        .merge(crate::networks::api::routes())
         .merge(crate::scheduling::status::routes())
         .merge(crate::scheduling::what_if::routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())

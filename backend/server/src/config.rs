@@ -45,6 +45,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "metering_interval_seconds",
     ),
     ("GANTRY_CURRENCY", "currency"),
+    ("GANTRY_PRIVATE_NETWORKS", "private_networks"),
+    ("GANTRY_PRIVATE_NETWORK_PREFIX", "private_network_prefix"),
     ("GANTRY_PREPAID_GRACE_SECONDS", "prepaid_grace_seconds"),
     ("GANTRY_CONSOLE_DIR", "console_dir"),
     ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
@@ -217,6 +219,13 @@ pub struct Config {
     /// providers send the browser back under it. Unset, the address the
     /// browser used is taken (`Host`, `X-Forwarded-Proto`).
     pub public_url: Option<String>,
+    /// The IPv4 range organizations' private networks are cut from, one
+    /// of `private_network_prefix` per organization and region. It must
+    /// not overlap the nodes' own networks.
+    pub private_networks: String,
+    /// The size of each private network, as a prefix length (20: 4,094
+    /// addresses).
+    pub private_network_prefix: u8,
 }
 
 impl Default for Config {
@@ -258,6 +267,8 @@ impl Default for Config {
             reservation_free_cancel_hours: 48,
             reservation_cancel_fee_percent: 50,
             metrics_listen: None,
+            private_networks: "10.128.0.0/9".into(),
+            private_network_prefix: 20,
             metrics_token: None,
             trusted_proxies: Vec::new(),
             webhook_allowed_networks: Vec::new(),
@@ -328,6 +339,8 @@ impl std::fmt::Debug for Config {
             .field("trusted_proxies", &self.trusted_proxies)
             .field("webhook_allowed_networks", &self.webhook_allowed_networks)
             .field("webhook_allow_http", &self.webhook_allow_http)
+            .field("private_networks", &self.private_networks)
+            .field("private_network_prefix", &self.private_network_prefix)
             .field("password_sign_in", &self.password_sign_in)
             .field("oidc_providers", &self.oidc_providers)
             .field("public_url", &self.public_url)
@@ -452,11 +465,28 @@ impl Config {
                 "public_url must be the console's address alone, such as https://gpu.example.com"
             );
         }
+        let pool = self.private_network_pool()?;
+        anyhow::ensure!(
+            (pool.prefix_len()..=28).contains(&self.private_network_prefix),
+            "private_network_prefix must be between the prefix of private_networks ({}) and 28",
+            pool.prefix_len()
+        );
         anyhow::ensure!(
             self.password_sign_in || !self.oidc_providers.is_empty(),
             "password_sign_in = false needs at least one of oidc_providers, or no one could sign in"
         );
         Ok(())
+    }
+
+    /// The range private networks are cut from.
+    pub fn private_network_pool(&self) -> anyhow::Result<ipnet::Ipv4Net> {
+        let pool: ipnet::Ipv4Net = self.private_networks.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "private_networks must be an IPv4 network such as 10.128.0.0/9, not {:?}",
+                self.private_networks
+            )
+        })?;
+        Ok(pool.trunc())
     }
 
     /// The database to use: the configured URL, or a SQLite file in the data

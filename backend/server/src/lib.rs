@@ -21,6 +21,7 @@ pub mod inventory;
 pub mod jobs;
 pub mod metering;
 pub mod monitoring;
+pub mod networks;
 pub mod openapi;
 pub mod operators;
 pub mod orders;

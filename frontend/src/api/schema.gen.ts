@@ -407,6 +407,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/networks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every private network on the platform. */
+        get: operations["admin_list_networks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/nodes": {
         parameters: {
             query?: never;
@@ -1598,6 +1615,26 @@ export interface paths {
         patch: operations["change_role"];
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/networks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The organization's private networks, one per region it has run work
+         *     in on nodes with a fabric.
+         */
+        get: operations["list_networks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/orders": {
         parameters: {
             query?: never;
@@ -2211,6 +2248,18 @@ export interface components {
             reference: string;
             login?: components["schemas"]["RegistryLogin"] | null;
         };
+        /** @description A workload's place on its organization's private network. */
+        AssignedNetwork: {
+            /**
+             * Format: int32
+             * @description The network's VXLAN identifier; the same on every node.
+             */
+            vni: number;
+            /** @description The workload's address and the network's prefix (`10.128.0.5/20`). */
+            address: string;
+            /** @description The fabric addresses of the other nodes with workloads on it. */
+            peers: string[];
+        };
         Assignment: {
             /** Format: uuid */
             order_id: string;
@@ -2273,6 +2322,7 @@ export interface components {
              *     a network of its own, a gang's nodes need to reach each other.
              */
             node_count: number;
+            network?: components["schemas"]["AssignedNetwork"] | null;
         };
         Assignments: {
             assignments: components["schemas"]["Assignment"][];
@@ -2988,6 +3038,13 @@ export interface components {
         };
         Heartbeat: {
             gpus?: components["schemas"]["GpuSample"][];
+            /**
+             * Format: ipv4
+             * @description The node's address on the data centre's network, from which its
+             *     agent carries private networks to other nodes (VXLAN); absent where
+             *     it carries none, and its workloads then get no private address.
+             */
+            fabric_address?: string | null;
         };
         HeartbeatAck: {
             /** Format: uuid */
@@ -3026,6 +3083,11 @@ export interface components {
             node: string;
             /** @description The address tenants reach the node at. */
             host: string;
+            /**
+             * @description The workload's address on its organization's private network,
+             *     where the node is on the fabric; its other workloads reach it there.
+             */
+            private_address?: string | null;
             ssh?: components["schemas"]["SshAccess"] | null;
             ports?: components["schemas"]["PortAccess"][];
         };
@@ -3399,6 +3461,16 @@ export interface components {
             uuid: string;
             /** @description Its profile, such as `1g.10gb`. */
             profile: string;
+        };
+        /** @description A live workload's address on a private network. */
+        NetworkAddress: {
+            address: string;
+            /** Format: uuid */
+            order_id: string;
+            /** @description The order's name. */
+            order: string;
+            /** @description The node the workload runs on. */
+            node: string;
         };
         NewWebhookEndpoint: {
             /** @description `https://…`; resolved addresses must be public. */
@@ -4082,6 +4154,31 @@ export interface components {
             next_cursor?: string | null;
         };
         /** @description One page of a list. */
+        Page_PrivateNetwork: {
+            items: {
+                /** Format: uuid */
+                id: string;
+                /** Format: uuid */
+                org_id: string;
+                /** Format: uuid */
+                region_id: string;
+                region: string;
+                /**
+                 * Format: int32
+                 * @description The VXLAN network identifier nodes carry it as.
+                 */
+                vni: number;
+                /** @description The addresses its workloads get, `a.b.c.d/n`. */
+                cidr: string;
+                /** @description The addresses live workloads hold, by address. */
+                addresses: components["schemas"]["NetworkAddress"][];
+                /** Format: date-time */
+                created_at: string;
+            }[];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description One page of a list. */
         Page_Project: {
             items: {
                 /** Format: uuid */
@@ -4347,6 +4444,27 @@ export interface components {
          * @enum {string}
          */
         PriorityClass: "preemptible" | "batch" | "standard" | "production";
+        /** @description An organization's private network in one region. */
+        PrivateNetwork: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: uuid */
+            region_id: string;
+            region: string;
+            /**
+             * Format: int32
+             * @description The VXLAN network identifier nodes carry it as.
+             */
+            vni: number;
+            /** @description The addresses its workloads get, `a.b.c.d/n`. */
+            cidr: string;
+            /** @description The addresses live workloads hold, by address. */
+            addresses: components["schemas"]["NetworkAddress"][];
+            /** Format: date-time */
+            created_at: string;
+        };
         /** @description An RFC 9457 problem document. */
         Problem: {
             /** @description A URI naming the kind of problem: `urn:gantry:problem:<code>`. */
@@ -6467,6 +6585,49 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MaintenanceWindow"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    admin_list_networks: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of private networks */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PrivateNetwork"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -9838,6 +9999,52 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Member"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_networks: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of private networks */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PrivateNetwork"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -337,6 +337,7 @@ impl Sandbox {
                 socket: Self::socket(launch.id),
                 forwards,
                 block,
+                gid: None,
             },
             theirs,
         )))

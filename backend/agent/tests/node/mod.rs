@@ -210,8 +210,17 @@ impl Drop for Node {
 
 impl Node {
     pub async fn new(engine: Engine) -> Self {
+        Self::new_with(engine, |_| {}).await
+    }
+
+    /// [`Node::new`] with the server's configuration changed by `configure`.
+    pub async fn new_with(
+        engine: Engine,
+        configure: impl FnOnce(&mut gantry_server::config::Config),
+    ) -> Self {
         let server = TestServer::start_with(engine, |config| {
             config.agent_heartbeat_deadline_seconds = 10;
+            configure(config);
         })
         .await;
         let operator = server.operator().await.token;
@@ -271,7 +280,18 @@ impl Node {
 
     /// Starts the agent with this node's ids, ports, image store, the
     /// test registries and the canary.
-    pub fn spawn(&self, mut command: Command) -> Agent {
+    pub fn spawn(&self, command: Command) -> Agent {
+        self.spawn_share(command, 0, 1)
+    }
+
+    /// [`Node::spawn`] for the `part`-th of `parts` agents sharing this
+    /// node's ids and ports (agents standing for several nodes).
+    pub fn spawn_share(&self, mut command: Command, part: u32, parts: u32) -> Agent {
+        let ids = (self.uids.1 - self.uids.0 + 1) / parts;
+        let uids = (self.uids.0 + part * ids, self.uids.0 + (part + 1) * ids - 1);
+        let span = (self.ports.1 - self.ports.0 + 1) / u16::try_from(parts).unwrap_or(1);
+        let first_port = self.ports.0 + u16::try_from(part).unwrap_or(0) * span;
+        let ports = (first_port, first_port + span - 1);
         let log = std::fs::File::options()
             .create(true)
             .append(true)
@@ -283,9 +303,9 @@ impl Node {
             .args(["--grace-seconds", "1", "--pids-max", "64"])
             .args(["--public-host", "127.0.0.1"])
             .arg("--uid-range")
-            .arg(format!("{}-{}", self.uids.0, self.uids.1))
+            .arg(format!("{}-{}", uids.0, uids.1))
             .arg("--port-range")
-            .arg(format!("{}-{}", self.ports.0, self.ports.1))
+            .arg(format!("{}-{}", ports.0, ports.1))
             .args(["--insecure-registry", &registries.open])
             .args(["--insecure-registry", &registries.private])
             .args(["--default-image", &registries.image("base")])

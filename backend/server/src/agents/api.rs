@@ -135,6 +135,12 @@ pub struct Heartbeat {
     #[serde(default)]
     #[schema(max_items = 64)]
     pub gpus: Vec<GpuSample>,
+    /// The node's address on the data centre's network, from which its
+    /// agent carries private networks to other nodes (VXLAN); absent where
+    /// it carries none, and its workloads then get no private address.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = Ipv4)]
+    pub fabric_address: Option<std::net::Ipv4Addr>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -195,6 +201,20 @@ pub struct Assignment {
     /// Nodes the order runs on together: a single node's workload may get
     /// a network of its own, a gang's nodes need to reach each other.
     pub node_count: i32,
+    /// Its address on its organization's private network, where its node
+    /// carries one.
+    pub network: Option<AssignedNetwork>,
+}
+
+/// A workload's place on its organization's private network.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssignedNetwork {
+    /// The network's VXLAN identifier; the same on every node.
+    pub vni: u32,
+    /// The workload's address and the network's prefix (`10.128.0.5/20`).
+    pub address: String,
+    /// The fabric addresses of the other nodes with workloads on it.
+    pub peers: Vec<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -520,6 +540,17 @@ async fn heartbeat(
         );
         fields.range(&format!("gpus[{i}].power_w"), g.power_w, 0, 5000);
     }
+    if let Some(address) = request.fabric_address
+        && (address.is_unspecified()
+            || address.is_loopback()
+            || address.is_multicast()
+            || address.is_broadcast())
+    {
+        fields.push(
+            "fabric_address",
+            "must be a unicast address other nodes reach this one at",
+        );
+    }
     fields.finish()?;
     let now = state.clock.now();
     let node = agent.node;
@@ -527,6 +558,7 @@ async fn heartbeat(
     let recovered = node.state == NodeState::Unhealthy;
     let mut row: node::ActiveModel = node.clone().into();
     row.last_heartbeat_at = Set(Some(now));
+    row.fabric_address = Set(request.fabric_address.map(|a| a.to_string()));
     if recovered {
         row.state = Set(NodeState::Ready);
         health::record(
@@ -681,6 +713,59 @@ fn version(assignments: &[Assignment]) -> String {
     crate::digest::sha256_hex(&[&json])[..32].to_owned()
 }
 
+/// Where the workloads of a node's assignments sit on their private
+/// networks, and the node's peers on each.
+struct NodeNetworks {
+    placed: HashMap<Uuid, crate::networks::Placement>,
+    peers: HashMap<u32, Vec<String>>,
+}
+
+/// Places `live` (the node's allocations) and `gangs` (every allocation
+/// of their jobs) on their private networks, where `node` has a fabric. A
+/// gang is placed only where all of its nodes have one: its ranks must
+/// reach each other, and a rank on a node without a fabric is on that
+/// node's network.
+async fn private_networks(
+    state: &AppState,
+    node: &node::Model,
+    live: &[allocation::Model],
+    gangs: &[allocation::Model],
+    nodes: &HashMap<Uuid, node::Model>,
+) -> ApiResult<NodeNetworks> {
+    let mut networks = NodeNetworks {
+        placed: HashMap::new(),
+        peers: HashMap::new(),
+    };
+    let Some(plan) = crate::networks::Plan::of(&state.config) else {
+        return Ok(networks);
+    };
+    if node.fabric_address.is_none() {
+        return Ok(networks);
+    }
+    let mut wanted: Vec<allocation::Model> = live.to_vec();
+    wanted.extend(
+        gangs
+            .iter()
+            .filter(|g| live.iter().all(|a| a.id != g.id))
+            .cloned(),
+    );
+    networks.placed = crate::networks::place(&state.db, plan, &wanted, nodes).await?;
+    let split: Vec<Uuid> = gangs
+        .iter()
+        .filter(|g| !networks.placed.contains_key(&g.id))
+        .map(|g| g.order_id)
+        .collect();
+    networks.placed.retain(|id, _| {
+        wanted
+            .iter()
+            .find(|a| a.id == *id)
+            .is_some_and(|a| !split.contains(&a.order_id))
+    });
+    let orgs = live.iter().map(|a| a.org_id).collect();
+    networks.peers = crate::networks::peers(&state.db, node, &orgs).await?;
+    Ok(networks)
+}
+
 /// The node's assignments as they stand, in the order of their orders.
 async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignment>> {
     let live = allocation::Entity::find()
@@ -731,13 +816,15 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .all(&state.db)
         .await?;
-    let names: HashMap<Uuid, String> = node::Entity::find()
+    let mut nodes: HashMap<Uuid, node::Model> = node::Entity::find()
         .filter(node::Column::Id.is_in(gangs.iter().map(|a| a.node_id)))
         .all(&state.db)
         .await?
         .into_iter()
-        .map(|n| (n.id, n.name))
+        .map(|n| (n.id, n))
         .collect();
+    nodes.insert(node.id, node.clone());
+    let networks = private_networks(state, node, &live, &gangs, &nodes).await?;
     let types: HashMap<Uuid, instance_type::Model> = instance_type::Entity::find()
         .filter(instance_type::Column::Id.is_in(orders.values().map(|o| o.instance_type_id)))
         .all(&state.db)
@@ -810,7 +897,13 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 let gang: Vec<(Uuid, &str)> = gangs
                     .iter()
                     .filter(|g| g.order_id == order.id)
-                    .map(|g| (g.id, names.get(&g.node_id).map_or("", String::as_str)))
+                    .map(|g| {
+                        let at = networks.placed.get(&g.id).map_or_else(
+                            || nodes.get(&g.node_id).map_or("", |n| n.name.as_str()),
+                            |p| p.address.split('/').next().unwrap_or_default(),
+                        );
+                        (g.id, at)
+                    })
                     .collect();
                 crate::jobs::launch(order, a.id, &gang)
             });
@@ -821,6 +914,10 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 ("GANTRY_ATTEMPT".to_owned(), a.attempt.to_string()),
             ]);
             env.extend(gpu_env(&a, &gpu_ids, &memory));
+            if let Some(placed) = networks.placed.get(&a.id) {
+                let address = placed.address.split('/').next().unwrap_or_default();
+                env.insert("GANTRY_PRIVATE_ADDRESS".to_owned(), address.to_owned());
+            }
             if let Some(launch) = &launch {
                 env.extend(launch.env.iter().cloned());
             }
@@ -857,6 +954,11 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 ssh_keys,
                 ports: crate::orders::json_list(order.ports.as_deref()),
                 node_count: order.node_count,
+                network: networks.placed.get(&a.id).map(|p| AssignedNetwork {
+                    vni: p.vni,
+                    address: p.address.clone(),
+                    peers: networks.peers.get(&p.vni).cloned().unwrap_or_default(),
+                }),
                 image: assigned_images.remove(&order.id).map(|(name, reference)| {
                     let registry = crate::catalog::image_refs::registry_of(&reference);
                     AssignedImage {

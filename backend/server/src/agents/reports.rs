@@ -248,11 +248,13 @@ fn check_access(fields: &mut Fields, access: &ReportedAccess, prefix: &str) {
 }
 
 /// The order's access with this node's entry replaced by what its agent
-/// reported (or, from an older agent, just the node's name).
+/// reported (or, from an older agent, just the node's name) and the
+/// workload's private address.
 fn merged_access(
     current: &order::Model,
     node: &node::Model,
     reported: Option<&ReportedAccess>,
+    private_address: Option<String>,
 ) -> OrderAccess {
     let mut access: OrderAccess = current
         .access
@@ -271,6 +273,7 @@ fn merged_access(
         Some(r) => HostAccess {
             node: node.name.clone(),
             host: r.host.clone(),
+            private_address,
             ssh: r.ssh.as_ref().map(|s| SshAccess {
                 command: format!("ssh -p {} {}@{}", s.port, s.user, r.host),
                 user: s.user.clone(),
@@ -282,6 +285,7 @@ fn merged_access(
         None => HostAccess {
             node: node.name.clone(),
             host: node.name.clone(),
+            private_address,
             ssh: None,
             ports: Vec::new(),
         },
@@ -323,7 +327,14 @@ async fn apply(
     match report.state {
         WorkloadState::Running => {
             let current = read().await?;
-            let access = merged_access(&current, node, report.access.as_ref());
+            let private_address = allocation::Entity::find()
+                .filter(allocation::Column::OrderId.eq(report.order_id))
+                .filter(allocation::Column::NodeId.eq(node.id))
+                .filter(allocation::Column::State.ne(AllocationState::Released))
+                .one(txn)
+                .await?
+                .and_then(|a| a.private_address);
+            let access = merged_access(&current, node, report.access.as_ref(), private_address);
             let stored = serde_json::to_string(&access).unwrap_or_default();
             let came_up = lifecycle::came_up(txn, report.order_id, stored.clone(), now).await?;
             // Another node of a gang came up: its entry joins the others.

@@ -35,6 +35,9 @@ pub struct Model {
     pub gpu_milli: i32,
     /// The UUID of the MIG instance it holds (`MIG-…`).
     pub mig_device: Option<String>,
+    /// Its workload's address on its organization's private network, once
+    /// its node has a fabric to carry one.
+    pub private_address: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -32,6 +32,7 @@ pub mod order;
 pub mod order_dependency;
 pub mod organization;
 pub mod price;
+pub mod private_network;
 pub mod project;
 pub mod queue_limit;
 pub mod quota;

@@ -27,6 +27,9 @@ pub struct Model {
     pub credential_next_hash: Option<String>,
     /// An operator asked for a new credential; the next heartbeat says so.
     pub credential_rotate: bool,
+    /// The address its agent carries private networks from (VXLAN), on
+    /// the data centre's network; none where it carries none.
+    pub fabric_address: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

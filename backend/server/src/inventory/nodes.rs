@@ -230,6 +230,7 @@ pub async fn insert(
         runtime: Set(None),
         credential_next_hash: Set(None),
         credential_rotate: Set(false),
+        fabric_address: Set(None),
         last_heartbeat_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),

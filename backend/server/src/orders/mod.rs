@@ -138,6 +138,10 @@ pub struct HostAccess {
     pub node: String,
     /// The address tenants reach the node at.
     pub host: String,
+    /// The workload's address on its organization's private network,
+    /// where the node is on the fabric; its other workloads reach it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh: Option<SshAccess>,
     #[serde(default)]

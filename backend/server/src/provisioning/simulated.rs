@@ -234,6 +234,7 @@ async fn access_details(db: &DatabaseConnection, order_id: Uuid) -> Result<Strin
             let host = format!("{}.sim.gantry.internal", n.name);
             HostAccess {
                 node: n.name.clone(),
+                private_address: None,
                 ssh: Some(SshAccess {
                     command: format!("ssh root@{host}"),
                     user: "root".into(),

@@ -281,6 +281,7 @@ async fn start(
                     outcome: Set(None),
                     gpu_milli: Set(shape.milli()),
                     mig_device: Set(mig_device),
+                    private_address: Set(None),
                 });
             }
         }

@@ -21,8 +21,8 @@ use super::roles::{OrgRole, Requirement};
 use crate::app::AppState;
 use crate::auth::principal::{Actor, Authenticated, Principal};
 use crate::entities::{
-    api_key, audit_log, invitation, invoice, membership, order, organization, project,
-    registry_credential, reservation, usage_record, webhook_delivery, webhook_endpoint,
+    api_key, audit_log, invitation, invoice, membership, order, organization, private_network,
+    project, registry_credential, reservation, usage_record, webhook_delivery, webhook_endpoint,
 };
 use crate::error::{ApiError, Resource};
 use crate::http::extract::path_uuid;
@@ -71,6 +71,9 @@ impl TenantOwned for webhook_endpoint::Entity {
 }
 impl TenantOwned for registry_credential::Entity {
     const ORG_ID: Self::Column = registry_credential::Column::OrgId;
+}
+impl TenantOwned for private_network::Entity {
+    const ORG_ID: Self::Column = private_network::Column::OrgId;
 }
 impl TenantOwned for webhook_delivery::Entity {
     const ORG_ID: Self::Column = webhook_delivery::Column::OrgId;

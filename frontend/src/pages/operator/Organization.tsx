@@ -43,6 +43,7 @@ export function OrganizationPage() {
           <Stack>
             <Billing orgId={orgId} />
             <WaitingLimit orgId={orgId} />
+            <Networks orgId={orgId} />
           </Stack>
         </Grid.Col>
       </Grid>
@@ -191,6 +192,66 @@ function Quotas({ orgId }: { orgId: string }) {
             </Group>
           </Stack>
         )}
+      </Loadable>
+    </Paper>
+  );
+}
+
+/** The organization's private networks and the addresses in use on them. */
+function Networks({ orgId }: { orgId: string }) {
+  const networks = useQuery({
+    queryKey: keys.admin("networks", orgId),
+    queryFn: () =>
+      unwrap(api.GET("/api/v1/orgs/{org_id}/networks", { params: { path: { org_id: orgId }, query: { limit: 200 } } })),
+  });
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="xs">
+        {t("organization.networks")}
+      </Title>
+      <Loadable query={networks}>
+        {(data) =>
+          data.items.length === 0 ? (
+            <Text size="sm" c="dimmed">
+              {t("organization.noNetworks")}
+            </Text>
+          ) : (
+            <Stack gap="sm">
+              {data.items.map((network) => (
+                <Stack key={network.id} gap={4}>
+                  <Text size="sm" fw={500}>
+                    {t("organization.network", { region: network.region, cidr: network.cidr, vni: network.vni })}
+                  </Text>
+                  {network.addresses.length === 0 ? (
+                    <Text size="xs" c="dimmed">
+                      {t("organization.noAddresses")}
+                    </Text>
+                  ) : (
+                    <Table aria-label={t("organization.networkAddresses", { cidr: network.cidr })}>
+                      <Table.Tbody>
+                        {network.addresses.map((a) => (
+                          <Table.Tr key={`${a.address}-${a.order_id}`}>
+                            <Table.Td>
+                              <Text size="xs" ff="monospace">
+                                {a.address}
+                              </Text>
+                            </Table.Td>
+                            <Table.Td>
+                              <Text size="xs">{a.order}</Text>
+                            </Table.Td>
+                            <Table.Td>
+                              <Text size="xs">{a.node}</Text>
+                            </Table.Td>
+                          </Table.Tr>
+                        ))}
+                      </Table.Tbody>
+                    </Table>
+                  )}
+                </Stack>
+              ))}
+            </Stack>
+          )
+        }
       </Loadable>
     </Paper>
   );

@@ -201,7 +201,16 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
         <Table.Tbody>
           {access.hosts.map((host) => (
             <Table.Tr key={host.node}>
-              <Table.Td>{host.node}</Table.Td>
+              <Table.Td>
+                <Stack gap={2}>
+                  <Text size="sm">{host.node}</Text>
+                  {host.private_address && (
+                    <Text size="xs" c="dimmed">
+                      {t("order.privateAddress", { address: host.private_address })}
+                    </Text>
+                  )}
+                </Stack>
+              </Table.Td>
               <Table.Td>
                 {host.ssh ? (
                   <Stack gap={2}>

@@ -1,0 +1,296 @@
+//! Private networks: each organization gets one per region, a slice of
+//! the server's `private_networks` pool, and each of its workloads on a
+//! node with a fabric (an agent that carries networks between nodes as
+//! VXLAN) an address on it. Nodes learn their peers per network here: the
+//! other nodes with a workload on it.
+
+pub mod api;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, SqlErr,
+};
+use uuid::Uuid;
+
+use crate::classes::AllocationState;
+use crate::entities::{allocation, node, private_network};
+
+/// Network identifiers start above the few that switches and hosts tend
+/// to use for themselves.
+const FIRST_VNI: i32 = 4096;
+/// Tries before a pick that keeps losing to other replicas gives up for
+/// this round (the next fetch tries again).
+const TRIES: usize = 8;
+
+/// How private networks are cut: the pool and each network's prefix.
+#[derive(Clone, Copy, Debug)]
+pub struct Plan {
+    pub pool: Ipv4Net,
+    pub prefix: u8,
+}
+
+impl Plan {
+    /// The server's plan (checked when the configuration is loaded).
+    pub fn of(config: &crate::config::Config) -> Option<Plan> {
+        let pool = config.private_network_pool().ok()?;
+        Some(Plan {
+            pool,
+            prefix: config.private_network_prefix,
+        })
+    }
+}
+
+/// A workload's place on its network, as its node is told it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub vni: u32,
+    /// `a.b.c.d/n`.
+    pub address: String,
+}
+
+/// The organization's network in `region`, made on first use.
+async fn network_of(
+    db: &impl ConnectionTrait,
+    plan: Plan,
+    org_id: Uuid,
+    region_id: Uuid,
+) -> Result<Option<private_network::Model>, DbErr> {
+    for _ in 0..TRIES {
+        if let Some(found) = private_network::Entity::find()
+            .filter(private_network::Column::OrgId.eq(org_id))
+            .filter(private_network::Column::RegionId.eq(region_id))
+            .one(db)
+            .await?
+        {
+            return Ok(Some(found));
+        }
+        let taken: HashSet<i32> = private_network::Entity::find()
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|n| n.vni)
+            .collect();
+        let Ok(mut slices) = plan.pool.subnets(plan.prefix) else {
+            return Ok(None);
+        };
+        let Some((index, slice)) = (0..)
+            .zip(&mut slices)
+            .find(|(i, _)| !taken.contains(&(FIRST_VNI + i)))
+        else {
+            tracing::error!(pool = %plan.pool, "every private network of the pool is taken");
+            return Ok(None);
+        };
+        let row = private_network::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            org_id: Set(org_id),
+            region_id: Set(region_id),
+            vni: Set(FIRST_VNI + index),
+            cidr: Set(slice.to_string()),
+            next_host: Set(1),
+            created_at: Set(chrono::Utc::now()),
+        };
+        match row.insert(db).await {
+            Ok(made) => return Ok(Some(made)),
+            // Another replica made it, or took the same identifier: look again.
+            Err(e) if matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+/// The next free address of `network`, taken for good: the network's
+/// counter moves past it only if no one else moved it meanwhile, so two
+/// replicas never hand out the same one.
+async fn take_address(
+    db: &impl ConnectionTrait,
+    network: &private_network::Model,
+    in_use: &HashSet<Ipv4Addr>,
+) -> Result<Option<Ipv4Addr>, DbErr> {
+    let Ok(net) = network.cidr.parse::<Ipv4Net>() else {
+        return Ok(None);
+    };
+    let mut seen = network.next_host;
+    for _ in 0..TRIES {
+        let Some((address, next)) = next_free(net, seen, in_use) else {
+            tracing::error!(cidr = %network.cidr, "a private network has no free address");
+            return Ok(None);
+        };
+        let moved = private_network::Entity::update_many()
+            .col_expr(private_network::Column::NextHost, Expr::value(next))
+            .filter(private_network::Column::Id.eq(network.id))
+            .filter(private_network::Column::NextHost.eq(seen))
+            .exec(db)
+            .await?;
+        if moved.rows_affected == 1 {
+            return Ok(Some(address));
+        }
+        seen = private_network::Entity::find_by_id(network.id)
+            .one(db)
+            .await?
+            .map_or(1, |n| n.next_host);
+    }
+    Ok(None)
+}
+
+/// The first address of `net` from host number `from` on (going round)
+/// that is not in use, and the host number to try next time. Host numbers
+/// run from 1 to the last but one: neither the network's nor its
+/// broadcast address.
+fn next_free(net: Ipv4Net, from: i32, in_use: &HashSet<Ipv4Addr>) -> Option<(Ipv4Addr, i32)> {
+    let hosts = (u32::MAX >> net.prefix_len()).max(2);
+    let base = u32::from(net.network());
+    let start = u32::try_from(from).unwrap_or(1).clamp(1, hosts - 1);
+    let host = (0..hosts - 1)
+        .map(|step| (start - 1 + step) % (hosts - 1) + 1)
+        .find(|host| !in_use.contains(&Ipv4Addr::from(base + host)))?;
+    let next = i32::try_from(host % (hosts - 1) + 1).unwrap_or(1);
+    Some((Ipv4Addr::from(base + host), next))
+}
+
+/// Gives every allocation of `allocations` whose node has a fabric an
+/// address on its organization's network in its node's region, where it
+/// has none yet; answers each addressed allocation's placement.
+pub async fn place(
+    db: &impl ConnectionTrait,
+    plan: Plan,
+    allocations: &[allocation::Model],
+    nodes: &HashMap<Uuid, node::Model>,
+) -> Result<HashMap<Uuid, Placement>, DbErr> {
+    let mut placed = HashMap::new();
+    let mut networks: HashMap<(Uuid, Uuid), Option<private_network::Model>> = HashMap::new();
+    let mut in_use: HashMap<Uuid, HashSet<Ipv4Addr>> = HashMap::new();
+    for a in allocations {
+        let Some(node) = nodes.get(&a.node_id).filter(|n| n.fabric_address.is_some()) else {
+            continue;
+        };
+        let key = (a.org_id, node.region_id);
+        if let std::collections::hash_map::Entry::Vacant(slot) = networks.entry(key) {
+            slot.insert(network_of(db, plan, a.org_id, node.region_id).await?);
+        }
+        let Some(network) = networks.get(&key).and_then(Option::as_ref) else {
+            continue;
+        };
+        let Ok(net) = network.cidr.parse::<Ipv4Net>() else {
+            continue;
+        };
+        let address = match a.private_address.as_deref().map(str::parse::<Ipv4Addr>) {
+            Some(Ok(address)) => Some(address),
+            _ => {
+                if let std::collections::hash_map::Entry::Vacant(slot) = in_use.entry(network.id) {
+                    slot.insert(addresses_in_use(db, a.org_id, net).await?);
+                }
+                let taken = in_use.entry(network.id).or_default();
+                let picked = take_address(db, network, taken).await?;
+                if let Some(address) = picked {
+                    taken.insert(address);
+                    allocation::Entity::update_many()
+                        .col_expr(
+                            allocation::Column::PrivateAddress,
+                            Expr::value(Some(address.to_string())),
+                        )
+                        .filter(allocation::Column::Id.eq(a.id))
+                        .filter(allocation::Column::PrivateAddress.is_null())
+                        .exec(db)
+                        .await?;
+                }
+                picked
+            }
+        };
+        if let Some(address) = address {
+            placed.insert(
+                a.id,
+                Placement {
+                    vni: u32::try_from(network.vni).unwrap_or_default(),
+                    address: format!("{address}/{}", net.prefix_len()),
+                },
+            );
+        }
+    }
+    Ok(placed)
+}
+
+/// The addresses live workloads of `org_id` hold on `net`.
+async fn addresses_in_use(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    net: Ipv4Net,
+) -> Result<HashSet<Ipv4Addr>, DbErr> {
+    Ok(allocation::Entity::find()
+        .filter(allocation::Column::OrgId.eq(org_id))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .filter(allocation::Column::PrivateAddress.is_not_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .filter_map(|a| a.private_address?.parse().ok())
+        .filter(|address| net.contains(address))
+        .collect())
+}
+
+/// For each of `orgs`' networks in `node`'s region: the fabric addresses
+/// of the other nodes that hold one of its live workloads, by VNI.
+pub async fn peers(
+    db: &impl ConnectionTrait,
+    node: &node::Model,
+    orgs: &BTreeSet<Uuid>,
+) -> Result<HashMap<u32, Vec<String>>, DbErr> {
+    if orgs.is_empty() || node.fabric_address.is_none() {
+        return Ok(HashMap::new());
+    }
+    let networks: HashMap<Uuid, u32> = private_network::Entity::find()
+        .filter(private_network::Column::OrgId.is_in(orgs.iter().copied()))
+        .filter(private_network::Column::RegionId.eq(node.region_id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|n| (n.org_id, u32::try_from(n.vni).unwrap_or_default()))
+        .collect();
+    let live = allocation::Entity::find()
+        .filter(allocation::Column::OrgId.is_in(orgs.iter().copied()))
+        .filter(allocation::Column::State.ne(AllocationState::Released))
+        .filter(allocation::Column::PrivateAddress.is_not_null())
+        .filter(allocation::Column::NodeId.ne(node.id))
+        .all(db)
+        .await?;
+    let fabric: HashMap<Uuid, String> = node::Entity::find()
+        .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id)))
+        .filter(node::Column::RegionId.eq(node.region_id))
+        .all(db)
+        .await?
+        .into_iter()
+        .filter_map(|n| Some((n.id, n.fabric_address?)))
+        .collect();
+    let mut peers: HashMap<u32, BTreeSet<String>> = HashMap::new();
+    for a in &live {
+        if let (Some(vni), Some(address)) = (networks.get(&a.org_id), fabric.get(&a.node_id)) {
+            peers.entry(*vni).or_default().insert(address.clone());
+        }
+    }
+    Ok(peers
+        .into_iter()
+        .map(|(vni, set)| (vni, set.into_iter().collect()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_go_round_the_network_skipping_those_in_use() {
+        let net: Ipv4Net = "198.18.0.0/29".parse().expect("network");
+        let none = HashSet::new();
+        assert_eq!(next_free(net, 1, &none), Some(([198, 18, 0, 1].into(), 2)));
+        // The last host (.6) is followed by the first again, never .7.
+        assert_eq!(next_free(net, 6, &none), Some(([198, 18, 0, 6].into(), 1)));
+        let taken: HashSet<Ipv4Addr> = [[198, 18, 0, 6].into(), [198, 18, 0, 1].into()].into();
+        assert_eq!(next_free(net, 6, &taken), Some(([198, 18, 0, 2].into(), 3)));
+        let full: HashSet<Ipv4Addr> = (1..=6).map(|h| [198, 18, 0, h].into()).collect();
+        assert_eq!(next_free(net, 3, &full), None);
+    }
+}
