@@ -201,7 +201,8 @@ async fn roles_below_the_requirement_get_403(engine: Engine) {
             let needs_admin = !(r.method == Method::GET
                 && (r.path.ends_with(&owner.org_id.to_string())
                     || r.path.contains("/members")
-                    || r.path.contains("/projects")));
+                    || r.path.contains("/projects")
+                    || r.path.ends_with("/networks")));
             let reply = server
                 .call(r.method.clone(), &r.path, Some(token), r.body)
                 .await;
