@@ -709,6 +709,8 @@ describe("the console", () => {
     await accessible(page);
   });
 
+  // Forty-four pages, each with an accessibility check: more than one
+  // test's usual budget on two shared cores.
   test("every page reads in English and in Korean, kept on each account, with times in the chosen zone", async () => {
     // Whatever happens here, the accounts speak English to the tests after it.
     onTestFinished(async () => {
@@ -798,7 +800,7 @@ describe("the console", () => {
     await chooseLanguage(operator.page, "Account", "한국어");
     await tour(operator.page, operatorPages, "ko");
     await chooseLanguage(operator.page, "계정", "English");
-  });
+  }, 240_000);
 
   test("the API reference renders from the bundled Swagger UI", async () => {
     const { page } = await session();
