@@ -830,6 +830,19 @@ async fn maintenance_keeps_work_off_a_node_and_stops_what_runs_there(engine: Eng
     assert_eq!(cancelled.body["status"], "cancelled");
     server.wait_status(&outsider, endless, "running").await;
     server.cancel(&outsider, endless).await;
+    // Its GPUs are let go after the cancel answers: the counts below must
+    // not see that happen.
+    for _ in 0..200 {
+        if server.count("SELECT COUNT(*) FROM gpu_claims").await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        server.count("SELECT COUNT(*) FROM gpu_claims").await,
+        0,
+        "the cancelled order let its GPUs go"
+    );
 
     // Maintenance that would break a tenant's reservation needs force.
     let later = hour_after(now, 3);

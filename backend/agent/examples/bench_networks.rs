@@ -253,6 +253,7 @@ impl Lab {
                 address: address.parse().expect("an address"),
                 mtu: 1450,
                 helper_gid: 199_999,
+                egress: true,
             })
             .expect("the fabric");
             fabric.sync(&HashMap::from([(VNI, BTreeSet::from([peer]))]));
@@ -261,6 +262,7 @@ impl Lab {
                     vni: VNI,
                     address: a.parse().expect("an address"),
                     peers: vec![peer],
+                    hosts: Vec::new(),
                 };
                 fabric
                     .attach(uuid::Uuid::now_v7(), pid, &network)

@@ -91,6 +91,16 @@ pub struct AssignedNetwork {
     /// The fabric addresses of the other nodes with workloads on it.
     #[serde(default)]
     pub peers: Vec<std::net::Ipv4Addr>,
+    /// Every workload on the network by name, this one included.
+    #[serde(default)]
+    pub hosts: Vec<NetworkHost>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkHost {
+    pub address: std::net::Ipv4Addr,
+    /// Its host name first.
+    pub names: Vec<String>,
 }
 
 fn one() -> u32 {

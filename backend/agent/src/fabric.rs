@@ -16,7 +16,9 @@
 //!   which runs under `helper_gid`) opens nothing to the data centre's
 //!   network or to the node's own addresses, so a workload cannot send a
 //!   forged VXLAN packet, nor reach agents, the control plane or other
-//!   tenants' workloads by their nodes' addresses.
+//!   tenants' workloads by their nodes' addresses; where the operator
+//!   keeps workloads off the internet (`egress` off), it opens nothing at
+//!   all, while connections to exposed ports still come in.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -45,6 +47,8 @@ pub struct FabricConfig {
     /// The group slirp4netns runs as, so the firewall can tell its
     /// traffic from the node's own.
     pub helper_gid: u32,
+    /// Whether workloads reach the internet through their NAT.
+    pub egress: bool,
 }
 
 /// The node's private networks as they stand.
@@ -157,13 +161,20 @@ fn bridge_rules() -> String {
 fn node_rules(config: &FabricConfig) -> String {
     let gid = config.helper_gid;
     let fabric = config.address.trunc();
+    let nat = if config.egress {
+        format!(
+            "meta skgid {gid} ct state new ip daddr {fabric} drop
+    meta skgid {gid} ct state new fib daddr type local drop"
+        )
+    } else {
+        format!("meta skgid {gid} ct state new drop")
+    };
     format!(
         "table inet {TABLE} {{
   set peers {{ type ipv4_addr; }}
   chain output {{
     type filter hook output priority 0; policy accept;
-    meta skgid {gid} ct state new ip daddr {fabric} drop
-    meta skgid {gid} ct state new fib daddr type local drop
+    {nat}
   }}
   chain input {{
     type filter hook input priority 0; policy accept;

@@ -15,6 +15,7 @@ pub mod exporter;
 pub mod fabric;
 pub mod images;
 pub mod mounts;
+pub mod names;
 pub mod network;
 pub mod output;
 pub mod root;

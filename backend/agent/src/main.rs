@@ -124,6 +124,11 @@ struct Cli {
     /// the data centre's network.
     #[arg(long, default_value_t = 199_999)]
     helper_gid: u32,
+    /// Keeps workloads on private networks off the internet: their
+    /// user-mode NAT opens no connection at all (exposed ports and SSH
+    /// still come in). Their private network's names still resolve.
+    #[arg(long)]
+    no_egress: bool,
     /// The OCI runtime podman runs containers with (`oci`): runc works
     /// with cgroup v1, v2 and hybrid layouts.
     #[arg(long, default_value = "runc")]
@@ -422,6 +427,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             address,
             mtu: cli.fabric_mtu,
             helper_gid: cli.helper_gid,
+            egress: !cli.no_egress,
         })
         .map_err(|why| anyhow::anyhow!("setting up the fabric: {why}"))?;
         supervisor.set_fabric(fabric);

@@ -49,6 +49,12 @@ pub struct Root {
 }
 
 impl Root {
+    /// Its `/etc/hosts` on a private network (see `names`): beside its
+    /// file system, where the workload cannot change it.
+    pub fn hosts(&self) -> PathBuf {
+        self.dir.join("hosts")
+    }
+
     fn disk_image(&self) -> PathBuf {
         self.dir.join("disk.img")
     }

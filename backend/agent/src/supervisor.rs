@@ -398,6 +398,15 @@ impl Supervisor {
                         self.runtime.authorize(id, &assignment.ssh_keys);
                         workload.ssh_keys.clone_from(&assignment.ssh_keys);
                     }
+                    // Names too, as workloads of its network come and go.
+                    if let (Some(now), Some(new)) =
+                        (workload.network.as_mut(), assignment.network.as_ref())
+                        && now.hosts != new.hosts
+                    {
+                        now.hosts.clone_from(&new.hosts);
+                        self.runtime
+                            .update_hosts(id, &crate::names::hosts_file(now));
+                    }
                 }
             }
         }
@@ -651,6 +660,11 @@ impl Supervisor {
             self.workloads.values().flat_map(|w| w.cpus.iter().copied()),
         );
         let cpu_list = crate::cpus::list(&cpus);
+        let hostname = private.as_ref().map_or_else(
+            || crate::names::DEFAULT_HOSTNAME.to_owned(),
+            crate::names::hostname,
+        );
+        let hosts = private.as_ref().map(crate::names::hosts_file);
         let launch = Launch {
             id,
             gpus: &assignment.gpu_ids,
@@ -669,6 +683,8 @@ impl Supervisor {
             // A gang gets a network of its own only where its ranks meet
             // on their private network; otherwise it shares the node's.
             private_network: assignment.node_count <= 1 || private.is_some(),
+            hostname: &hostname,
+            hosts: hosts.as_deref(),
         };
         let prepared = match self.runtime.prepare(&launch) {
             Ok(prepared) => prepared,

@@ -61,6 +61,10 @@ impl View<'_> {
             &self.root.shm,
             &inside("dev/shm"),
         ]);
+        let hosts = self.root.hosts();
+        if hosts.exists() {
+            push(&[&"--ro-bind", &hosts, &inside("etc/hosts")]);
+        }
         // Directories under /dev (MIG's nvidia-caps) are made readable:
         // bubblewrap would make them root's alone.
         let mut dirs: Vec<&Path> = self

@@ -25,6 +25,10 @@ const NODE: &str = "198.18.0.11";
 const OUTSIDER: &str = "198.18.0.20";
 const ATTACKER: &str = "198.19.0.2";
 const VICTIM: &str = "198.19.0.3";
+/// The group the workloads' NAT runs as.
+const HELPER_GID: u32 = 199_999;
+/// An address beyond the data centre's network: the internet.
+const INTERNET: &str = "198.18.200.1";
 /// An address no one on the network holds.
 const UNUSED: &str = "198.19.0.9";
 
@@ -211,7 +215,8 @@ fn attacks() {
     let mut fabric = Fabric::new(FabricConfig {
         address: format!("{NODE}/24").parse().expect("address"),
         mtu: 1450,
-        helper_gid: 199_999,
+        helper_gid: HELPER_GID,
+        egress: true,
     })
     .expect("the fabric");
     let peers = |set: &[&str]| -> HashMap<u32, BTreeSet<Ipv4Addr>> {
@@ -225,6 +230,7 @@ fn attacks() {
             vni: VNI,
             address: format!("{address}/24").parse().expect("address"),
             peers: vec!["198.18.0.12".parse().expect("peer")],
+            hosts: Vec::new(),
         };
         fabric
             .attach(Uuid::now_v7(), at.pid(), &network)
@@ -367,4 +373,60 @@ fn attacks() {
         "a workload reached the node: {:?}",
         String::from_utf8_lossy(&buffer)
     );
+
+    // The workloads' NAT reaches the internet but not the data centre's
+    // network; once the operator keeps workloads off the internet it
+    // reaches nothing, while the node's own programs still do.
+    outsider.run(
+        "ip",
+        &["addr", "add", &format!("{INTERNET}/32"), "dev", "lo"],
+    );
+    ip(&["route", "add", &format!("{INTERNET}/32"), "via", OUTSIDER]);
+    let mut web = outsider.spawn_python(
+        "import socket\ns=socket.socket()\ns.bind(('0.0.0.0',8080))\ns.listen()\ns.settimeout(30)\n\
+         try:\n while True:\n  s.accept()[0].close()\nexcept OSError:\n pass",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        connects(Some(HELPER_GID), INTERNET),
+        "the NAT has no internet"
+    );
+    assert!(
+        !connects(Some(HELPER_GID), OUTSIDER),
+        "the NAT reached the data centre's network"
+    );
+    drop(fabric);
+    let _closed = Fabric::new(FabricConfig {
+        address: format!("{NODE}/24").parse().expect("address"),
+        mtu: 1450,
+        helper_gid: HELPER_GID,
+        egress: false,
+    })
+    .expect("the fabric without egress");
+    assert!(
+        !connects(Some(HELPER_GID), INTERNET),
+        "the NAT reached the internet with egress off"
+    );
+    assert!(connects(None, INTERNET), "the node lost the internet");
+    web.kill().ok();
+    web.wait().ok();
+}
+
+/// Whether a process of the node (in group `gid`, where given) opens a
+/// TCP connection to `address` port 8080.
+fn connects(gid: Option<u32>, address: &str) -> bool {
+    let script = format!(
+        "import socket\ntry:\n socket.create_connection(('{address}',8080),timeout=2).close()\n print('yes')\n\
+         except OSError:\n print('no')"
+    );
+    let mut command = match gid {
+        Some(gid) => {
+            let mut c = Command::new("setpriv");
+            c.args([&format!("--regid={gid}"), "--clear-groups", "python3"]);
+            c
+        }
+        None => Command::new("python3"),
+    };
+    let out = command.args(["-c", &script]).output().expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
 }

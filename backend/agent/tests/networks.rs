@@ -229,14 +229,15 @@ fn copy(from: &mut TcpStream, to: &mut TcpStream) {
 }
 
 /// What each rank of the gang runs: rank 0 waits for rank 1 on the
-/// rendezvous and keeps a service of its own open; rank 1 meets it, then
-/// tries every address of `$PROBES` (`name,host,port` …) and says what it
-/// reached.
+/// rendezvous and keeps a service of its own open; rank 1 meets it, says
+/// what the gang's names and another organization's order's resolve to,
+/// then tries every address of `$PROBES` (`name,host,port` …) and says
+/// what it reached.
 const GANG: &str = r#"python3 - <<'EOF'
 import os, socket, time
 rank = int(os.environ["NODE_RANK"])
 master, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-print(f"rank={rank} address={os.environ.get('GANTRY_PRIVATE_ADDRESS')} master={master} port={port}", flush=True)
+print(f"rank={rank} host={socket.gethostname()} address={os.environ.get('GANTRY_PRIVATE_ADDRESS')} master={master} port={port}", flush=True)
 def reach(name, host, p):
     try:
         socket.create_connection((host, int(p)), timeout=2).close()
@@ -261,6 +262,13 @@ else:
             time.sleep(0.2)
     c.sendall(b"hello-from-rank-1")
     c.close()
+    def resolve(name):
+        try:
+            return socket.gethostbyname(name)
+        except OSError:
+            return "none"
+    names = " ".join(f"{n}={resolve(n)}" for n in ("train-0", "train", "train-1", "rival"))
+    print(f"names {names}", flush=True)
     for probe in os.environ["PROBES"].split():
         name, host, p = probe.split(",")
         print(f"reach {name}: {reach(name, host, p)}", flush=True)
@@ -368,7 +376,7 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
     let first = job(
         &node,
         &neighbour,
-        "h100x2",
+        "rival",
         1,
         NEIGHBOUR,
         json!({ "LINGER": "120" }),
@@ -393,6 +401,7 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
         .order(
             &tenant,
             json!({
+                "name": "train",
                 "instance_type": "h100x8",
                 "node_count": 2,
                 "job": {
@@ -427,6 +436,14 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
         met.contains(&format!("rank 0 got hello-from-rank-1 from {one}")),
         "rank 1 reached rank 0 from its private address: {met:?}"
     );
+    for rank in 0..2 {
+        assert!(
+            ranks
+                .iter()
+                .any(|l| l.starts_with(&format!("rank={rank} host=train-{rank} "))),
+            "each rank's host name is the order's name and its rank: {met:?}"
+        );
+    }
     assert_ne!(
         network_of(&zero),
         network_of(&first_address),
@@ -488,7 +505,7 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
     let second = job(
         &node,
         &neighbour,
-        "h100x2",
+        "scanner",
         1,
         NEIGHBOUR,
         json!({ "SCAN": scan.join(" "), "LINGER": "1" }),
@@ -500,6 +517,13 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
     let ended = wait_ended(&node, &tenant, gang).await;
     assert_eq!(ended["status"], "completed", "{ended}");
     let lines = node.output(&tenant, gang).await;
+    assert!(
+        lines.contains(&format!(
+            "names train-0={zero} train={zero} train-1={one} rival=none"
+        )),
+        "the gang's names answer with its private addresses, and another \
+         organization's do not answer: {lines:?}"
+    );
     let reached: Vec<&String> = lines.iter().filter(|l| l.starts_with("reach ")).collect();
     assert_eq!(reached.len(), probes.len(), "{lines:?}");
     for line in reached {
@@ -510,11 +534,12 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
     }
 }
 
-/// Orders a job of `nodes` nodes running `command` with `env`.
+/// Orders a job called `name` of `nodes` nodes running `command` with
+/// `env`.
 async fn job(
     node: &Node,
     tenant: &Tenant,
-    instance_type: &str,
+    name: &str,
     nodes: u32,
     command: &str,
     env: Value,
@@ -523,7 +548,8 @@ async fn job(
         .order(
             tenant,
             json!({
-                "instance_type": instance_type,
+                "name": name,
+                "instance_type": "h100x2",
                 "node_count": nodes,
                 "job": { "command": command, "env": env },
             }),

@@ -44,6 +44,7 @@ pub struct Shared {
     pub scheduler: SchedulerHandle,
     pub intake: crate::orders::intake::Intake,
     pub catalog: crate::catalog::cache::CatalogCache,
+    pub networks: crate::networks::Cache,
     pub clock: crate::clock::Clock,
     pub trusted_proxies: crate::http::client_address::TrustedProxies,
     /// Where webhook deliveries may go.
@@ -104,6 +105,7 @@ impl AppState {
             scheduler,
             intake,
             catalog: crate::catalog::cache::CatalogCache::default(),
+            networks: crate::networks::Cache::default(),
             clock: crate::clock::Clock::default(),
             trusted_proxies,
             webhook_targets,

@@ -2259,6 +2259,11 @@ export interface components {
             address: string;
             /** @description The fabric addresses of the other nodes with workloads on it. */
             peers: string[];
+            /**
+             * @description Every live workload on the network by name, this one included (its
+             *     first name is its host name): the workloads' `/etc/hosts`.
+             */
+            hosts: components["schemas"]["NetworkHost"][];
         };
         Assignment: {
             /** Format: uuid */
@@ -3471,6 +3476,14 @@ export interface components {
             order: string;
             /** @description The node the workload runs on. */
             node: string;
+        };
+        /**
+         * @description A workload on a private network and the names it answers to: its
+         *     order's name and id, with `-<rank>` on each node of a multi-node order.
+         */
+        NetworkHost: {
+            address: string;
+            names: string[];
         };
         NewWebhookEndpoint: {
             /** @description `https://…`; resolved addresses must be public. */

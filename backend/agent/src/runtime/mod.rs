@@ -95,6 +95,9 @@ pub struct Launch<'a> {
     /// Whether it may have a network of its own: work on one node only,
     /// since a gang's nodes reach each other on ports of their choosing.
     pub private_network: bool,
+    pub hostname: &'a str,
+    /// Its `/etc/hosts` where it is on its organization's private network.
+    pub hosts: Option<&'a str>,
 }
 
 /// A workload ready to start.
@@ -169,6 +172,10 @@ pub trait Runtime: Send {
     /// code (the kernel killed it for memory).
     fn ending(&self, id: Uuid) -> Option<String>;
 
+    /// Rewrites a running workload's `/etc/hosts` (one on a private
+    /// network, whose workloads came or went).
+    fn update_hosts(&self, _id: Uuid, _hosts: &str) {}
+
     /// Removes what is left of an ended workload: stray processes, scratch,
     /// cgroups. False while something is still going away (asked again).
     fn clean(&self, id: Uuid) -> bool;
@@ -234,8 +241,14 @@ pub fn image_of<'a>(launch: &Launch<'a>) -> Result<&'a Image, String> {
 
 /// The files every root gets from the node's agent: its host name and,
 /// with a network of its own, slirp4netns's resolver; otherwise the
-/// node's.
-pub fn write_etc(tree: &std::path::Path, owner: u32, private_network: bool) -> Result<(), String> {
+/// node's. On a private network, `/etc/hosts` is shown over the one
+/// written here (see `names`).
+pub fn write_etc(
+    tree: &std::path::Path,
+    owner: u32,
+    private_network: bool,
+    hostname: &str,
+) -> Result<(), String> {
     let resolv = if private_network {
         crate::network::RESOLV_CONF.to_owned()
     } else {
@@ -243,10 +256,10 @@ pub fn write_etc(tree: &std::path::Path, owner: u32, private_network: bool) -> R
     };
     let files = [
         ("resolv.conf", resolv),
-        ("hostname", "gantry\n".to_owned()),
+        ("hostname", format!("{hostname}\n")),
         (
             "hosts",
-            "127.0.0.1\tlocalhost gantry\n::1\tlocalhost ip6-localhost ip6-loopback\n".to_owned(),
+            format!("127.0.0.1\tlocalhost {hostname}\n::1\tlocalhost ip6-localhost ip6-loopback\n"),
         ),
     ];
     let etc = tree.join("etc");

@@ -192,7 +192,7 @@ pub fn run_args(launch: &Launch<'_>, settings: &RunSettings<'_>) -> Vec<OsString
         "--name".into(),
         container_name(launch.id),
         "--hostname".into(),
-        "gantry".into(),
+        launch.hostname.into(),
         format!("--userns=ns:{}", root.userns.display()),
         "--cgroup-parent".into(),
         settings.cgroup_parent.into(),
@@ -220,6 +220,12 @@ pub fn run_args(launch: &Launch<'_>, settings: &RunSettings<'_>) -> Vec<OsString
         "--workdir".into(),
         settings.made.cwd.clone(),
     ]);
+    if launch.hosts.is_some() {
+        args.extend([
+            "--volume".into(),
+            format!("{}:/etc/hosts:ro", root.hosts().display()),
+        ]);
+    }
     if let Some(lxcfs) = settings.lxcfs {
         for file in crate::view::LXCFS_FILES {
             let host = lxcfs.join(file);
@@ -341,6 +347,10 @@ impl Runtime for Oci {
         self.node.authorize(id, keys);
     }
 
+    fn update_hosts(&self, id: Uuid, hosts: &str) {
+        self.node.update_hosts(id, hosts);
+    }
+
     fn ending(&self, id: Uuid) -> Option<String> {
         self.node.ending(id)
     }
@@ -459,6 +469,8 @@ mod tests {
                 node_port: 42_018,
             }],
             private_network: true,
+            hostname: "train-0",
+            hosts: Some("198.19.0.4\ttrain-0\n"),
         };
         let dir = std::env::temp_dir().join(format!("gantry-roots-{}", Uuid::now_v7()));
         let roots = crate::root::Roots::new(&dir, 0).expect("mkfs.ext4 and mount");
@@ -493,7 +505,7 @@ mod tests {
             "--name",
             "gantry-00000000-0000-0000-0000-000000000007",
             "--hostname",
-            "gantry",
+            "train-0",
         ]
         .map(String::from)
         .to_vec();
@@ -519,10 +531,10 @@ mod tests {
             .map(String::from),
         );
         expected.push(format!("{root}/shm:/dev/shm"));
+        expected.extend(["--workdir", "/scratch", "--volume"].map(String::from));
+        expected.push(format!("{root}/hosts:/etc/hosts:ro"));
         expected.extend(
             [
-                "--workdir",
-                "/scratch",
                 "--publish",
                 "42018:42018",
                 "--publish",

@@ -171,7 +171,16 @@ impl Node {
         let root = self
             .roots
             .prepare(launch.id, launch.uid, image, launch.disk, shm_mib)?;
-        super::write_etc(&root.tree, launch.uid, launch.private_network)?;
+        super::write_etc(
+            &root.tree,
+            launch.uid,
+            launch.private_network,
+            launch.hostname,
+        )?;
+        if let Some(hosts) = launch.hosts {
+            crate::names::write_in_place(&root.hosts(), hosts, true)
+                .map_err(|e| format!("writing the workload's host table: {e}"))?;
+        }
         let mut env = super::workload_env("/root", &image.env, launch.env);
         if !launch.gpus.is_empty() && !self.driver.is_empty() {
             add_driver_dirs(&mut env);
@@ -265,6 +274,13 @@ impl Node {
             && let Err(error) = (SshDir { dir }).authorize(keys)
         {
             tracing::warn!(order = %id, %error, "cannot update the instance's SSH keys");
+        }
+    }
+
+    pub fn update_hosts(&self, id: Uuid, hosts: &str) {
+        if let Err(error) = crate::names::write_in_place(&self.roots.root(id).hosts(), hosts, false)
+        {
+            tracing::warn!(order = %id, %error, "cannot update the workload's host table");
         }
     }
 }
@@ -389,7 +405,7 @@ impl Runtime for Sandbox {
                 "--unshare-uts",
                 "--unshare-cgroup-try",
                 "--hostname",
-                "gantry",
+                launch.hostname,
                 "--info-fd",
             ]
             .map(OsString::from),
@@ -442,6 +458,10 @@ impl Runtime for Sandbox {
 
     fn authorize(&self, id: Uuid, keys: &[String]) {
         self.node.authorize(id, keys);
+    }
+
+    fn update_hosts(&self, id: Uuid, hosts: &str) {
+        self.node.update_hosts(id, hosts);
     }
 
     fn ending(&self, id: Uuid) -> Option<String> {

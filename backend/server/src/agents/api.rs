@@ -215,6 +215,17 @@ pub struct AssignedNetwork {
     pub address: String,
     /// The fabric addresses of the other nodes with workloads on it.
     pub peers: Vec<String>,
+    /// Every live workload on the network by name, this one included (its
+    /// first name is its host name): the workloads' `/etc/hosts`.
+    pub hosts: Vec<NetworkHost>,
+}
+
+/// A workload on a private network and the names it answers to: its
+/// order's name and id, with `-<rank>` on each node of a multi-node order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NetworkHost {
+    pub address: String,
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -717,7 +728,7 @@ fn version(assignments: &[Assignment]) -> String {
 /// networks, and the node's peers on each.
 struct NodeNetworks {
     placed: HashMap<Uuid, crate::networks::Placement>,
-    peers: HashMap<u32, Vec<String>>,
+    neighbours: crate::networks::Neighbours,
 }
 
 /// Places `live` (the node's allocations) and `gangs` (every allocation
@@ -734,7 +745,7 @@ async fn private_networks(
 ) -> ApiResult<NodeNetworks> {
     let mut networks = NodeNetworks {
         placed: HashMap::new(),
-        peers: HashMap::new(),
+        neighbours: crate::networks::Neighbours::default(),
     };
     let Some(plan) = crate::networks::Plan::of(&state.config) else {
         return Ok(networks);
@@ -749,7 +760,8 @@ async fn private_networks(
             .filter(|g| live.iter().all(|a| a.id != g.id))
             .cloned(),
     );
-    networks.placed = crate::networks::place(&state.db, plan, &wanted, nodes).await?;
+    networks.placed =
+        crate::networks::place(&state.db, &state.networks, plan, &wanted, nodes).await?;
     let split: Vec<Uuid> = gangs
         .iter()
         .filter(|g| !networks.placed.contains_key(&g.id))
@@ -762,7 +774,7 @@ async fn private_networks(
             .is_some_and(|a| !split.contains(&a.order_id))
     });
     let orgs = live.iter().map(|a| a.org_id).collect();
-    networks.peers = crate::networks::peers(&state.db, node, &orgs).await?;
+    networks.neighbours = crate::networks::neighbours(&state.db, node, &orgs).await?;
     Ok(networks)
 }
 
@@ -957,7 +969,23 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 network: networks.placed.get(&a.id).map(|p| AssignedNetwork {
                     vni: p.vni,
                     address: p.address.clone(),
-                    peers: networks.peers.get(&p.vni).cloned().unwrap_or_default(),
+                    peers: networks
+                        .neighbours
+                        .peers
+                        .get(&p.vni)
+                        .cloned()
+                        .unwrap_or_default(),
+                    hosts: networks
+                        .neighbours
+                        .hosts
+                        .get(&p.vni)
+                        .into_iter()
+                        .flatten()
+                        .map(|h| NetworkHost {
+                            address: h.address.to_string(),
+                            names: h.names.clone(),
+                        })
+                        .collect(),
                 }),
                 image: assigned_images.remove(&order.id).map(|(name, reference)| {
                     let registry = crate::catalog::image_refs::registry_of(&reference);

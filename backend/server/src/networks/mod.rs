@@ -2,22 +2,25 @@
 //! the server's `private_networks` pool, and each of its workloads on a
 //! node with a fabric (an agent that carries networks between nodes as
 //! VXLAN) an address on it. Nodes learn their peers per network here: the
-//! other nodes with a workload on it.
+//! other nodes with a workload on it, and the network's name table: each
+//! workload by its order's name (and rank), for the workloads' `/etc/hosts`.
 
 pub mod api;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
 
 use ipnet::Ipv4Net;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set, SqlErr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    Set, SqlErr,
 };
 use uuid::Uuid;
 
 use crate::classes::AllocationState;
-use crate::entities::{allocation, node, private_network};
+use crate::entities::{allocation, node, order, private_network};
 
 /// Network identifiers start above the few that switches and hosts tend
 /// to use for themselves.
@@ -52,8 +55,44 @@ pub struct Placement {
     pub address: String,
 }
 
-/// The organization's network in `region`, made on first use.
+/// Networks already read, by organization and region: a network's
+/// identifier and range never change once made, and every fetch of every
+/// busy node asks for them.
+#[derive(Default)]
+pub struct Cache(Mutex<HashMap<(Uuid, Uuid), Arc<private_network::Model>>>);
+
+impl Cache {
+    fn get(&self, key: (Uuid, Uuid)) -> Option<Arc<private_network::Model>> {
+        self.0.lock().ok()?.get(&key).cloned()
+    }
+
+    fn keep(&self, network: private_network::Model) -> Arc<private_network::Model> {
+        let network = Arc::new(network);
+        if let Ok(mut kept) = self.0.lock() {
+            kept.insert((network.org_id, network.region_id), Arc::clone(&network));
+        }
+        network
+    }
+}
+
+/// The organization's network in `region`, from `cache` or made on first
+/// use. Its `next_host` may be stale: `take_address` reads on from there.
 async fn network_of(
+    db: &impl ConnectionTrait,
+    cache: &Cache,
+    plan: Plan,
+    org_id: Uuid,
+    region_id: Uuid,
+) -> Result<Option<Arc<private_network::Model>>, DbErr> {
+    if let Some(known) = cache.get((org_id, region_id)) {
+        return Ok(Some(known));
+    }
+    made_or_read(db, plan, org_id, region_id)
+        .await
+        .map(|found| found.map(|network| cache.keep(network)))
+}
+
+async fn made_or_read(
     db: &impl ConnectionTrait,
     plan: Plan,
     org_id: Uuid,
@@ -157,12 +196,13 @@ fn next_free(net: Ipv4Net, from: i32, in_use: &HashSet<Ipv4Addr>) -> Option<(Ipv
 /// has none yet; answers each addressed allocation's placement.
 pub async fn place(
     db: &impl ConnectionTrait,
+    cache: &Cache,
     plan: Plan,
     allocations: &[allocation::Model],
     nodes: &HashMap<Uuid, node::Model>,
 ) -> Result<HashMap<Uuid, Placement>, DbErr> {
     let mut placed = HashMap::new();
-    let mut networks: HashMap<(Uuid, Uuid), Option<private_network::Model>> = HashMap::new();
+    let mut networks: HashMap<(Uuid, Uuid), Option<Arc<private_network::Model>>> = HashMap::new();
     let mut in_use: HashMap<Uuid, HashSet<Ipv4Addr>> = HashMap::new();
     for a in allocations {
         let Some(node) = nodes.get(&a.node_id).filter(|n| n.fabric_address.is_some()) else {
@@ -170,7 +210,7 @@ pub async fn place(
         };
         let key = (a.org_id, node.region_id);
         if let std::collections::hash_map::Entry::Vacant(slot) = networks.entry(key) {
-            slot.insert(network_of(db, plan, a.org_id, node.region_id).await?);
+            slot.insert(network_of(db, cache, plan, a.org_id, node.region_id).await?);
         }
         let Some(network) = networks.get(&key).and_then(Option::as_ref) else {
             continue;
@@ -232,33 +272,53 @@ async fn addresses_in_use(
         .collect())
 }
 
-/// For each of `orgs`' networks in `node`'s region: the fabric addresses
-/// of the other nodes that hold one of its live workloads, by VNI.
-pub async fn peers(
+/// A workload on a network and the names it answers to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub address: Ipv4Addr,
+    /// Its host name first.
+    pub names: Vec<String>,
+}
+
+/// What a node's workloads need to know of their networks, by VNI.
+#[derive(Default)]
+pub struct Neighbours {
+    /// The fabric addresses of the other nodes that hold a workload on it.
+    pub peers: HashMap<u32, Vec<String>>,
+    /// Every live workload on it, by name.
+    pub hosts: HashMap<u32, Vec<Host>>,
+}
+
+/// For each of `orgs`' networks in `node`'s region: the other nodes
+/// carrying it, and its name table.
+pub async fn neighbours(
     db: &impl ConnectionTrait,
     node: &node::Model,
     orgs: &BTreeSet<Uuid>,
-) -> Result<HashMap<u32, Vec<String>>, DbErr> {
+) -> Result<Neighbours, DbErr> {
+    let mut found = Neighbours::default();
     if orgs.is_empty() || node.fabric_address.is_none() {
-        return Ok(HashMap::new());
+        return Ok(found);
     }
-    let networks: HashMap<Uuid, u32> = private_network::Entity::find()
+    let networks: HashMap<Uuid, (u32, Ipv4Net)> = private_network::Entity::find()
         .filter(private_network::Column::OrgId.is_in(orgs.iter().copied()))
         .filter(private_network::Column::RegionId.eq(node.region_id))
         .all(db)
         .await?
         .into_iter()
-        .map(|n| (n.org_id, u32::try_from(n.vni).unwrap_or_default()))
+        .filter_map(|n| {
+            let vni = u32::try_from(n.vni).ok()?;
+            Some((n.org_id, (vni, n.cidr.parse().ok()?)))
+        })
         .collect();
     let live = allocation::Entity::find()
         .filter(allocation::Column::OrgId.is_in(orgs.iter().copied()))
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .filter(allocation::Column::PrivateAddress.is_not_null())
-        .filter(allocation::Column::NodeId.ne(node.id))
         .all(db)
         .await?;
     let fabric: HashMap<Uuid, String> = node::Entity::find()
-        .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id)))
+        .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id).filter(|id| *id != node.id)))
         .filter(node::Column::RegionId.eq(node.region_id))
         .all(db)
         .await?
@@ -267,19 +327,175 @@ pub async fn peers(
         .collect();
     let mut peers: HashMap<u32, BTreeSet<String>> = HashMap::new();
     for a in &live {
-        if let (Some(vni), Some(address)) = (networks.get(&a.org_id), fabric.get(&a.node_id)) {
+        if let (Some((vni, _)), Some(address)) = (networks.get(&a.org_id), fabric.get(&a.node_id)) {
             peers.entry(*vni).or_default().insert(address.clone());
         }
     }
-    Ok(peers
+    found.peers = peers
         .into_iter()
         .map(|(vni, set)| (vni, set.into_iter().collect()))
-        .collect())
+        .collect();
+    let orders: HashMap<Uuid, (Option<String>, chrono::DateTime<chrono::Utc>)> =
+        order::Entity::find()
+            .select_only()
+            .column(order::Column::Id)
+            .column(order::Column::Name)
+            .column(order::Column::CreatedAt)
+            .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
+            .into_tuple::<(Uuid, Option<String>, chrono::DateTime<chrono::Utc>)>()
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|(id, name, created)| (id, (name, created)))
+            .collect();
+    let mut workloads: HashMap<u32, HashMap<Uuid, Workload>> = HashMap::new();
+    for a in live {
+        let Some((vni, net)) = networks.get(&a.org_id) else {
+            continue;
+        };
+        let Some(address) = a
+            .private_address
+            .as_deref()
+            .and_then(|s| s.parse::<Ipv4Addr>().ok())
+            .filter(|address| net.contains(address))
+        else {
+            continue;
+        };
+        let Some((name, created)) = orders.get(&a.order_id) else {
+            continue;
+        };
+        workloads
+            .entry(*vni)
+            .or_default()
+            .entry(a.order_id)
+            .or_insert_with(|| Workload {
+                order_id: a.order_id,
+                created: *created,
+                name: name.clone(),
+                ranks: Vec::new(),
+            })
+            .ranks
+            .push((a.id, address));
+    }
+    found.hosts = workloads
+        .into_iter()
+        .map(|(vni, orders)| (vni, name_table(orders.into_values().collect())))
+        .collect();
+    Ok(found)
 }
+
+/// An order's workloads on one network.
+struct Workload {
+    order_id: Uuid,
+    created: chrono::DateTime<chrono::Utc>,
+    name: Option<String>,
+    /// Its allocations (in rank order once sorted by id) and their addresses.
+    ranks: Vec<(Uuid, Ipv4Addr)>,
+}
+
+/// A network's name table: each workload answers to its order's name and
+/// id, with `-<rank>` for the nodes of a multi-node order (whose rank 0
+/// answers to the bare names as well). Where two orders claim one name,
+/// the older keeps it.
+fn name_table(mut workloads: Vec<Workload>) -> Vec<Host> {
+    workloads.sort_by_key(|w| (w.created, w.order_id));
+    let mut claimed: HashSet<String> = HashSet::new();
+    let mut table = Vec::new();
+    for mut workload in workloads {
+        workload.ranks.sort_unstable();
+        let gang = workload.ranks.len() > 1;
+        let id = workload.order_id.to_string();
+        let bases: Vec<&str> = workload
+            .name
+            .iter()
+            .map(String::as_str)
+            .chain([id.as_str()])
+            .collect();
+        for (rank, (_, address)) in workload.ranks.iter().enumerate() {
+            let mut wanted: Vec<String> = Vec::new();
+            if gang {
+                wanted.extend(bases.iter().map(|base| format!("{base}-{rank}")));
+            }
+            if rank == 0 {
+                wanted.extend(bases.iter().map(|base| (*base).to_owned()));
+            }
+            let names: Vec<String> = wanted
+                .into_iter()
+                .filter(|name| name.len() <= NAME_MAX && claimed.insert(name.clone()))
+                .collect();
+            if !names.is_empty() {
+                table.push(Host {
+                    address: *address,
+                    names,
+                });
+            }
+        }
+    }
+    table
+}
+
+/// A host name's longest, as the kernel takes one.
+const NAME_MAX: usize = 63;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn workload(id: u128, minute: u32, name: Option<&str>, addresses: &[u8]) -> Workload {
+        Workload {
+            order_id: Uuid::from_u128(id),
+            created: chrono::DateTime::from_timestamp(i64::from(minute) * 60, 0)
+                .unwrap_or_default(),
+            name: name.map(str::to_owned),
+            ranks: addresses
+                .iter()
+                .map(|host| {
+                    (
+                        Uuid::from_u128(u128::from(*host)),
+                        Ipv4Addr::new(198, 19, 0, *host),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn workloads_answer_to_their_orders_names_and_ranks_and_the_older_keeps_a_name() {
+        let table = name_table(vec![
+            workload(3, 2, Some("train-1"), &[9]),
+            workload(1, 0, Some("train"), &[5, 4]),
+            workload(2, 1, None, &[7]),
+        ]);
+        let id = |n: u128| Uuid::from_u128(n).to_string();
+        assert_eq!(
+            table,
+            vec![
+                Host {
+                    address: [198, 19, 0, 4].into(),
+                    names: vec![
+                        "train-0".into(),
+                        format!("{}-0", id(1)),
+                        "train".into(),
+                        id(1),
+                    ],
+                },
+                Host {
+                    address: [198, 19, 0, 5].into(),
+                    names: vec!["train-1".into(), format!("{}-1", id(1))],
+                },
+                Host {
+                    address: [198, 19, 0, 7].into(),
+                    names: vec![id(2)],
+                },
+                // `train-1` is the gang's rank 1's: the later order keeps
+                // only its id.
+                Host {
+                    address: [198, 19, 0, 9].into(),
+                    names: vec![id(3)],
+                },
+            ]
+        );
+    }
 
     #[test]
     fn addresses_go_round_the_network_skipping_those_in_use() {
