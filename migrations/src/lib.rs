@@ -30,6 +30,7 @@ mod m20261208_000023_webhooks;
 mod m20261209_000024_oidc;
 mod m20261210_000025_images;
 mod m20261211_000026_private_networks;
+mod m20261212_000027_project_networks;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261209_000024_oidc::Migration),
             Box::new(m20261210_000025_images::Migration),
             Box::new(m20261211_000026_private_networks::Migration),
+            Box::new(m20261212_000027_project_networks::Migration),
         ]
     }
 }

@@ -19,6 +19,7 @@ mod jobs;
 mod limits;
 mod migrations;
 mod monitoring;
+mod networks;
 mod node_access;
 mod openapi;
 mod orders;

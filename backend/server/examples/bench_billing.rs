@@ -125,6 +125,7 @@ async fn metering_tick(
                 gpu_milli: Set(1000),
                 mig_device: Set(None),
                 private_address: Set(None),
+                private_network_id: Set(None),
             });
         }
         order::Entity::insert_many(orders)

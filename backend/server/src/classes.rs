@@ -262,6 +262,20 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// Which private network a project's work is on.
+    ProjectNetwork {
+        /// Its organization's, shared with the organization's other work.
+        Organization = "organization",
+        /// One of its own: no other project's work reaches it unless that
+        /// project joins it.
+        Own = "own",
+        /// Another project's own network (`network_project_id`), which
+        /// that project opens to it.
+        Joined = "joined",
+    }
+}
+
+stored_enum! {
     /// How far a waiting order's estimated start can be trusted.
     EstimateConfidence {
         /// GPUs are held for it from then: work started behind it cannot

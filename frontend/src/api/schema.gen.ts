@@ -2770,6 +2770,13 @@ export interface components {
             /** @description Unique within the organization. */
             name: string;
             description?: string;
+            network?: components["schemas"]["ProjectNetwork"] | null;
+            /**
+             * Format: uuid
+             * @description For `joined`: the project of the same organization, with a network
+             *     of its own, whose network it joins.
+             */
+            network_project_id?: string | null;
         };
         CreateRegion: {
             /** @description A unique slug, such as `eu-central`. */
@@ -4173,6 +4180,14 @@ export interface components {
                 id: string;
                 /** Format: uuid */
                 org_id: string;
+                /**
+                 * Format: uuid
+                 * @description The project whose own network it is; none for the organization's,
+                 *     which its projects share unless they have their own.
+                 */
+                project_id?: string | null;
+                /** @description That project's name (none once it is deleted). */
+                project?: string | null;
                 /** Format: uuid */
                 region_id: string;
                 region: string;
@@ -4200,6 +4215,16 @@ export interface components {
                 org_id: string;
                 name: string;
                 description: string;
+                /**
+                 * @description Which private network its work is on; a change applies to work
+                 *     placed after it.
+                 */
+                network: components["schemas"]["ProjectNetwork"];
+                /**
+                 * Format: uuid
+                 * @description The project whose network it joins, for `joined`.
+                 */
+                network_project_id?: string | null;
                 /** Format: date-time */
                 created_at: string;
                 /** Format: date-time */
@@ -4463,6 +4488,14 @@ export interface components {
             id: string;
             /** Format: uuid */
             org_id: string;
+            /**
+             * Format: uuid
+             * @description The project whose own network it is; none for the organization's,
+             *     which its projects share unless they have their own.
+             */
+            project_id?: string | null;
+            /** @description That project's name (none once it is deleted). */
+            project?: string | null;
             /** Format: uuid */
             region_id: string;
             region: string;
@@ -4508,6 +4541,16 @@ export interface components {
             org_id: string;
             name: string;
             description: string;
+            /**
+             * @description Which private network its work is on; a change applies to work
+             *     placed after it.
+             */
+            network: components["schemas"]["ProjectNetwork"];
+            /**
+             * Format: uuid
+             * @description The project whose network it joins, for `joined`.
+             */
+            network_project_id?: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -4519,6 +4562,11 @@ export interface components {
             /** Format: int32 */
             max_waiting_orders: number;
         };
+        /**
+         * @description Which private network a project's work is on.
+         * @enum {string}
+         */
+        ProjectNetwork: "organization" | "own" | "joined";
         ProjectQueueLimit: {
             /** Format: uuid */
             project_id: string;
@@ -5114,6 +5162,9 @@ export interface components {
         UpdateProject: {
             name?: string | null;
             description?: string | null;
+            network?: components["schemas"]["ProjectNetwork"] | null;
+            /** Format: uuid */
+            network_project_id?: string | null;
         };
         UpdateRegion: {
             display_name?: string | null;

@@ -35,9 +35,11 @@ pub struct Model {
     pub gpu_milli: i32,
     /// The UUID of the MIG instance it holds (`MIG-…`).
     pub mig_device: Option<String>,
-    /// Its workload's address on its organization's private network, once
-    /// its node has a fabric to carry one.
+    /// Its workload's address on its private network (its project's or
+    /// its organization's), once its node has a fabric to carry one.
     pub private_address: Option<String>,
+    /// The network that address is on.
+    pub private_network_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,6 +8,10 @@ pub struct Model {
     pub org_id: Uuid,
     pub name: String,
     pub description: String,
+    /// Which private network its work is on.
+    pub network: crate::classes::ProjectNetwork,
+    /// The project whose network it joins (`joined`).
+    pub network_project_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::auth::principal::Operator;
 use crate::classes::AllocationState;
-use crate::entities::{allocation, node, order, private_network, region};
+use crate::entities::{allocation, node, order, private_network, project, region};
 use crate::error::{ApiResult, ProblemResponses};
 use crate::http::extract::ApiQuery;
 use crate::http::pagination::{Page, PageQuery};
@@ -35,6 +35,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
 pub struct PrivateNetwork {
     pub id: Uuid,
     pub org_id: Uuid,
+    /// The project whose own network it is; none for the organization's,
+    /// which its projects share unless they have their own.
+    pub project_id: Option<Uuid>,
+    /// That project's name (none once it is deleted).
+    pub project: Option<String>,
     pub region_id: Uuid,
     pub region: String,
     /// The VXLAN network identifier nodes carry it as.
@@ -119,6 +124,13 @@ async fn views(
         .into_iter()
         .map(|r| (r.id, r.name))
         .collect();
+    let projects: HashMap<Uuid, String> = project::Entity::find()
+        .filter(project::Column::Id.is_in(rows.iter().filter_map(|n| n.project_id)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p.name))
+        .collect();
     let live = allocation::Entity::find()
         .filter(allocation::Column::OrgId.is_in(rows.iter().map(|n| n.org_id)))
         .filter(allocation::Column::State.ne(AllocationState::Released))
@@ -144,19 +156,16 @@ async fn views(
         request,
         |n| n.id,
         |n| {
-            let net: Option<ipnet::Ipv4Net> = n.cidr.parse().ok();
             let mut addresses: Vec<NetworkAddress> = live
                 .iter()
                 .filter_map(|a| {
                     let node = nodes
                         .get(&a.node_id)
                         .filter(|m| m.region_id == n.region_id)?;
-                    if a.org_id != n.org_id {
+                    if !super::is_on(a, &n) {
                         return None;
                     }
                     let address = a.private_address.clone()?;
-                    let parsed: std::net::Ipv4Addr = address.parse().ok()?;
-                    net.filter(|net| net.contains(&parsed))?;
                     Some(NetworkAddress {
                         address,
                         order_id: a.order_id,
@@ -169,6 +178,8 @@ async fn views(
             PrivateNetwork {
                 id: n.id,
                 org_id: n.org_id,
+                project_id: n.project_id,
+                project: n.project_id.and_then(|p| projects.get(&p).cloned()),
                 region: regions.get(&n.region_id).cloned().unwrap_or_default(),
                 region_id: n.region_id,
                 vni: u32::try_from(n.vni).unwrap_or_default(),

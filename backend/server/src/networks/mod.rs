@@ -1,7 +1,9 @@
 //! Private networks: each organization gets one per region, a slice of
-//! the server's `private_networks` pool, and each of its workloads on a
-//! node with a fabric (an agent that carries networks between nodes as
-//! VXLAN) an address on it. Nodes learn their peers per network here: the
+//! the server's `private_networks` pool, and so does each project that
+//! wants one of its own (other projects of the organization may join it).
+//! Each workload on a node with a fabric (an agent that carries networks
+//! between nodes as VXLAN) gets an address on its project's network or
+//! its organization's. Nodes learn their peers per network here: the
 //! other nodes with a workload on it, and the network's name table: each
 //! workload by its order's name (and rank), for the workloads' `/etc/hosts`.
 
@@ -19,8 +21,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::classes::AllocationState;
-use crate::entities::{allocation, node, order, private_network};
+use crate::classes::{AllocationState, ProjectNetwork};
+use crate::entities::{allocation, node, order, private_network, project};
 
 /// Network identifiers start above the few that switches and hosts tend
 /// to use for themselves.
@@ -55,39 +57,80 @@ pub struct Placement {
     pub address: String,
 }
 
-/// Networks already read, by organization and region: a network's
+/// Whose network a workload goes on: its organization's, or a project's
+/// own (its project's, or the one its project joins).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scope {
+    pub org_id: Uuid,
+    pub project_id: Option<Uuid>,
+}
+
+impl Scope {
+    fn id(self) -> Uuid {
+        self.project_id.unwrap_or(self.org_id)
+    }
+}
+
+/// Networks already read, by scope and region and by id: a network's
 /// identifier and range never change once made, and every fetch of every
 /// busy node asks for them.
 #[derive(Default)]
-pub struct Cache(Mutex<HashMap<(Uuid, Uuid), Arc<private_network::Model>>>);
+pub struct Cache(Mutex<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    by_scope: HashMap<(Uuid, Uuid), Arc<private_network::Model>>,
+    by_id: HashMap<Uuid, Arc<private_network::Model>>,
+}
 
 impl Cache {
-    fn get(&self, key: (Uuid, Uuid)) -> Option<Arc<private_network::Model>> {
-        self.0.lock().ok()?.get(&key).cloned()
+    fn by_scope(&self, scope: Uuid, region: Uuid) -> Option<Arc<private_network::Model>> {
+        self.0.lock().ok()?.by_scope.get(&(scope, region)).cloned()
+    }
+
+    fn by_id(&self, id: Uuid) -> Option<Arc<private_network::Model>> {
+        self.0.lock().ok()?.by_id.get(&id).cloned()
     }
 
     fn keep(&self, network: private_network::Model) -> Arc<private_network::Model> {
         let network = Arc::new(network);
         if let Ok(mut kept) = self.0.lock() {
-            kept.insert((network.org_id, network.region_id), Arc::clone(&network));
+            kept.by_scope
+                .insert((network.scope_id, network.region_id), Arc::clone(&network));
+            kept.by_id.insert(network.id, Arc::clone(&network));
         }
         network
     }
 }
 
-/// The organization's network in `region`, from `cache` or made on first
-/// use. Its `next_host` may be stale: `take_address` reads on from there.
+/// The network `id`, from `cache` or read.
+async fn network_by_id(
+    db: &impl ConnectionTrait,
+    cache: &Cache,
+    id: Uuid,
+) -> Result<Option<Arc<private_network::Model>>, DbErr> {
+    if let Some(known) = cache.by_id(id) {
+        return Ok(Some(known));
+    }
+    Ok(private_network::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(|network| cache.keep(network)))
+}
+
+/// `scope`'s network in `region`, from `cache` or made on first use. Its
+/// `next_host` may be stale: `take_address` reads on from there.
 async fn network_of(
     db: &impl ConnectionTrait,
     cache: &Cache,
     plan: Plan,
-    org_id: Uuid,
+    scope: Scope,
     region_id: Uuid,
 ) -> Result<Option<Arc<private_network::Model>>, DbErr> {
-    if let Some(known) = cache.get((org_id, region_id)) {
+    if let Some(known) = cache.by_scope(scope.id(), region_id) {
         return Ok(Some(known));
     }
-    made_or_read(db, plan, org_id, region_id)
+    made_or_read(db, plan, scope, region_id)
         .await
         .map(|found| found.map(|network| cache.keep(network)))
 }
@@ -95,12 +138,12 @@ async fn network_of(
 async fn made_or_read(
     db: &impl ConnectionTrait,
     plan: Plan,
-    org_id: Uuid,
+    scope: Scope,
     region_id: Uuid,
 ) -> Result<Option<private_network::Model>, DbErr> {
     for _ in 0..TRIES {
         if let Some(found) = private_network::Entity::find()
-            .filter(private_network::Column::OrgId.eq(org_id))
+            .filter(private_network::Column::ScopeId.eq(scope.id()))
             .filter(private_network::Column::RegionId.eq(region_id))
             .one(db)
             .await?
@@ -125,7 +168,9 @@ async fn made_or_read(
         };
         let row = private_network::ActiveModel {
             id: Set(Uuid::now_v7()),
-            org_id: Set(org_id),
+            org_id: Set(scope.org_id),
+            scope_id: Set(scope.id()),
+            project_id: Set(scope.project_id),
             region_id: Set(region_id),
             vni: Set(FIRST_VNI + index),
             cidr: Set(slice.to_string()),
@@ -202,17 +247,36 @@ pub async fn place(
     nodes: &HashMap<Uuid, node::Model>,
 ) -> Result<HashMap<Uuid, Placement>, DbErr> {
     let mut placed = HashMap::new();
-    let mut networks: HashMap<(Uuid, Uuid), Option<Arc<private_network::Model>>> = HashMap::new();
+    let unaddressed: Vec<&allocation::Model> = allocations
+        .iter()
+        .filter(|a| a.private_address.is_none())
+        .collect();
+    let scopes = scopes_of(db, &unaddressed).await?;
     let mut in_use: HashMap<Uuid, HashSet<Ipv4Addr>> = HashMap::new();
     for a in allocations {
         let Some(node) = nodes.get(&a.node_id).filter(|n| n.fabric_address.is_some()) else {
             continue;
         };
-        let key = (a.org_id, node.region_id);
-        if let std::collections::hash_map::Entry::Vacant(slot) = networks.entry(key) {
-            slot.insert(network_of(db, cache, plan, a.org_id, node.region_id).await?);
-        }
-        let Some(network) = networks.get(&key).and_then(Option::as_ref) else {
+        let network = match (a.private_network_id, &a.private_address) {
+            (Some(id), _) => network_by_id(db, cache, id).await?,
+            // An address given before project networks is on the
+            // organization's.
+            (None, Some(_)) => {
+                let scope = Scope {
+                    org_id: a.org_id,
+                    project_id: None,
+                };
+                network_of(db, cache, plan, scope, node.region_id).await?
+            }
+            (None, None) => {
+                let scope = scopes.get(&a.order_id).copied().unwrap_or(Scope {
+                    org_id: a.org_id,
+                    project_id: None,
+                });
+                network_of(db, cache, plan, scope, node.region_id).await?
+            }
+        };
+        let Some(network) = network else {
             continue;
         };
         let Ok(net) = network.cidr.parse::<Ipv4Net>() else {
@@ -225,13 +289,17 @@ pub async fn place(
                     slot.insert(addresses_in_use(db, a.org_id, net).await?);
                 }
                 let taken = in_use.entry(network.id).or_default();
-                let picked = take_address(db, network, taken).await?;
+                let picked = take_address(db, &network, taken).await?;
                 if let Some(address) = picked {
                     taken.insert(address);
                     allocation::Entity::update_many()
                         .col_expr(
                             allocation::Column::PrivateAddress,
                             Expr::value(Some(address.to_string())),
+                        )
+                        .col_expr(
+                            allocation::Column::PrivateNetworkId,
+                            Expr::value(Some(network.id)),
                         )
                         .filter(allocation::Column::Id.eq(a.id))
                         .filter(allocation::Column::PrivateAddress.is_null())
@@ -252,6 +320,52 @@ pub async fn place(
         }
     }
     Ok(placed)
+}
+
+/// Whose network each order of `allocations` goes on, by its project's
+/// choice; orders of no project (or of one since deleted) go on their
+/// organization's.
+async fn scopes_of(
+    db: &impl ConnectionTrait,
+    allocations: &[&allocation::Model],
+) -> Result<HashMap<Uuid, Scope>, DbErr> {
+    if allocations.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let projects_of: Vec<(Uuid, Uuid, Option<Uuid>)> = order::Entity::find()
+        .select_only()
+        .column(order::Column::Id)
+        .column(order::Column::OrgId)
+        .column(order::Column::ProjectId)
+        .filter(order::Column::Id.is_in(allocations.iter().map(|a| a.order_id)))
+        .into_tuple()
+        .all(db)
+        .await?;
+    let projects: HashMap<Uuid, project::Model> = project::Entity::find()
+        .filter(project::Column::Id.is_in(projects_of.iter().filter_map(|(_, _, p)| *p)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p))
+        .collect();
+    Ok(projects_of
+        .into_iter()
+        .map(|(order_id, org_id, project_id)| {
+            let project = project_id.and_then(|id| projects.get(&id));
+            let own = match project.map(|p| (p.network, p.network_project_id)) {
+                Some((ProjectNetwork::Own, _)) => project.map(|p| p.id),
+                Some((ProjectNetwork::Joined, joins)) => joins,
+                _ => None,
+            };
+            (
+                order_id,
+                Scope {
+                    org_id,
+                    project_id: own,
+                },
+            )
+        })
+        .collect())
 }
 
 /// The addresses live workloads of `org_id` hold on `net`.
@@ -300,25 +414,31 @@ pub async fn neighbours(
     if orgs.is_empty() || node.fabric_address.is_none() {
         return Ok(found);
     }
-    let networks: HashMap<Uuid, (u32, Ipv4Net)> = private_network::Entity::find()
+    let networks: Vec<private_network::Model> = private_network::Entity::find()
         .filter(private_network::Column::OrgId.is_in(orgs.iter().copied()))
         .filter(private_network::Column::RegionId.eq(node.region_id))
         .all(db)
-        .await?
-        .into_iter()
-        .filter_map(|n| {
-            let vni = u32::try_from(n.vni).ok()?;
-            Some((n.org_id, (vni, n.cidr.parse().ok()?)))
-        })
-        .collect();
-    let live = allocation::Entity::find()
+        .await?;
+    let live: Vec<(u32, allocation::Model)> = allocation::Entity::find()
         .filter(allocation::Column::OrgId.is_in(orgs.iter().copied()))
         .filter(allocation::Column::State.ne(AllocationState::Released))
         .filter(allocation::Column::PrivateAddress.is_not_null())
         .all(db)
-        .await?;
+        .await?
+        .into_iter()
+        .filter_map(|a| {
+            let network = networks.iter().find(|n| is_on(&a, n))?;
+            Some((u32::try_from(network.vni).ok()?, a))
+        })
+        .collect();
     let fabric: HashMap<Uuid, String> = node::Entity::find()
-        .filter(node::Column::Id.is_in(live.iter().map(|a| a.node_id).filter(|id| *id != node.id)))
+        .filter(
+            node::Column::Id.is_in(
+                live.iter()
+                    .map(|(_, a)| a.node_id)
+                    .filter(|id| *id != node.id),
+            ),
+        )
         .filter(node::Column::RegionId.eq(node.region_id))
         .all(db)
         .await?
@@ -326,8 +446,8 @@ pub async fn neighbours(
         .filter_map(|n| Some((n.id, n.fabric_address?)))
         .collect();
     let mut peers: HashMap<u32, BTreeSet<String>> = HashMap::new();
-    for a in &live {
-        if let (Some((vni, _)), Some(address)) = (networks.get(&a.org_id), fabric.get(&a.node_id)) {
+    for (vni, a) in &live {
+        if let Some(address) = fabric.get(&a.node_id) {
             peers.entry(*vni).or_default().insert(address.clone());
         }
     }
@@ -341,7 +461,7 @@ pub async fn neighbours(
             .column(order::Column::Id)
             .column(order::Column::Name)
             .column(order::Column::CreatedAt)
-            .filter(order::Column::Id.is_in(live.iter().map(|a| a.order_id)))
+            .filter(order::Column::Id.is_in(live.iter().map(|(_, a)| a.order_id)))
             .into_tuple::<(Uuid, Option<String>, chrono::DateTime<chrono::Utc>)>()
             .all(db)
             .await?
@@ -349,23 +469,15 @@ pub async fn neighbours(
             .map(|(id, name, created)| (id, (name, created)))
             .collect();
     let mut workloads: HashMap<u32, HashMap<Uuid, Workload>> = HashMap::new();
-    for a in live {
-        let Some((vni, net)) = networks.get(&a.org_id) else {
-            continue;
-        };
-        let Some(address) = a
-            .private_address
-            .as_deref()
-            .and_then(|s| s.parse::<Ipv4Addr>().ok())
-            .filter(|address| net.contains(address))
-        else {
+    for (vni, a) in live {
+        let Some(address) = a.private_address.as_deref().and_then(|s| s.parse().ok()) else {
             continue;
         };
         let Some((name, created)) = orders.get(&a.order_id) else {
             continue;
         };
         workloads
-            .entry(*vni)
+            .entry(vni)
             .or_default()
             .entry(a.order_id)
             .or_insert_with(|| Workload {
@@ -382,6 +494,23 @@ pub async fn neighbours(
         .map(|(vni, orders)| (vni, name_table(orders.into_values().collect())))
         .collect();
     Ok(found)
+}
+
+/// Whether allocation `a`'s address is on network `n`. An address given
+/// before projects had networks names none: it is on its organization's.
+pub fn is_on(a: &allocation::Model, n: &private_network::Model) -> bool {
+    match a.private_network_id {
+        Some(id) => id == n.id,
+        None => {
+            n.project_id.is_none()
+                && a.org_id == n.org_id
+                && a.private_address
+                    .as_deref()
+                    .and_then(|s| s.parse::<Ipv4Addr>().ok())
+                    .zip(n.cidr.parse::<Ipv4Net>().ok())
+                    .is_some_and(|(address, net)| net.contains(&address))
+        }
+    }
 }
 
 /// An order's workloads on one network.

@@ -282,6 +282,7 @@ async fn start(
                     gpu_milli: Set(shape.milli()),
                     mig_device: Set(mig_device),
                     private_address: Set(None),
+                    private_network_id: Set(None),
                 });
             }
         }

@@ -1,4 +1,5 @@
-//! Projects: how an organization splits its work and, later, its quota.
+//! Projects: how an organization splits its work and, later, its quota,
+//! and which private network each project's work is on.
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
@@ -14,6 +15,7 @@ use uuid::Uuid;
 use super::access::{OrgAccess, OrgScope, need};
 use crate::app::AppState;
 use crate::audit::{self, Change};
+use crate::classes::ProjectNetwork;
 use crate::entities::project;
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
@@ -29,6 +31,11 @@ pub struct Project {
     pub org_id: Uuid,
     pub name: String,
     pub description: String,
+    /// Which private network its work is on; a change applies to work
+    /// placed after it.
+    pub network: ProjectNetwork,
+    /// The project whose network it joins, for `joined`.
+    pub network_project_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -40,6 +47,8 @@ impl From<project::Model> for Project {
             org_id: row.org_id,
             name: row.name,
             description: row.description,
+            network: row.network,
+            network_project_id: row.network_project_id,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -62,6 +71,13 @@ pub struct CreateProject {
         pattern = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]*$"
     )]
     pub description: String,
+    /// Which private network its work is on (default `organization`).
+    #[serde(default)]
+    pub network: Option<ProjectNetwork>,
+    /// For `joined`: the project of the same organization, with a network
+    /// of its own, whose network it joins.
+    #[serde(default)]
+    pub network_project_id: Option<Uuid>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -78,6 +94,94 @@ pub struct UpdateProject {
         pattern = "^[^\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]*$"
     )]
     pub description: Option<String>,
+    /// Which private network its work is on; `network_project_id` goes
+    /// with `joined` and is dropped with the others.
+    pub network: Option<ProjectNetwork>,
+    pub network_project_id: Option<Uuid>,
+}
+
+/// A project's choice of network, checked: `joined` names another project
+/// of the organization that has a network of its own; the others name
+/// none. `this` is the project choosing (none while it is being made).
+async fn network_choice(
+    db: &impl ConnectionTrait,
+    scope: &OrgScope,
+    this: Option<Uuid>,
+    network: ProjectNetwork,
+    joins: Option<Uuid>,
+) -> ApiResult<Option<Uuid>> {
+    let mut fields = Fields::default();
+    match (network, joins) {
+        (ProjectNetwork::Joined, None) => fields.push(
+            "network_project_id",
+            "name the project whose network this one joins",
+        ),
+        (ProjectNetwork::Joined, Some(target)) if Some(target) == this => {
+            fields.push(
+                "network_project_id",
+                "a project cannot join its own network",
+            );
+        }
+        (ProjectNetwork::Organization | ProjectNetwork::Own, Some(_)) => fields.push(
+            "network_project_id",
+            "only a project whose network is `joined` names another project's",
+        ),
+        _ => {}
+    }
+    fields.finish()?;
+    let Some(target) = joins else {
+        return Ok(None);
+    };
+    let found = scope
+        .select::<project::Entity>()
+        .filter(project::Column::Id.eq(target))
+        .one(db)
+        .await?;
+    match found {
+        None => Err(ApiError::unprocessable(
+            "unknown_project",
+            format!(
+                "no project {target} in this organization: a network is opened only to projects of its own organization"
+            ),
+        )),
+        Some(p) if p.network != ProjectNetwork::Own => Err(ApiError::conflict(
+            "network_not_own",
+            format!(
+                "project {} has no network of its own to join: set its network to `own` first",
+                p.name
+            ),
+        )),
+        Some(_) => Ok(Some(target)),
+    }
+}
+
+/// Refuses to take away the network of `current` while other projects
+/// join it (a change of its network, or its deletion).
+async fn ensure_not_joined(
+    db: &impl ConnectionTrait,
+    scope: &OrgScope,
+    current: &project::Model,
+) -> ApiResult<()> {
+    let joined: Vec<String> = scope
+        .select::<project::Entity>()
+        .filter(project::Column::NetworkProjectId.eq(current.id))
+        .filter(project::Column::Network.eq(ProjectNetwork::Joined))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    if joined.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        "network_joined",
+        format!(
+            "projects {} join the network of project {}: move them to another network first",
+            joined.join(", "),
+            current.name
+        ),
+    ))
 }
 
 /// Refuses a project id that is not one of the organization's, as a body
@@ -200,12 +304,16 @@ async fn create_project(
     let scope = &access.scope;
     let txn = crate::db::write(&state.db).await?;
     ensure_name_free(&txn, scope, &name, None).await?;
+    let network = request.network.unwrap_or(ProjectNetwork::Organization);
+    let joins = network_choice(&txn, scope, None, network, request.network_project_id).await?;
     let now = Utc::now();
     let row = project::ActiveModel {
         id: Set(Uuid::now_v7()),
         org_id: Set(scope.org_id),
         name: Set(name),
         description: Set(description),
+        network: Set(network),
+        network_project_id: Set(joins),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -218,7 +326,11 @@ async fn create_project(
             action: "project.create",
             target_type: "project",
             target_id: Some(row.id.to_string()),
-            details: serde_json::json!({ "name": row.name }),
+            details: serde_json::json!({
+                "name": row.name,
+                "network": row.network,
+                "network_project_id": row.network_project_id,
+            }),
             actor: &access.actor,
         },
     )
@@ -280,7 +392,27 @@ async fn update_project(
     if let Some(name) = &name {
         ensure_name_free(&txn, scope, name, Some(current.id)).await?;
     }
+    let network = match (request.network, request.network_project_id) {
+        (Some(network), joins) => {
+            let joins = network_choice(&txn, scope, Some(current.id), network, joins).await?;
+            if current.network == ProjectNetwork::Own && network != ProjectNetwork::Own {
+                ensure_not_joined(&txn, scope, &current).await?;
+            }
+            Some((network, joins))
+        }
+        (None, Some(_)) => {
+            let mut fields = Fields::default();
+            fields.push("network_project_id", "give it with `network: joined`");
+            fields.finish()?;
+            None
+        }
+        (None, None) => None,
+    };
     let mut row: project::ActiveModel = current.clone().into();
+    if let Some((network, joins)) = network {
+        row.network = Set(network);
+        row.network_project_id = Set(joins);
+    }
     if let Some(name) = name {
         row.name = Set(name);
     }
@@ -299,6 +431,8 @@ async fn update_project(
             details: serde_json::json!({
                 "name": { "from": current.name, "to": updated.name },
                 "description_changed": current.description != updated.description,
+                "network": { "from": current.network, "to": updated.network },
+                "network_project_id": { "from": current.network_project_id, "to": updated.network_project_id },
             }),
             actor: &access.actor,
         },
@@ -328,6 +462,7 @@ async fn delete_project(
     let scope = &access.scope;
     let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, scope, &params).await?;
+    ensure_not_joined(&txn, scope, &current).await?;
     project::Entity::delete_by_id(current.id).exec(&txn).await?;
     audit::record(
         &txn,

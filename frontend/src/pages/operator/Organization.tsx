@@ -220,7 +220,14 @@ function Networks({ orgId }: { orgId: string }) {
               {data.items.map((network) => (
                 <Stack key={network.id} gap={4}>
                   <Text size="sm" fw={500}>
-                    {t("organization.network", { region: network.region, cidr: network.cidr, vni: network.vni })}
+                    {network.project_id
+                      ? t("organization.projectNetwork", {
+                          region: network.region,
+                          project: network.project ?? network.project_id,
+                          cidr: network.cidr,
+                          vni: network.vni,
+                        })
+                      : t("organization.network", { region: network.region, cidr: network.cidr, vni: network.vni })}
                   </Text>
                   {network.addresses.length === 0 ? (
                     <Text size="xs" c="dimmed">
