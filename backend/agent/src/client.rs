@@ -56,6 +56,10 @@ pub struct Assignment {
     /// The MIG instances it holds, by UUID.
     #[serde(default)]
     pub mig_devices: Vec<String>,
+    /// Its share of each of its GPUs, in thousandths (below 1000: a GPU
+    /// shared with other workloads).
+    #[serde(default = "thousand")]
+    pub gpu_milli: u32,
     pub env: HashMap<String, String>,
     /// A job's command line, run instead of the agent's workload command.
     #[serde(default)]
@@ -105,6 +109,10 @@ pub struct NetworkHost {
 
 fn one() -> u32 {
     1
+}
+
+fn thousand() -> u32 {
+    1000
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]

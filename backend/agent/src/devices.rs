@@ -89,6 +89,11 @@ impl GpuDevices {
         })
     }
 
+    /// How many GPUs the node has.
+    pub fn count(&self) -> usize {
+        self.minors.len()
+    }
+
     /// Whether these are stand-ins for simulated GPUs.
     pub fn is_simulated(&self) -> bool {
         self.dir != Path::new("/dev")
@@ -149,7 +154,7 @@ fn cap(minor: u32) -> String {
 
 /// A character device with `/dev/null`'s number (anyone may open it), or
 /// an empty file where this process may not make devices.
-fn stand_in(path: &Path) -> std::io::Result<()> {
+pub(crate) fn stand_in(path: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
     if path.exists() {

@@ -18,6 +18,7 @@ pub mod mounts;
 pub mod names;
 pub mod network;
 pub mod output;
+pub mod rdma;
 pub mod root;
 pub mod runtime;
 pub mod ssh;

@@ -152,6 +152,10 @@ struct Cli {
     /// machine's.
     #[arg(long, requires = "simulate_gpus")]
     simulate_memory_mib: Option<i64>,
+    /// With simulated GPUs: pretend to have this many RDMA devices
+    /// (InfiniBand or RoCE), as stand-in device nodes.
+    #[arg(long, requires = "simulate_gpus", default_value_t = 0)]
+    simulate_rdma: usize,
     /// Report every GPU as this catalog model instead of NVML's name.
     #[arg(long)]
     gpu_model: Option<String>,
@@ -273,7 +277,19 @@ fn open_runtime(
         Source::Nvml(_) => gantry_agent::driver::discover(),
     };
     tracing::info!(files = driver.len(), "NVIDIA driver files for workloads");
+    let rdma = match source {
+        Source::Simulated(_) => gantry_agent::rdma::Rdma::simulated(&state_dir, cli.simulate_rdma)
+            .context("making stand-in RDMA devices")?,
+        Source::Nvml(_) => gantry_agent::rdma::Rdma::discover(
+            std::path::Path::new(gantry_agent::rdma::SYS_VERBS),
+            std::path::Path::new(gantry_agent::rdma::DEV),
+        ),
+    };
+    if !rdma.is_empty() {
+        tracing::info!(devices = %rdma.hca_list(), "RDMA devices for workloads that hold the whole node");
+    }
     let node = Node {
+        rdma,
         driver,
         state_dir: state_dir.clone(),
         roots,

@@ -685,6 +685,7 @@ impl Supervisor {
             private_network: assignment.node_count <= 1 || private.is_some(),
             hostname: &hostname,
             hosts: hosts.as_deref(),
+            whole_gpus: assignment.gpu_milli >= 1000 && assignment.mig_devices.is_empty(),
         };
         let prepared = match self.runtime.prepare(&launch) {
             Ok(prepared) => prepared,
@@ -969,6 +970,7 @@ mod tests {
             action,
             gpu_ids: gpus.to_vec(),
             mig_devices: Vec::new(),
+            gpu_milli: 1000,
             env: HashMap::from([("CUDA_VISIBLE_DEVICES".into(), visible)]),
             command: None,
             working_dir: None,

@@ -5,7 +5,10 @@
 //! for another's address, DHCP and router advertisement answers, and a
 //! VXLAN packet forged by a machine that is not a peer. Each attack is
 //! paired with the same packet sent honestly, which arrives, so a drop is
-//! the firewall's doing and not a broken test.
+//! the firewall's doing and not a broken test. The walls also stand after
+//! the agent restarts and takes its workloads' ports back, and the
+//! workloads' NAT reaches the internet (or, with egress off, nothing) but
+//! never the data centre's network.
 //!
 //! Everything happens in network namespaces of the test's own: the node,
 //! its workloads (each a process holding a namespace) and an outsider on
@@ -225,6 +228,7 @@ fn attacks() {
     fabric.sync(&peers(&["198.18.0.12"]));
     let attacker = Namespace::new();
     let victim = Namespace::new();
+    let mut attached = Vec::new();
     for (at, address) in [(&attacker, ATTACKER), (&victim, VICTIM)] {
         let network = AssignedNetwork {
             vni: VNI,
@@ -232,9 +236,9 @@ fn attacks() {
             peers: vec!["198.18.0.12".parse().expect("peer")],
             hosts: Vec::new(),
         };
-        fabric
-            .attach(Uuid::now_v7(), at.pid(), &network)
-            .expect("attach");
+        let id = Uuid::now_v7();
+        fabric.attach(id, at.pid(), &network).expect("attach");
+        attached.push((id, network));
     }
 
     // IP: the honest datagram arrives, one with another's source does not.
@@ -372,6 +376,46 @@ fn attacks() {
         held.recv(&mut buffer).is_err(),
         "a workload reached the node: {:?}",
         String::from_utf8_lossy(&buffer)
+    );
+
+    // The agent restarts: its firewall is written anew, and the ports it
+    // finds pass nothing until it takes them back from its ledger; then
+    // honest traffic passes again and spoofed traffic still does not.
+    drop(fabric);
+    let mut fabric = Fabric::new(FabricConfig {
+        address: format!("{NODE}/24").parse().expect("address"),
+        mtu: 1450,
+        helper_gid: HELPER_GID,
+        egress: true,
+    })
+    .expect("the fabric after a restart");
+    fabric.sync(&peers(&["198.18.0.12"]));
+    let send = |text: &str, source: &str| {
+        attacker.run(
+            "python3",
+            &["-c", &raw_udp(source, VICTIM, 4000, 5000, text)],
+        );
+    };
+    let listener = listen(&victim, 5000, 3);
+    std::thread::sleep(Duration::from_millis(300));
+    send("before-readopt", ATTACKER);
+    let got = heard(listener);
+    assert!(
+        !got.contains("before-readopt"),
+        "a port passed before it was taken back: {got}"
+    );
+    for (id, network) in &attached {
+        fabric.readopt(*id, network);
+    }
+    let listener = listen(&victim, 5000, 3);
+    std::thread::sleep(Duration::from_millis(300));
+    send("after-readopt", ATTACKER);
+    send("spoofed-after-readopt", UNUSED);
+    let got = heard(listener);
+    assert!(got.contains(&format!("{ATTACKER} after-readopt")), "{got}");
+    assert!(
+        !got.contains("spoofed-after-readopt"),
+        "a spoofed source passed after a restart: {got}"
     );
 
     // The workloads' NAT reaches the internet but not the data centre's

@@ -96,6 +96,9 @@ pub struct Launch<'a> {
     /// since a gang's nodes reach each other on ports of their choosing.
     pub private_network: bool,
     pub hostname: &'a str,
+    /// Whether its GPUs are its alone (whole GPUs, no MIG instance, no
+    /// share): with all of the node's, it gets the node's RDMA devices.
+    pub whole_gpus: bool,
     /// Its `/etc/hosts` where it is on its organization's private network.
     pub hosts: Option<&'a str>,
 }

@@ -178,6 +178,8 @@ pub struct RunSettings<'a> {
     pub cgroup_parent: &'a str,
     pub lxcfs: Option<&'a Path>,
     pub ulimits: [String; 2],
+    /// The node's RDMA devices, where the workload gets them.
+    pub rdma: &'a [DeviceNode],
 }
 
 /// `podman run` for one workload (after podman's own options, before the
@@ -254,6 +256,19 @@ pub fn run_args(launch: &Launch<'_>, settings: &RunSettings<'_>) -> Vec<OsString
     for mig in launch.mig_devices {
         args.extend(["--device".into(), format!("{CDI_KIND}={tag}.{mig}")]);
     }
+    // As with GPUs (see `cdi_spec`), runc binds a device node from the same
+    // path on the node: a stand-in that lives elsewhere is bound instead.
+    for device in settings.rdma {
+        let flag = if device.host == device.inside {
+            "--device"
+        } else {
+            "--volume"
+        };
+        args.extend([
+            flag.into(),
+            format!("{}:{}", device.host.display(), device.inside.display()),
+        ]);
+    }
     args.extend(["--rootfs".into(), root.tree.display().to_string()]);
     args.into_iter().map(OsString::from).collect()
 }
@@ -281,6 +296,7 @@ impl Runtime for Oci {
         // Variables go through a root-only file: on the command line every
         // local user could read them.
         let env_file = self.env_file(launch.id);
+        let rdma = self.node.rdma_for(launch);
         let text: String = made.env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(&env_file, text)
             .and_then(|()| {
@@ -303,13 +319,15 @@ impl Runtime for Oci {
                     open_files(),
                     format!("nproc={0}:{0}", self.node.limits(launch).pids.min(32_768)),
                 ],
+                rdma: &rdma,
             },
         ));
         argv.extend(super::program_line(&image.entrypoint, launch.command));
-        let devices = self
+        let mut devices = self
             .node
             .devices
             .for_launch(launch.gpus, launch.mig_devices);
+        devices.extend(rdma);
         let ssh = match &self.bwrap {
             Some(bwrap) => self
                 .node
@@ -471,6 +489,7 @@ mod tests {
             private_network: true,
             hostname: "train-0",
             hosts: Some("198.19.0.4\ttrain-0\n"),
+            whole_gpus: true,
         };
         let dir = std::env::temp_dir().join(format!("gantry-roots-{}", Uuid::now_v7()));
         let roots = crate::root::Roots::new(&dir, 0).expect("mkfs.ext4 and mount");
@@ -490,6 +509,10 @@ mod tests {
                 cgroup_parent: "/gantry/x",
                 lxcfs: None,
                 ulimits: ["nofile=1024:1024".into(), "nproc=4096:4096".into()],
+                rdma: &[DeviceNode {
+                    host: "/dev/infiniband/uverbs0".into(),
+                    inside: "/dev/infiniband/uverbs0".into(),
+                }],
             },
         )
         .into_iter()
@@ -543,6 +566,8 @@ mod tests {
                 "gantry.dev/gpu=abcd0123.1",
                 "--device",
                 "gantry.dev/gpu=abcd0123.3",
+                "--device",
+                "/dev/infiniband/uverbs0:/dev/infiniband/uverbs0",
                 "--rootfs",
             ]
             .map(String::from),

@@ -70,6 +70,8 @@ pub struct Node {
     pub lxcfs: Option<PathBuf>,
     /// The NVIDIA driver's files workloads with GPUs are shown.
     pub driver: Vec<crate::driver::DriverFile>,
+    /// The node's RDMA devices, for workloads that hold the whole node.
+    pub rdma: crate::rdma::Rdma,
 }
 
 impl Node {
@@ -150,6 +152,19 @@ impl Node {
         self.cgroups.existing(&self.group_name(id))
     }
 
+    /// The node's RDMA devices where the workload holds every GPU of the
+    /// node, whole (see `rdma`); none otherwise.
+    pub fn rdma_for(&self, launch: &Launch<'_>) -> Vec<DeviceNode> {
+        let whole_node = launch.whole_gpus
+            && !launch.gpus.is_empty()
+            && launch.gpus.len() == self.devices.count();
+        if whole_node {
+            self.rdma.nodes()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The limits a workload gets: its own, with this node's ceiling on
     /// processes.
     pub fn limits(&self, launch: &Launch<'_>) -> crate::cgroup::Limits {
@@ -184,6 +199,9 @@ impl Node {
         let mut env = super::workload_env("/root", &image.env, launch.env);
         if !launch.gpus.is_empty() && !self.driver.is_empty() {
             add_driver_dirs(&mut env);
+        }
+        if !self.rdma_for(launch).is_empty() {
+            env.push(("NCCL_IB_HCA".to_owned(), self.rdma.hca_list()));
         }
         let cwd = launch
             .working_dir
@@ -374,10 +392,11 @@ impl Runtime for Sandbox {
         let made = self
             .node
             .prepare_root(launch, self.tools.ssh_keygen.as_deref())?;
-        let devices = self
+        let mut devices = self
             .node
             .devices
             .for_launch(launch.gpus, launch.mig_devices);
+        devices.extend(self.node.rdma_for(launch));
         let numbers: Vec<(u32, u32)> = devices.iter().filter_map(DeviceNode::number).collect();
         let group = self
             .node
