@@ -259,20 +259,17 @@ pub async fn place(
         };
         let network = match (a.private_network_id, &a.private_address) {
             (Some(id), _) => network_by_id(db, cache, id).await?,
-            // An address given before project networks is on the
-            // organization's.
-            (None, Some(_)) => {
-                let scope = Scope {
+            (None, address) => {
+                let organization = Scope {
                     org_id: a.org_id,
                     project_id: None,
                 };
-                network_of(db, cache, plan, scope, node.region_id).await?
-            }
-            (None, None) => {
-                let scope = scopes.get(&a.order_id).copied().unwrap_or(Scope {
-                    org_id: a.org_id,
-                    project_id: None,
-                });
+                // An address given before project networks is on the
+                // organization's.
+                let scope = match address {
+                    Some(_) => organization,
+                    None => scopes.get(&a.order_id).copied().unwrap_or(organization),
+                };
                 network_of(db, cache, plan, scope, node.region_id).await?
             }
         };
