@@ -2,7 +2,8 @@
 //! network, on one of its own, or on another project's that it joins, and
 //! only a project of the same organization may join one. Checked through
 //! what a node with a fabric is handed: each workload's network, address
-//! and name table.
+//! and name table; and a network is never given up while another project
+//! joins it at the same moment.
 
 use std::collections::HashMap;
 
@@ -14,6 +15,7 @@ use crate::support::{Engine, Tenant, TestServer};
 
 crate::on_both_engines!(
     projects_get_networks_of_their_own_and_open_them_only_to_their_own_projects,
+    a_network_is_never_given_up_while_a_project_joins_it_at_the_same_time,
 );
 
 async fn projects_get_networks_of_their_own_and_open_them_only_to_their_own_projects(
@@ -282,4 +284,84 @@ async fn projects_get_networks_of_their_own_and_open_them_only_to_their_own_proj
         .expect("alpha's workload");
     assert_eq!(kept["network"]["vni"], assigned["in-alpha"]["vni"]);
     assert_eq!(kept["network"]["address"], assigned["in-alpha"]["address"]);
+}
+
+async fn a_network_is_never_given_up_while_a_project_joins_it_at_the_same_time(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let a = server.signup("a").await;
+    let projects = format!("/api/v1/orgs/{}/projects", a.org_id);
+    let mut pairs = Vec::new();
+    for i in 0..8 {
+        let owner = server
+            .post(
+                &projects,
+                &a.token,
+                json!({ "name": format!("owner-{i}"), "network": "own" }),
+            )
+            .await;
+        owner.expect(StatusCode::CREATED);
+        let joiner = server
+            .post(
+                &projects,
+                &a.token,
+                json!({ "name": format!("joiner-{i}") }),
+            )
+            .await;
+        joiner.expect(StatusCode::CREATED);
+        pairs.push((owner.id("/id"), joiner.id("/id")));
+    }
+    // Each owner gives its network up while its joiner joins it, at once:
+    // exactly one of the two may go ahead.
+    let sent: Vec<_> = pairs
+        .iter()
+        .flat_map(|(owner, joiner)| {
+            [
+                (*owner, json!({ "network": "organization" })),
+                (
+                    *joiner,
+                    json!({ "network": "joined", "network_project_id": owner }),
+                ),
+            ]
+        })
+        .map(|(project, body)| {
+            crate::support::sent_at_once(
+                server
+                    .http
+                    .patch(server.url(&format!("{projects}/{project}")))
+                    .bearer_auth(&a.token)
+                    .json(&body),
+            )
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in sent {
+        answers.push(task.await.expect("task"));
+    }
+    for (i, pair) in answers.chunks(2).enumerate() {
+        let went_ahead = pair.iter().filter(|(s, _)| *s == StatusCode::OK).count();
+        assert_eq!(went_ahead, 1, "pair {i}: {pair:?}");
+        for (status, body) in pair {
+            if *status != StatusCode::OK {
+                assert_eq!(*status, StatusCode::CONFLICT, "{body}");
+                assert!(
+                    ["network_joined", "network_not_own"]
+                        .contains(&body["code"].as_str().unwrap_or_default()),
+                    "{body}"
+                );
+            }
+        }
+    }
+    let listed = server.get(&format!("{projects}?limit=100"), &a.token).await;
+    let by_id: HashMap<String, &Value> = listed
+        .items()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap_or_default().to_owned(), p))
+        .collect();
+    for (owner, joiner) in &pairs {
+        let (owner, joiner) = (by_id[&owner.to_string()], by_id[&joiner.to_string()]);
+        assert!(
+            joiner["network"] != "joined" || owner["network"] == "own",
+            "a project joins a network its owner gave up: {owner} {joiner}"
+        );
+    }
 }

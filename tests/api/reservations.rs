@@ -933,17 +933,13 @@ async fn reservations_made_at_once_never_share_a_gpu(engine: Engine) {
     let sent: Vec<_> = (0..8)
         .map(|i| {
             let tenant = if i % 2 == 0 { &reserver } else { &outsider };
-            let request = server
-                .http
-                .post(server.url(&reservations(tenant)))
-                .bearer_auth(&tenant.token)
-                .json(&window(1, start, end))
-                .send();
-            tokio::spawn(async move {
-                let reply = request.await.expect("response");
-                let status = reply.status();
-                (status, reply.json::<Value>().await.expect("a JSON body"))
-            })
+            crate::support::sent_at_once(
+                server
+                    .http
+                    .post(server.url(&reservations(tenant)))
+                    .bearer_auth(&tenant.token)
+                    .json(&window(1, start, end)),
+            )
         })
         .collect();
     let mut created = 0;

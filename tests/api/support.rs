@@ -744,6 +744,19 @@ macro_rules! on_both_engines {
     };
 }
 
+/// Sends `request` on a task of its own, so that requests made together
+/// reach the server at once; the task answers the status and JSON body.
+pub fn sent_at_once(
+    request: reqwest::RequestBuilder,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let request = request.send();
+    tokio::spawn(async move {
+        let reply = request.await.expect("response");
+        let status = reply.status();
+        (status, reply.json::<Value>().await.expect("a JSON body"))
+    })
+}
+
 /// An instant as a query parameter.
 pub fn query_time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

@@ -5,7 +5,10 @@ use axum::Json;
 use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -135,6 +138,7 @@ async fn network_choice(
     let found = scope
         .select::<project::Entity>()
         .filter(project::Column::Id.eq(target))
+        .lock_exclusive()
         .one(db)
         .await?;
     match found {
@@ -214,6 +218,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_project, update_project, delete_project))
 }
 
+/// The organization's project the path names.
 async fn find(
     db: &impl ConnectionTrait,
     scope: &OrgScope,
@@ -226,6 +231,23 @@ async fn find(
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found(Resource::Project, id))
+}
+
+/// Locks the organization's projects `ids` for the rest of the
+/// transaction. Whether a project may give up its network depends on
+/// whether others join it, and a project joining it locks it first (see
+/// `network_choice`), so the two cannot both go ahead; the locks are
+/// taken in one order, so two changes that each lock two projects never
+/// wait on each other in a circle.
+async fn lock(db: &impl ConnectionTrait, scope: &OrgScope, ids: &[Uuid]) -> ApiResult<()> {
+    scope
+        .select::<project::Entity>()
+        .filter(project::Column::Id.is_in(ids.iter().copied()))
+        .order_by_asc(project::Column::Id)
+        .lock_exclusive()
+        .all(db)
+        .await?;
+    Ok(())
 }
 
 async fn ensure_name_free(
@@ -388,6 +410,12 @@ async fn update_project(
     fields.finish()?;
     let scope = &access.scope;
     let txn = crate::db::write(&state.db).await?;
+    let id = path_uuid(&params, "project_id", Resource::Project)?;
+    let locked: Vec<Uuid> = [Some(id), request.network_project_id]
+        .into_iter()
+        .flatten()
+        .collect();
+    lock(&txn, scope, &locked).await?;
     let current = find(&txn, scope, &params).await?;
     if let Some(name) = &name {
         ensure_name_free(&txn, scope, name, Some(current.id)).await?;
@@ -461,6 +489,12 @@ async fn delete_project(
 ) -> ApiResult<StatusCode> {
     let scope = &access.scope;
     let txn = crate::db::write(&state.db).await?;
+    lock(
+        &txn,
+        scope,
+        &[path_uuid(&params, "project_id", Resource::Project)?],
+    )
+    .await?;
     let current = find(&txn, scope, &params).await?;
     ensure_not_joined(&txn, scope, &current).await?;
     project::Entity::delete_by_id(current.id).exec(&txn).await?;
