@@ -12,22 +12,18 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(PrivateNetworks::Table)
-                    .add_column(uuid_null(PrivateNetworks::ScopeId))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(PrivateNetworks::Table)
-                    .add_column(uuid_null(PrivateNetworks::ProjectId))
-                    .to_owned(),
-            )
-            .await?;
+        add(
+            manager,
+            PrivateNetworks::Table,
+            uuid_null(PrivateNetworks::ScopeId),
+        )
+        .await?;
+        add(
+            manager,
+            PrivateNetworks::Table,
+            uuid_null(PrivateNetworks::ProjectId),
+        )
+        .await?;
         manager
             .exec_stmt(
                 Query::update()
@@ -55,30 +51,26 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Allocations::Table)
-                    .add_column(uuid_null(Allocations::PrivateNetworkId))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Projects::Table)
-                    .add_column(string_len(Projects::Network, 16).default("organization"))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Projects::Table)
-                    .add_column(uuid_null(Projects::NetworkProjectId))
-                    .to_owned(),
-            )
-            .await
+        add(
+            manager,
+            Allocations::Table,
+            uuid_null(Allocations::PrivateNetworkId),
+        )
+        .await?;
+        add(
+            manager,
+            Projects::Table,
+            string_len(Projects::Network, 16)
+                .default("organization")
+                .to_owned(),
+        )
+        .await?;
+        add(
+            manager,
+            Projects::Table,
+            uuid_null(Projects::NetworkProjectId),
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
@@ -140,6 +132,17 @@ impl MigrationTrait for Migration {
         }
         Ok(())
     }
+}
+
+/// Adds `column` to `table` (one column a statement: SQLite's way).
+async fn add(
+    manager: &SchemaManager<'_>,
+    table: impl IntoIden,
+    column: ColumnDef,
+) -> Result<(), DbErr> {
+    manager
+        .alter_table(Table::alter().table(table).add_column(column).to_owned())
+        .await
 }
 
 #[derive(DeriveIden)]

@@ -99,6 +99,16 @@ impl Drop for Namespace {
     }
 }
 
+/// The node's fabric, its workloads' NAT reaching the internet or not.
+fn node_config(egress: bool) -> FabricConfig {
+    FabricConfig {
+        address: format!("{NODE}/24").parse().expect("address"),
+        mtu: 1450,
+        helper_gid: HELPER_GID,
+        egress,
+    }
+}
+
 /// Moves the calling thread into a new network namespace: the node.
 fn become_node() {
     // SAFETY: unshare(2) of this thread's network namespace only.
@@ -215,13 +225,7 @@ fn attacks() {
     outsider.run("ip", &["link", "set", "eth0", "up"]);
     outsider.run("ip", &["link", "set", "lo", "up"]);
 
-    let mut fabric = Fabric::new(FabricConfig {
-        address: format!("{NODE}/24").parse().expect("address"),
-        mtu: 1450,
-        helper_gid: HELPER_GID,
-        egress: true,
-    })
-    .expect("the fabric");
+    let mut fabric = Fabric::new(node_config(true)).expect("the fabric");
     let peers = |set: &[&str]| -> HashMap<u32, BTreeSet<Ipv4Addr>> {
         HashMap::from([(VNI, set.iter().map(|p| p.parse().expect("peer")).collect())])
     };
@@ -382,13 +386,7 @@ fn attacks() {
     // finds pass nothing until it takes them back from its ledger; then
     // honest traffic passes again and spoofed traffic still does not.
     drop(fabric);
-    let mut fabric = Fabric::new(FabricConfig {
-        address: format!("{NODE}/24").parse().expect("address"),
-        mtu: 1450,
-        helper_gid: HELPER_GID,
-        egress: true,
-    })
-    .expect("the fabric after a restart");
+    let mut fabric = Fabric::new(node_config(true)).expect("the fabric after a restart");
     fabric.sync(&peers(&["198.18.0.12"]));
     let send = |text: &str, source: &str| {
         attacker.run(
@@ -440,13 +438,7 @@ fn attacks() {
         "the NAT reached the data centre's network"
     );
     drop(fabric);
-    let _closed = Fabric::new(FabricConfig {
-        address: format!("{NODE}/24").parse().expect("address"),
-        mtu: 1450,
-        helper_gid: HELPER_GID,
-        egress: false,
-    })
-    .expect("the fabric without egress");
+    let _closed = Fabric::new(node_config(false)).expect("the fabric without egress");
     assert!(
         !connects(Some(HELPER_GID), INTERNET),
         "the NAT reached the internet with egress off"

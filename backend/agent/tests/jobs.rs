@@ -64,20 +64,10 @@ async fn lab(engine: Engine) -> Lab {
 
 impl Lab {
     async fn nodes_ready(&self, count: usize) {
-        for _ in 0..200 {
-            let nodes = self.server.get("/api/v1/admin/nodes", &self.operator).await;
-            if nodes
-                .items()
-                .iter()
-                .filter(|n| n["state"] == "ready")
-                .count()
-                == count
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{count} agents never registered");
+        assert!(
+            lab::nodes_ready(&self.server, &self.operator, count).await,
+            "{count} agents never registered"
+        );
     }
 
     async fn submit(&self, body: Value) -> Uuid {

@@ -558,20 +558,11 @@ async fn job(
 }
 
 async fn wait_for_nodes(node: &Node, count: usize) {
-    for _ in 0..400 {
-        let nodes = node.server.get("/api/v1/admin/nodes", &node.operator).await;
-        if nodes
-            .items()
-            .iter()
-            .filter(|n| n["state"] == "ready")
-            .count()
-            == count
-        {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("the agents never registered: {}", node.agent_log());
+    assert!(
+        lab::nodes_ready(&node.server, &node.operator, count).await,
+        "the agents never registered: {}",
+        node.agent_log()
+    );
 }
 
 /// The output of `order` once a line starts with `prefix`.

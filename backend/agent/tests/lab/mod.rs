@@ -125,3 +125,25 @@ pub async fn catalog(server: &TestServer, op: &str) -> String {
     join.expect(StatusCode::CREATED);
     join.str("/token")
 }
+
+/// Waits up to 20 s until `count` nodes are ready; answers whether they
+/// became so.
+// Each test binary includes this module; those of one node only wait
+// through `node::Node::ready`.
+#[allow(dead_code)]
+pub async fn nodes_ready(server: &TestServer, operator: &str, count: usize) -> bool {
+    for _ in 0..400 {
+        let nodes = server.get("/api/v1/admin/nodes", operator).await;
+        if nodes
+            .items()
+            .iter()
+            .filter(|n| n["state"] == "ready")
+            .count()
+            == count
+        {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}
