@@ -10,6 +10,7 @@ import {
   accessible,
   apiCall,
   apiToken,
+  chooseLanguage,
   launchBrowser,
   OPERATOR,
   openSession,
@@ -19,6 +20,7 @@ import {
   signIn,
   signUp,
   startServer,
+  until,
 } from "./harness";
 
 const ALICE = { name: "Alice", email: "alice@example.com", organization: "Alpha Lab", password: "alpha lab passphrase" };
@@ -39,14 +41,6 @@ async function session(): Promise<Session> {
   return opened;
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
-
 /** Texts matching `selector` that are cut off ("RUNNI…"): wider than their box. */
 async function truncated(page: Page, selector: string): Promise<string[]> {
   const [seen, cut] = await page.$$eval(selector, (elements) => [
@@ -55,12 +49,6 @@ async function truncated(page: Page, selector: string): Promise<string[]> {
   ] as const);
   expect(seen, `nothing matches ${selector}`).toBeGreaterThan(0);
   return [...cut];
-}
-
-/** Picks a language in the account menu, whose button reads `account` in the language shown. */
-async function chooseLanguage(page: Page, account: string, language: "English" | "한국어") {
-  await page.getByRole("button", { name: account }).click();
-  await page.getByRole("menuitem", { name: language }).click();
 }
 
 /**
@@ -146,7 +134,7 @@ describe("the console", () => {
     await page.getByRole("dialog").getByRole("button", { name: "Cancel order" }).click();
     await page.locator("text=cancelled").first().waitFor({ timeout: 30_000 });
     // The page keeps refreshing until the order's end is in.
-    await expect.poll(() => page.getByTestId("ended-at").textContent(), { timeout: 30_000 }).not.toBe("—");
+    await page.getByTestId("timeline-ended").waitFor({ timeout: 30_000 });
     await page.getByText("Its GPUs were released when it ended.").waitFor();
 
     await page.getByRole("link", { name: "Orders", exact: true }).click();
@@ -226,7 +214,7 @@ describe("the console", () => {
     expect(await attempt.locator("td").nth(5).textContent()).toBe("0");
     await expect.poll(() => page.getByTestId("job-output").textContent()).toContain("[gantry] simulated node");
     await page.getByText(/^Its GPUs were released when it ended; the attempts show where it ran\.$/).waitFor();
-    await expect.poll(() => page.getByTestId("ended-at").textContent()).not.toBe("—");
+    await page.getByTestId("timeline-ended").waitFor();
     await screenshot(page, "job");
     await accessible(page);
 
@@ -469,6 +457,10 @@ describe("the console", () => {
     await page.getByRole("link", { name: "Reservations", exact: true }).click();
     await page.getByRole("textbox", { name: "Hours to add to launch week" }).fill("1");
     await list.getByRole("button", { name: "Extend", exact: true }).click();
+    // The charge is stated before it is made.
+    const extension = page.getByRole("dialog", { name: "Extend launch week by 1 hour?" });
+    expect(await extension.textContent()).toMatch(/charged at its reserved rate of \$[\d.,]+ per instance-hour: \$[\d.,]+ more/);
+    await extension.getByRole("button", { name: "Extend and pay" }).click();
     await page.getByText(/^Reservation launch week now ends /).waitFor();
     await list.getByRole("button", { name: "Cancel", exact: true }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Cancel reservation" }).click();
@@ -743,10 +735,10 @@ describe("the console", () => {
     expect(await tenant.page.evaluate(() => document.documentElement.lang)).toBe("ko");
     await tenant.page.getByRole("button", { name: "계정" }).click();
     await tenant.page.getByRole("combobox", { name: "시간대" }).fill("Asia/Seoul");
-    await tenant.page.getByRole("option", { name: "Asia/Seoul", exact: true }).click();
+    await tenant.page.getByRole("option", { name: "Asia/Seoul (UTC+9)", exact: true }).click();
     await tour(tenant.page, tenantPages, "ko");
     await tenant.page.goto(`/orgs/${alphaOrg}/orders/${alphaOrder}`);
-    await expect.poll(() => tenant.page.getByTestId("ended-at").textContent()).toMatch(/GMT\+9|KST/);
+    await expect.poll(() => tenant.page.getByTestId("timeline-ended").textContent()).toMatch(/GMT\+9|KST/);
     await tenant.page.getByText("취소됨").first().waitFor();
 
     // Kept on the account: a browser that never saw the choice speaks Korean after sign-in.

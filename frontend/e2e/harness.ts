@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from "playwright-core";
 import { expect } from "vitest";
 
 const FRONTEND = resolve(import.meta.dirname, "..");
@@ -113,8 +113,9 @@ export async function openSession(
   server: Server,
   viewport = { width: 1440, height: 900 },
   otherOrigins: string[] = [],
+  options: BrowserContextOptions = {},
 ): Promise<Session> {
-  const context = await browser.newContext({ baseURL: server.url, viewport });
+  const context = await browser.newContext({ ...options, baseURL: server.url, viewport });
   const problems: string[] = [];
   // The console must work on a machine with no way out: anything that is
   // not this server (or a site the test runs, such as an identity
@@ -192,4 +193,19 @@ export async function accessible(page: Page, where = "") {
   const result = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa"]).analyze();
   const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
   expect(serious.map((v) => `${where} ${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).join("; ")})`)).toEqual([]);
+}
+
+/** Polls `check` until it holds. */
+export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Picks a language in the account menu, whose button reads `account` in the language shown. */
+export async function chooseLanguage(page: Page, account: string, language: "English" | "한국어") {
+  await page.getByRole("button", { name: account }).click();
+  await page.getByRole("menuitem", { name: language }).click();
 }

@@ -1,10 +1,23 @@
 // Every console page and its address. Pages load on first visit, so the
 // first page a user opens carries only its own code.
+import type { ComponentType } from "react";
 import { createRootRoute, createRoute, createRouter, lazyRouteComponent, Outlet, redirect } from "@tanstack/react-router";
 import { safeNext, session } from "./api/session";
 import { Shell } from "./components/Shell";
 import { NotFound } from "./components/NotFound";
+import { NeedsRole } from "./components/NeedsRole";
 import { HomeRedirect } from "./pages/HomeRedirect";
+
+/** A page that only roles with `ability` use; others read why instead of a refusal. */
+function needsRole(ability: "order" | "billing", Page: ComponentType) {
+  return function Guarded() {
+    return (
+      <NeedsRole ability={ability}>
+        <Page />
+      </NeedsRole>
+    );
+  };
+}
 
 const rootRoute = createRootRoute({
   component: Outlet,
@@ -39,6 +52,9 @@ const signIn = createRoute({
 const signUp = createRoute({
   getParentRoute: () => rootRoute,
   path: "/sign-up",
+  // An invitation's link names the email it was sent to: signing up with it joins that organization.
+  validateSearch: (search: Record<string, unknown>): { invited?: string } =>
+    typeof search.invited === "string" && search.invited.length <= 254 ? { invited: search.invited } : {},
   component: lazyRouteComponent(() => import("./pages/SignUp"), "SignUpPage"),
 });
 
@@ -76,7 +92,7 @@ const overview = createRoute({
 const launch = createRoute({
   getParentRoute: () => org,
   path: "/launch",
-  component: lazyRouteComponent(() => import("./pages/tenant/Launch"), "LaunchPage"),
+  component: needsRole("order", lazyRouteComponent(() => import("./pages/tenant/Launch"), "LaunchPage")),
 });
 
 export type OrdersSearch = { status?: string; array?: string };
@@ -105,30 +121,35 @@ const reservations = createRoute({
 const usage = createRoute({
   getParentRoute: () => org,
   path: "/usage",
-  component: lazyRouteComponent(() => import("./pages/tenant/Usage"), "UsagePage"),
+  component: needsRole("billing", lazyRouteComponent(() => import("./pages/tenant/Usage"), "UsagePage")),
 });
 
 const invoices = createRoute({
   getParentRoute: () => org,
   path: "/invoices",
-  component: lazyRouteComponent(() => import("./pages/tenant/Invoices"), "InvoicesPage"),
+  component: needsRole("billing", lazyRouteComponent(() => import("./pages/tenant/Invoices"), "InvoicesPage")),
 });
 
 const invoiceDetail = createRoute({
   getParentRoute: () => org,
   path: "/invoices/$invoiceId",
-  component: lazyRouteComponent(() => import("./pages/tenant/InvoiceDetail"), "InvoiceDetailPage"),
+  component: needsRole("billing", lazyRouteComponent(() => import("./pages/tenant/InvoiceDetail"), "InvoiceDetailPage")),
 });
 
 const sla = createRoute({
   getParentRoute: () => org,
   path: "/sla",
-  component: lazyRouteComponent(() => import("./pages/tenant/Sla"), "SlaPage"),
+  component: needsRole("billing", lazyRouteComponent(() => import("./pages/tenant/Sla"), "SlaPage")),
 });
 
+export const SETTINGS_TABS = ["members", "keys", "ssh", "webhooks", "registries"] as const;
+export type SettingsTab = (typeof SETTINGS_TABS)[number];
 const settings = createRoute({
   getParentRoute: () => org,
   path: "/settings",
+  // The tab is in the address: it survives a reload, a language switch and a shared link.
+  validateSearch: (search: Record<string, unknown>): { tab?: SettingsTab } =>
+    SETTINGS_TABS.includes(search.tab as SettingsTab) ? { tab: search.tab as SettingsTab } : {},
   component: lazyRouteComponent(() => import("./pages/tenant/Settings"), "SettingsPage"),
 });
 

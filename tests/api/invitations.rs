@@ -10,6 +10,7 @@ use crate::support::{Engine, TestServer};
 
 crate::on_both_engines!(
     an_invited_email_joins_with_its_role_on_sign_up,
+    an_invited_email_may_sign_up_without_an_organization_of_its_own,
     invitations_are_the_organizations_own_and_refuse_bad_input,
 );
 
@@ -27,6 +28,53 @@ async fn sign_up(server: &TestServer, email: &str) -> Value {
         .await;
     reply.expect(StatusCode::CREATED);
     reply.body.clone()
+}
+
+async fn an_invited_email_may_sign_up_without_an_organization_of_its_own(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let owner = server.signup("owner").await;
+    let without = |email: &str| json!({ "email": email, "password": crate::support::PASSWORD, "name": "Dan" });
+    // Not invited: the organization is required, and nothing is created.
+    let refused = server
+        .call(
+            Method::POST,
+            "/api/v1/auth/signup",
+            None,
+            Some(without("dan@example.com")),
+        )
+        .await;
+    refused.expect(StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(refused.body["errors"][0]["field"], "organization");
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/invitations", owner.org_id),
+            &owner.token,
+            json!({ "email": "dan@example.com", "role": "viewer" }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    // Invited: the same sign-up joins, owns nothing, and lands in the
+    // organization that invited it.
+    let joined = server
+        .call(
+            Method::POST,
+            "/api/v1/auth/signup",
+            None,
+            Some(without("dan@example.com")),
+        )
+        .await;
+    joined.expect(StatusCode::CREATED);
+    assert_eq!(joined.body["organization"]["id"], json!(owner.org_id));
+    let token = joined.body["access_token"].as_str().expect("token");
+    let me = server.get("/api/v1/me", token).await;
+    assert_eq!(
+        me.body["memberships"],
+        json!([{ "organization": me.body["memberships"][0]["organization"], "role": "viewer" }])
+    );
+    assert_eq!(
+        me.body["memberships"][0]["organization"]["id"],
+        json!(owner.org_id)
+    );
 }
 
 async fn an_invited_email_joins_with_its_role_on_sign_up(engine: Engine) {

@@ -829,6 +829,35 @@ async fn draining_a_node_moves_its_work(engine: Engine) {
         })
         .await;
     assert_eq!(moved["attempts"], 2);
+    // Its attempts say why the first stopped and where each ran; its run
+    // time counts the first attempt's running only, and the second's from
+    // when it came up.
+    let attempts = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{id}/attempts", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    attempts.expect(StatusCode::OK);
+    let [first, second] = attempts.body.as_array().expect("a list").as_slice() else {
+        panic!("two attempts: {}", attempts.body);
+    };
+    assert_eq!(first["stop_cause"], "node_drained");
+    assert_eq!(first["outcome"], "preempted");
+    assert_eq!(first["nodes"][0]["node_name"], json!(from));
+    assert!(first["ended_at"].is_string() && first["placed_at"].is_string());
+    assert_eq!(second["stop_cause"], Value::Null);
+    assert_eq!(second["ended_at"], Value::Null);
+    assert_eq!(moved["running_since"], second["started_at"]);
+    let millis = |at: &Value| {
+        chrono::DateTime::parse_from_rfc3339(at.as_str().unwrap_or_default())
+            .map(|t| t.timestamp_millis())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        moved["run_seconds"],
+        json!((millis(&first["ended_at"]) - millis(&first["started_at"])) / 1000)
+    );
     // The tenant is told, in its own audit log, which node its work left.
     let log = server
         .get(

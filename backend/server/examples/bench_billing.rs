@@ -126,6 +126,7 @@ async fn metering_tick(
                 mig_device: Set(None),
                 private_address: Set(None),
                 private_network_id: Set(None),
+                stop_cause: Set(None),
             });
         }
         order::Entity::insert_many(orders)

@@ -143,6 +143,35 @@ stored_enum! {
     }
 }
 
+stored_enum! {
+    /// Why an attempt of an order was stopped: what its tenant reads on the
+    /// order's timeline.
+    StopCause {
+        /// Its tenant cancelled it.
+        Cancelled = "cancelled",
+        /// It reached the duration it was ordered for.
+        DurationReached = "duration_reached",
+        /// A job reached its walltime.
+        Walltime = "walltime",
+        /// Its work exited (a job's command ended, or it could not start).
+        Exited = "exited",
+        /// Preempted for work ranked above it.
+        Preempted = "preempted",
+        /// Moved, checkpointed, to make room for work that needs whole nodes.
+        Moved = "moved",
+        /// An operator drained its node for maintenance.
+        NodeDrained = "node_drained",
+        /// Its node was marked unhealthy.
+        NodeUnhealthy = "node_unhealthy",
+        /// Its node stopped answering.
+        NodeLost = "node_lost",
+        /// Its organization's prepaid balance ran out.
+        OutOfBalance = "out_of_balance",
+        /// Found still holding GPUs after its order ended; freed.
+        Reconciled = "reconciled",
+    }
+}
+
 impl OrderStatus {
     /// States of an order that is waiting, starting or running.
     pub const LIVE: [Self; 5] = [

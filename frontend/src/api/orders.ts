@@ -72,11 +72,14 @@ export function useCancelOrder(orgId: string) {
   });
 }
 
-/** Seconds the order has run (or ran). */
+/**
+ * Seconds the order has run (or ran): its attempts' running time, without
+ * the time it waited in the queue between them. Null before it first ran.
+ */
 export function runtimeSeconds(order: Order, now = Date.now()): number | null {
-  if (!order.started_at) return null;
-  const end = order.ended_at ? Date.parse(order.ended_at) : now;
-  return (end - Date.parse(order.started_at)) / 1000;
+  if (!order.started_at && order.run_seconds === 0) return null;
+  const current = order.running_since ? Math.max(0, now - Date.parse(order.running_since)) / 1000 : 0;
+  return order.run_seconds + current;
 }
 
 export function gpuCount(order: Order): number {

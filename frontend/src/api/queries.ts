@@ -122,8 +122,9 @@ export function useRegistryCredentials(orgId: string) {
 }
 
 /** What the organization's usage costs over a period (this month when absent), rated as its invoice will be. */
-export function useSpend(orgId: string, period?: { from: string; to: string }) {
+export function useSpend(orgId: string, period?: { from: string; to: string }, enabled = true) {
   return useQuery({
+    enabled,
     queryKey: keys.org(orgId, "spend", period ?? "month"),
     queryFn: () =>
       unwrap(api.GET("/api/v1/orgs/{org_id}/spend", { params: { path: { org_id: orgId }, query: { ...period } } })),

@@ -1089,8 +1089,9 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Creates a user and an organization they own; the user joins every
-         *     organization whose pending invitation names this email.
+         * Creates a user and an organization they own (unless they only join);
+         *     the user joins every organization whose pending invitation names this
+         *     email.
          */
         post: operations["signup"];
         delete?: never;
@@ -2346,12 +2347,23 @@ export interface components {
             nodes: components["schemas"]["AttemptNode"][];
             /**
              * Format: date-time
+             * @description When the scheduler placed it on its nodes.
+             */
+            placed_at: string;
+            /**
+             * Format: date-time
              * @description When its work came up (absent when it never did).
              */
             started_at?: string | null;
             /**
              * Format: date-time
-             * @description When its GPUs were freed (absent while it lasts).
+             * @description When it was told to be stopped by, once it was told.
+             */
+            stop_at?: string | null;
+            stop_cause?: components["schemas"]["StopCause"] | null;
+            /**
+             * Format: date-time
+             * @description When its GPUs were freed on every node (absent while it lasts).
              */
             ended_at?: string | null;
             /**
@@ -3704,10 +3716,25 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             updated_at: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When its latest attempt came up.
+             */
             started_at?: string | null;
             /** Format: date-time */
             ended_at?: string | null;
+            /**
+             * Format: int64
+             * @description Seconds its attempts that are over ran: time waiting in the queue
+             *     between them is not counted.
+             */
+            run_seconds: number;
+            /**
+             * Format: date-time
+             * @description When the attempt running now came up; absent while it does not run.
+             *     Its runtime is `run_seconds` plus the time since.
+             */
+            running_since?: string | null;
         };
         /** @description How a tenant reaches a running order: one entry per node. */
         OrderAccess: {
@@ -4151,10 +4178,25 @@ export interface components {
                 created_at: string;
                 /** Format: date-time */
                 updated_at: string;
-                /** Format: date-time */
+                /**
+                 * Format: date-time
+                 * @description When its latest attempt came up.
+                 */
                 started_at?: string | null;
                 /** Format: date-time */
                 ended_at?: string | null;
+                /**
+                 * Format: int64
+                 * @description Seconds its attempts that are over ran: time waiting in the queue
+                 *     between them is not counted.
+                 */
+                run_seconds: number;
+                /**
+                 * Format: date-time
+                 * @description When the attempt running now came up; absent while it does not run.
+                 *     Its runtime is `run_seconds` plus the time since.
+                 */
+                running_since?: string | null;
             }[];
             /** @description Pass as `cursor` to get the next page; absent on the last page. */
             next_cursor?: string | null;
@@ -4962,11 +5004,19 @@ export interface components {
             password: string;
             /** @description The person's name. */
             name: string;
-            /** @description Name of the organization the new user will own. */
-            organization: string;
+            /**
+             * @description Name of the organization the new user will own. Left out, the user
+             *     owns none and joins the organizations that invited their email
+             *     (there must be one).
+             */
+            organization?: string | null;
         };
         SignupResponse: {
             user: components["schemas"]["User"];
+            /**
+             * @description The organization created, or without one the first that invited
+             *     the user.
+             */
             organization: components["schemas"]["Organization"];
             /** @description A session token for the new user. */
             access_token: string;
@@ -5105,6 +5155,12 @@ export interface components {
             /** @description One per report, in the reports' order. */
             results: components["schemas"]["ReportResult"][];
         };
+        /**
+         * @description Why an attempt of an order was stopped: what its tenant reads on the
+         *     order's timeline.
+         * @enum {string}
+         */
+        StopCause: "cancelled" | "duration_reached" | "walltime" | "exited" | "preempted" | "moved" | "node_drained" | "node_unhealthy" | "node_lost" | "out_of_balance" | "reconciled";
         /** @enum {string} */
         Stream: "stdout" | "stderr";
         TokenResponse: {

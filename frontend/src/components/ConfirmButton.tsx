@@ -3,7 +3,10 @@ import { useDisclosure } from "@mantine/hooks";
 import type { ReactNode } from "react";
 import { useTranslation } from "react-i18next";
 
-/** A destructive action behind a confirmation that says what will happen. */
+/**
+ * An action behind a confirmation that says what will happen: destructive
+ * (red) unless `tone` names another colour, as for a charge.
+ */
 export function ConfirmButton({
   label,
   title,
@@ -11,6 +14,7 @@ export function ConfirmButton({
   confirmLabel,
   onConfirm,
   loading,
+  tone = "red",
   ...button
 }: ButtonProps & {
   label: string;
@@ -18,12 +22,13 @@ export function ConfirmButton({
   message: ReactNode;
   confirmLabel: string;
   onConfirm: () => void;
+  tone?: string;
 }) {
   const [opened, { open, close }] = useDisclosure(false);
   const { t } = useTranslation();
   return (
     <>
-      <Button color="red" variant="light" onClick={open} loading={loading} {...button}>
+      <Button color={tone} variant="light" onClick={open} loading={loading} {...button}>
         {label}
       </Button>
       <Modal opened={opened} onClose={close} title={title} centered>
@@ -33,7 +38,7 @@ export function ConfirmButton({
             {t("common.keepIt")}
           </Button>
           <Button
-            color="red"
+            color={tone}
             onClick={() => {
               close();
               onConfirm();

@@ -10,7 +10,7 @@ export function hourLabel(hour: number): string {
   return `${String(hour).padStart(2, "0")}:00`;
 }
 
-/** Hourly slots as a calendar: a row per day (UTC), a column per hour. */
+/** Hourly slots as a calendar: a row per day, a column per hour, in the reader's zone. */
 export function HourGrid<T extends { starts_at: string }>({
   slots,
   label,

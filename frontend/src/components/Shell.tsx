@@ -1,10 +1,10 @@
 // The frame around every signed-in page: header with organization switcher
 // and account menu (language, time zone, sign-out), navigation for tenants
 // and (to operators only) the operator area.
-import { Alert, AppShell, Burger, Group, Menu, NavLink, type NavLinkProps, ScrollArea, Select, Text, UnstyledButton } from "@mantine/core";
+import { Alert, AppShell, Burger, Center, Group, Loader, Menu, NavLink, type NavLinkProps, ScrollArea, Select, Text, UnstyledButton } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { createLink, Outlet, useLocation, useNavigate, useParams, useRouter } from "@tanstack/react-router";
+import { createLink, Outlet, useLocation, useNavigate, useParams, useRouter, useSearch } from "@tanstack/react-router";
 import { type ComponentPropsWithRef, useEffect, useMemo } from "react";
 import { useTranslation } from "react-i18next";
 import { api, unwrap } from "../api/client";
@@ -12,9 +12,10 @@ import { keys, useMe, useOrgNames } from "../api/queries";
 import { safeNext, session, useSession } from "../api/session";
 import { chooseLanguage, isLanguage, LANGUAGES, type Language } from "../i18n";
 import { rememberOrg } from "../lib/lastOrg";
-import { useOperatorView } from "../lib/orgId";
+import { useAbilities, useOperatorView } from "../lib/orgId";
 import { preferences, setPreferences } from "../lib/preferences";
 import { notifyError } from "../lib/notify";
+import { zoneLabel } from "../lib/zone";
 import { AnchorLink } from "./links";
 
 // Filled when active: the light variant's tinted text misses AA contrast.
@@ -36,6 +37,7 @@ export function Shell() {
   // tenant page is in one.
   const { orgId: routeOrg } = useParams({ strict: false });
   const orgId = location.pathname.startsWith("/orgs/") ? routeOrg : undefined;
+  const { tab: settingsTab } = useSearch({ strict: false }) as { tab?: string };
 
   useEffect(() => {
     // Once on its way to sign-in, the location is the sign-in page's own:
@@ -73,12 +75,18 @@ export function Shell() {
     onSettled: () => void queryClient.invalidateQueries({ queryKey: keys.me }),
     onError: (error) => notifyError(error),
   });
-  const zones = useMemo(() => Intl.supportedValuesOf("timeZone"), []);
+  // Every zone with its offset now, UTC first (browsers leave it out), so
+  // a search for "Seoul" or "UTC+9" finds it.
+  const zones = useMemo(
+    () => ["UTC", ...Intl.supportedValuesOf("timeZone").filter((z) => z !== "UTC")].map((z) => ({ value: z, label: zoneLabel(z) })),
+    [],
+  );
 
   const memberships = me.data?.memberships ?? [];
   const operator = user?.is_operator ?? false;
   const currentOrg = orgId ?? memberships[0]?.organization.id;
   const viewing = useOperatorView(orgId);
+  const can = useAbilities(currentOrg);
   const orgNames = useOrgNames(viewing);
 
   const switchOrg = (next: string | null) => {
@@ -114,7 +122,7 @@ export function Shell() {
               />
             )}
           </Group>
-          <Menu position="bottom-end" withinPortal closeOnItemClick={false}>
+          <Menu position="bottom-end" withinPortal closeOnItemClick={false} width={320}>
             <Menu.Target>
               <UnstyledButton aria-label={t("nav.account")} style={{ flexShrink: 0 }}>
                 <Text size="sm" visibleFrom="sm">
@@ -150,7 +158,9 @@ export function Shell() {
                 mb="xs"
                 searchable
                 comboboxProps={{ withinPortal: false }}
-                data={[{ value: "", label: t("nav.browserTimeZone", { zone: BROWSER_ZONE }) }, ...zones.map((z) => ({ value: z, label: z }))]}
+                data={[{ value: "", label: t("nav.browserTimeZone", { zone: zoneLabel(BROWSER_ZONE) }) }, ...zones]}
+                // Typing searches anew instead of writing into the zone shown.
+                onFocus={(event) => event.currentTarget.select()}
                 value={user?.time_zone ?? ""}
                 onChange={(zone) => {
                   setPreferences({ timeZone: zone || undefined });
@@ -172,13 +182,32 @@ export function Shell() {
                 {t("nav.organization")}
               </Text>
               <RouterNavLink label={t("nav.overview")} to="/orgs/$orgId" params={{ orgId: currentOrg }} activeOptions={{ exact: true }} activeProps={{ active: true }} />
-              {!viewing && <RouterNavLink label={t("nav.launch")} to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />}
+              {can.order && <RouterNavLink label={t("nav.launch")} to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />}
               <RouterNavLink label={t("nav.orders")} to="/orgs/$orgId/orders" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.reservations")} to="/orgs/$orgId/reservations" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label={t("nav.usage")} to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label={t("nav.invoices")} to="/orgs/$orgId/invoices" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label={t("nav.sla")} to="/orgs/$orgId/sla" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
-              <RouterNavLink label={t("nav.members")} to="/orgs/$orgId/settings" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              {can.billing && (
+                <>
+                  <RouterNavLink label={t("nav.usage")} to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+                  <RouterNavLink label={t("nav.invoices")} to="/orgs/$orgId/invoices" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+                  <RouterNavLink label={t("nav.sla")} to="/orgs/$orgId/sla" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+                </>
+              )}
+              <RouterNavLink
+                label={t("nav.members")}
+                to="/orgs/$orgId/settings"
+                params={{ orgId: currentOrg }}
+                activeProps={{ active: settingsTab !== "ssh" }}
+              />
+              {!viewing && (
+                <RouterNavLink
+                  label={t("nav.sshKeys")}
+                  to="/orgs/$orgId/settings"
+                  params={{ orgId: currentOrg }}
+                  search={{ tab: "ssh" }}
+                  activeOptions={{ includeSearch: true }}
+                  activeProps={{ active: true }}
+                />
+              )}
             </>
           )}
           <RouterNavLink label={t("nav.catalog")} to="/catalog" activeProps={{ active: true }} />
@@ -213,7 +242,14 @@ export function Shell() {
             </AnchorLink>
           </Alert>
         )}
-        <Outlet />
+        {/* Pages show what the user's role allows: they wait for the roles. */}
+        {me.isPending ? (
+          <Center p="xl">
+            <Loader aria-label={t("common.loading")} />
+          </Center>
+        ) : (
+          <Outlet />
+        )}
       </AppShell.Main>
     </AppShell>
   );

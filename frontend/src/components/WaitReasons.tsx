@@ -1,7 +1,8 @@
 // Why an order waits, from the reasons the API gives as data: figures in
-// words, times as dates in the reader's zone and language, and the orders
-// they name as links. The API's English line is the fallback for an order
-// whose reasons have no data.
+// words, times as dates in the reader's zone and language, the orders they
+// name as links, the organization by its name, and what the reader can do
+// about it. The API's English line is the fallback for an order whose
+// reasons have no data.
 import { List, Text } from "@mantine/core";
 import type { ReactNode } from "react";
 import { Trans } from "react-i18next";
@@ -35,19 +36,29 @@ function ReleaseNote({ orgId, release }: { orgId: string; release: Release | nul
   );
 }
 
+/**
+ * Whose queue a reason speaks of: the tenant reads "your organization"; an
+ * operator reads the organization's name.
+ */
+export type Reader = { organization?: string };
+
 /** One reason as a sentence in the reader's language. */
-export function reasonText(orgId: string, reason: Reason): ReactNode {
+export function reasonText(orgId: string, reason: Reason, reader: Reader = {}): ReactNode {
   const t = i18n.t;
   switch (reason.kind) {
-    case "quota":
-      return t("reasons.quota", {
-        queue: reason.queue,
+    case "quota": {
+      const values = {
+        organization: reader.organization,
         model: reason.gpu_model,
         used: gpus(reason.used_gpus),
         limit: gpus(reason.limit_gpus),
         needed: gpus(reason.needed_gpus),
         ceiling: t(reason.ceiling === "maximum" ? "reasons.ceilingMaximum" : "reasons.ceilingBorrowing"),
-      });
+      };
+      return reader.organization === undefined
+        ? `${t("reasons.quotaYours", values)} ${t("reasons.quotaYoursNext")}`
+        : `${t("reasons.quotaOf", values)} ${t("reasons.quotaOfNext")}`;
+    }
     case "capacity":
       return (
         <>
@@ -73,7 +84,8 @@ export function reasonText(orgId: string, reason: Reason): ReactNode {
       return t("reasons.cpuOrMemory", { count: reason.nodes_with_free_gpus });
     case "held_for_reservation":
       return [
-        t("reasons.heldForReservation", { holder: shortId(reason.holder), from: dateTime(reason.from) }),
+        // The holder is a maintenance window or a reservation, perhaps another organization's: its id says nothing to the reader.
+        t(reason.holder.startsWith("maintenance") ? "reasons.heldForMaintenance" : "reasons.heldForReservation", { from: dateTime(reason.from) }),
         reason.fits_with_shorter_estimate ? t("reasons.heldShorter") : "",
       ].join(" ");
     case "waiting_for_preemption":
@@ -102,18 +114,28 @@ export function reasonText(orgId: string, reason: Reason): ReactNode {
   }
 }
 
-export function WaitReasons({ orgId, order, short = false }: { orgId: string; order: Schemas["Order"]; short?: boolean }) {
+export function WaitReasons({
+  orgId,
+  order,
+  short = false,
+  reader = {},
+}: {
+  orgId: string;
+  order: Schemas["Order"];
+  short?: boolean;
+  reader?: Reader;
+}) {
   const reasons = order.pending_details;
   const [first] = reasons;
   if (!first) return <>{order.pending_reason}</>;
-  if (short) return <>{reasonText(orgId, first)}</>;
+  if (short) return <>{reasonText(orgId, first, reader)}</>;
   return (
     <List size="sm" spacing={4} data-testid="wait-reasons">
       {reasons.map((r, i) => (
         // Reasons have no id; their order is the engine's, most telling first.
         <List.Item key={`${r.kind}-${i}`}>
           <Text size="sm" span>
-            {reasonText(orgId, r)}
+            {reasonText(orgId, r, reader)}
           </Text>
         </List.Item>
       ))}

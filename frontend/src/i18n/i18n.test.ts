@@ -78,6 +78,10 @@ describe("translations", () => {
     const values = shown.flatMap((name) => document.components.schemas[name]?.enum ?? []);
     expect(values.length).toBeGreaterThan(50);
     expect(values.filter((v) => !english.has(`enum.${v}`) || !korean.has(`enum.${v}`))).toEqual([]);
+    // Why an attempt stopped reads as a sentence on the order's timeline.
+    const causes = document.components.schemas.StopCause?.enum ?? [];
+    expect(causes.length).toBeGreaterThan(5);
+    expect(causes.filter((v) => !english.has(`timeline.cause.${v}`) || !korean.has(`timeline.cause.${v}`))).toEqual([]);
   });
 
   test("no page writes English into its markup", () => {

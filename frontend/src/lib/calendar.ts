@@ -1,20 +1,20 @@
-// Hourly slots laid out as a calendar: one row per day (UTC), one column
-// per hour, with the hours before the first slot left empty.
+// Hourly slots laid out as a calendar: one row per day in the reader's
+// zone, one column per hour of its clock, with the hours before the first
+// slot left empty.
+import { readerZone, wallOf } from "./zone";
 
 export type HourCell<T> = { startsAt: string; hour: number; slot: T } | null;
 export type DayRow<T> = { day: string; cells: HourCell<T>[] };
 
-export function dayRows<T extends { starts_at: string }>(slots: T[]): DayRow<T>[] {
+export function dayRows<T extends { starts_at: string }>(slots: T[], zone = readerZone()): DayRow<T>[] {
   const rows: DayRow<T>[] = [];
   for (const slot of slots) {
-    const at = new Date(slot.starts_at);
-    const day = slot.starts_at.slice(0, 10);
+    const { day, hour } = wallOf(slot.starts_at, zone);
     let row = rows[rows.length - 1];
     if (!row || row.day !== day) {
       row = { day, cells: Array.from({ length: 24 }, () => null) };
       rows.push(row);
     }
-    const hour = at.getUTCHours();
     row.cells[hour] = { startsAt: slot.starts_at, hour, slot };
   }
   return rows;

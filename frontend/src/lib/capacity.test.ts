@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import type { Schemas } from "../api/client";
-import { capacityByModel, cellOf, fraction, gpuShape, groupNodes, shareBackground } from "./capacity";
+import { capacityByModel, cellOf, fraction, gpuShape, groupNodes, nodeUse, shareBackground } from "./capacity";
 
 function node(name: string, state: Schemas["NodeState"], held: number[], sick: number[] = [], gpus = 8): Schemas["Node"] {
   return {
@@ -44,6 +44,23 @@ describe("capacityByModel", () => {
     expect(h100).toMatchObject({ model: "H100", total: 32, free: 24, schedulable: 16, largest: 7 });
     // 16 free on ready nodes, yet not one 8-GPU instance fits.
     expect(h100?.placeable).toEqual({ 1: 16, 2: 7, 4: 3, 8: 0 });
+  });
+});
+
+describe("nodeUse", () => {
+  test("fractional and MIG work counts as work: its GPUs are not free and its orders are counted", () => {
+    const n = node("m", "ready", [0]);
+    const [, second, third] = n.gpus;
+    if (!second || !third) throw new Error("the node has 8 GPUs");
+    second.shares = [
+      { order_id: "quarter-a", org_id: "org", units: 250, mig_device: null },
+      { order_id: "quarter-b", org_id: "org", units: 250, mig_device: null },
+    ];
+    third.mig_enabled = true;
+    third.mig_devices = Array.from({ length: 7 }, (_, i) => ({ uuid: `MIG-${i}`, profile: "1g.10gb" }));
+    third.shares = [{ order_id: "slice", org_id: "org", units: 1, mig_device: "MIG-0" }];
+    expect(nodeUse(n)).toEqual({ whole: 1, shared: 2, free: 5, unhealthy: 0, orders: 4, mig: { total: 7, free: 6 } });
+    expect(nodeUse(node("plain", "ready", [])).mig).toBeNull();
   });
 });
 

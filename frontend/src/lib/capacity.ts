@@ -85,6 +85,50 @@ function freeGpus(node: Node): number {
   return node.gpus.filter((g) => g.healthy && !g.order_id && g.shares.length === 0 && !g.mig_enabled).length;
 }
 
+export type NodeUse = {
+  /** GPUs held whole by one order. */
+  whole: number;
+  /** GPUs in use by fractions or MIG instances. */
+  shared: number;
+  /** GPUs a whole-GPU order could take now. */
+  free: number;
+  unhealthy: number;
+  /** Orders on the node, whole or sharing. */
+  orders: number;
+  /** MIG instances on the node, and how many nobody holds; null without MIG. */
+  mig: { total: number; free: number } | null;
+};
+
+/** What a node's GPUs are used for, counting shared and MIG work as work. */
+export function nodeUse(node: Node): NodeUse {
+  const orders = new Set<string>();
+  let whole = 0;
+  let shared = 0;
+  let unhealthy = 0;
+  let migTotal = 0;
+  let migHeld = 0;
+  for (const g of node.gpus) {
+    if (g.order_id) orders.add(g.order_id);
+    for (const s of g.shares) orders.add(s.order_id);
+    if (!g.healthy) unhealthy += 1;
+    else if (g.order_id) whole += 1;
+    else if (g.shares.length > 0) shared += 1;
+    if (g.mig_enabled) {
+      migTotal += g.mig_devices.length;
+      migHeld += g.shares.filter((s) => s.mig_device).length;
+    }
+  }
+  const anyMig = node.gpus.some((g) => g.mig_enabled);
+  return {
+    whole,
+    shared,
+    free: freeGpus(node),
+    unhealthy,
+    orders: orders.size,
+    mig: anyMig ? { total: migTotal, free: Math.max(0, migTotal - migHeld) } : null,
+  };
+}
+
 export function capacityByModel(nodes: Node[]): ModelCapacity[] {
   const byModel = new Map<string, ModelCapacity>();
   for (const node of nodes) {

@@ -41,4 +41,20 @@ describe("trends", () => {
     });
     expect(tenantHours(h, 4, "others")).toHaveLength(4);
   });
+
+  it("puts every tenant's points at the same times, so stacked bars stack by time", () => {
+    const early = { metric: "gpu_hours" as const, org_id: "x", organization: "x", points: [{ at: at(0), value: 2 }, { at: at(1), value: 2 }] };
+    const late = { metric: "gpu_hours" as const, org_id: "y", organization: "y", points: [{ at: at(1), value: 1 }, { at: at(2), value: 3 }] };
+    const [x, y] = tenantHours(history([early, late]), 4, "others");
+    expect(x?.points).toEqual([
+      [at(0), 2],
+      [at(1), 2],
+      [at(2), 0],
+    ]);
+    expect(y?.points).toEqual([
+      [at(0), 0],
+      [at(1), 1],
+      [at(2), 3],
+    ]);
+  });
 });

@@ -45,11 +45,25 @@ export function tenantHours(history: History, top: number, others: string): Tena
       points: pointsOf(s),
     }))
     .sort((a, b) => b.total - a.total || a.name.localeCompare(b.name));
-  if (tenants.length <= top) return tenants;
+  if (tenants.length <= top) return aligned(tenants);
   const rest = new Map<string, number>();
   for (const tenant of tenants.slice(top)) {
     for (const [at, value] of tenant.points) rest.set(at, (rest.get(at) ?? 0) + value);
   }
   const points = [...rest.entries()].sort(([a], [b]) => a.localeCompare(b));
-  return [...tenants.slice(0, top), { name: others, total: points.reduce((sum, [, v]) => sum + v, 0), points }];
+  return aligned([...tenants.slice(0, top), { name: others, total: points.reduce((sum, [, v]) => sum + v, 0), points }]);
+}
+
+/**
+ * Every tenant's points at the same times, zero where it had none: a
+ * stacked chart stacks the n-th point of each series, so series with gaps
+ * at different times would stack one tenant's bar on another's at the
+ * wrong time.
+ */
+function aligned(tenants: TenantHours[]): TenantHours[] {
+  const times = [...new Set(tenants.flatMap((tenant) => tenant.points.map(([at]) => at)))].sort();
+  return tenants.map((tenant) => {
+    const values = new Map(tenant.points);
+    return { ...tenant, points: times.map((at): Point => [at, values.get(at) ?? 0]) };
+  });
 }

@@ -1,7 +1,7 @@
-import { Button, PasswordInput, Stack, TextInput } from "@mantine/core";
+import { Alert, Button, PasswordInput, Stack, TextInput } from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useNavigate } from "@tanstack/react-router";
+import { useNavigate, useSearch } from "@tanstack/react-router";
 import { api, ApiError, unwrap } from "../api/client";
 import { session } from "../api/session";
 import { ProblemAlert } from "../components/Loadable";
@@ -15,17 +15,20 @@ export function SignUpPage() {
   const navigate = useNavigate();
   const queryClient = useQueryClient();
   const { t } = useTranslation();
+  const { invited } = useSearch({ strict: false }) as { invited?: string };
   const form = useForm({
-    initialValues: { name: "", email: "", organization: "", password: "" },
+    initialValues: { name: "", email: invited ?? "", organization: "", password: "" },
     validate: {
       name: (v) => (v.trim() ? null : t("auth.enterName")),
       email: (v) => (/^\S+@\S+$/.test(v) ? null : t("auth.enterAnEmail")),
-      organization: (v) => (v.trim() ? null : t("auth.nameOrganization")),
+      // Invited, the user joins the inviting organization and owns none.
+      organization: (v) => (invited || v.trim() ? null : t("auth.nameOrganization")),
       password: (v) => (v.length >= MIN_PASSWORD ? null : t("auth.passwordTooShort", { count: MIN_PASSWORD })),
     },
   });
   const signUp = useMutation({
-    mutationFn: (body: typeof form.values) => unwrap(api.POST("/api/v1/auth/signup", { body })),
+    mutationFn: ({ organization, ...rest }: typeof form.values) =>
+      unwrap(api.POST("/api/v1/auth/signup", { body: { ...rest, organization: invited ? null : organization } })),
     onSuccess: (answer) => {
       queryClient.clear();
       session.signIn(answer.access_token, answer.expires_in);
@@ -50,14 +53,21 @@ export function SignUpPage() {
     >
       <form onSubmit={form.onSubmit((values) => signUp.mutate(values))} noValidate>
         <Stack>
+          {invited && (
+            <Alert color="blue" variant="light" data-testid="invited">
+              {t("auth.invited", { email: invited })}
+            </Alert>
+          )}
           <TextInput label={t("auth.yourName")} autoComplete="name" required {...form.getInputProps("name")} />
           <TextInput label={t("auth.email")} type="email" autoComplete="email" required {...form.getInputProps("email")} />
-          <TextInput
-            label={t("auth.organization")}
-            description={t("auth.organizationHint")}
-            required
-            {...form.getInputProps("organization")}
-          />
+          {!invited && (
+            <TextInput
+              label={t("auth.organization")}
+              description={t("auth.organizationHint")}
+              required
+              {...form.getInputProps("organization")}
+            />
+          )}
           <PasswordInput
             label={t("auth.password")}
             description={t("auth.passwordHint", { count: MIN_PASSWORD })}

@@ -12,7 +12,9 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus, WorkloadClass};
+use crate::classes::{
+    AllocationState, DriverKind, NodeState, OrderStatus, StopCause, WorkloadClass,
+};
 use crate::entities::{allocation, node, node_event, order};
 use crate::orders::lifecycle;
 
@@ -133,7 +135,7 @@ pub async fn mark_silent(
                 now,
             )
             .await?;
-            lifecycle::stop(&txn, o.id, now).await?;
+            lifecycle::stop(&txn, o.id, now, StopCause::NodeLost).await?;
             lifecycle::stopped(&txn, o.id, Some(n.id), now).await?;
         }
         txn.commit().await?;

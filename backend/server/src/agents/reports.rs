@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::api::NodeRuntime;
 use super::node_auth::NodeAgent;
 use crate::app::AppState;
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, OrderStatus, StopCause};
 use crate::entities::{allocation, node, order};
 use crate::error::{ApiError, ApiResult, Problem, ProblemResponses, Resource};
 use crate::http::extract::ApiJson;
@@ -431,7 +431,7 @@ async fn apply(
                     .exec(txn)
                     .await?;
             }
-            lifecycle::stop(txn, report.order_id, now).await?;
+            lifecycle::stop(txn, report.order_id, now, StopCause::Exited).await?;
             lifecycle::stopped(txn, report.order_id, Some(node.id), now).await?;
         }
         WorkloadState::Stopped => {

@@ -20,8 +20,8 @@ use super::principal::{Actor, Authenticated, Principal};
 use super::refresh::{self, WithCookie};
 use crate::app::AppState;
 use crate::audit::{self, Change};
-use crate::entities::user;
-use crate::error::{ApiError, ApiResult, ProblemResponses};
+use crate::entities::{organization, user};
+use crate::error::{ApiError, ApiResult, FieldError, ProblemResponses};
 use crate::http::extract::ApiJson;
 use crate::tenancy::orgs::{self, Organization};
 use crate::tenancy::roles::OrgRole;
@@ -42,13 +42,16 @@ pub struct SignupRequest {
         pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
     )]
     pub name: String,
-    /// Name of the organization the new user will own.
+    /// Name of the organization the new user will own. Left out, the user
+    /// owns none and joins the organizations that invited their email
+    /// (there must be one).
     #[schema(
         min_length = 1,
         max_length = 200,
         pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f][^\\x00-\\x1f\\x7f-\\x9f]*$"
     )]
-    pub organization: String,
+    #[serde(default)]
+    pub organization: Option<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -133,6 +136,8 @@ impl From<user::Model> for User {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SignupResponse {
     pub user: User,
+    /// The organization created, or without one the first that invited
+    /// the user.
     pub organization: Organization,
     /// A session token for the new user.
     pub access_token: String,
@@ -222,8 +227,9 @@ pub fn normalize_email(email: &str) -> Option<String> {
     .then_some(email)
 }
 
-/// Creates a user and an organization they own; the user joins every
-/// organization whose pending invitation names this email.
+/// Creates a user and an organization they own (unless they only join);
+/// the user joins every organization whose pending invitation names this
+/// email.
 #[utoipa::path(
     post,
     path = "/auth/signup",
@@ -250,7 +256,10 @@ async fn signup(
         fields.push("password", weakness);
     }
     let name = fields.name("name", &request.name, NAME_MAX);
-    let org_name = fields.name("organization", &request.organization, 200);
+    let org_name = request
+        .organization
+        .as_deref()
+        .map(|org| fields.name("organization", org, 200));
     fields.finish()?;
     let email = email.unwrap_or_default();
 
@@ -283,9 +292,30 @@ async fn signup(
         serde_json::Value::Null,
     )
     .await?;
-    let organization = orgs::create_in(&txn, &actor, user_id, org_name).await?;
-    crate::tenancy::invitations::accept(&txn, &actor, user_id, &user.email, state.clock.now())
-        .await?;
+    let created = match org_name {
+        Some(name) => Some(orgs::create_in(&txn, &actor, user_id, name).await?),
+        None => None,
+    };
+    let joined =
+        crate::tenancy::invitations::accept(&txn, &actor, user_id, &user.email, state.clock.now())
+            .await?;
+    let organization = match (created, joined.first()) {
+        (Some(created), _) => created,
+        (None, Some(first)) => organization::Entity::find_by_id(*first)
+            .one(&txn)
+            .await?
+            .map(Organization::from)
+            .ok_or_else(|| {
+                ApiError::internal(anyhow::anyhow!("an invitation without its organization"))
+            })?,
+        // Rolled back with the transaction: no user is left without a home.
+        (None, None) => {
+            return Err(ApiError::validation(vec![FieldError {
+                field: "organization".into(),
+                message: "name the organization you will own; without one, sign-up needs an invitation to this email".into(),
+            }]));
+        }
+    };
     txn.commit().await?;
 
     let access_token = state.sessions.issue(user_id).map_err(ApiError::internal)?;

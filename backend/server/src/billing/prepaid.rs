@@ -17,7 +17,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::audit::{self, Change};
 use crate::auth::principal::Actor;
-use crate::classes::{BalanceKind, OrderStatus, PriorityClass};
+use crate::classes::{BalanceKind, OrderStatus, PriorityClass, StopCause};
 use crate::entities::{balance_entry, billing_account, order};
 use crate::error::{ApiError, ApiResult};
 use crate::orders::lifecycle;
@@ -199,7 +199,7 @@ async fn stop_unpaid(
         .all(db)
         .await?;
     for o in live {
-        let holding = lifecycle::stop(db, o.id, now).await?;
+        let holding = lifecycle::stop(db, o.id, now, StopCause::OutOfBalance).await?;
         let id = o.id;
         let mut row: order::ActiveModel = o.into();
         row.status = Set(OrderStatus::Cancelled);

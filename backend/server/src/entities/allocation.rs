@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::AllocationState;
+use crate::classes::{AllocationState, StopCause};
 
 /// The GPUs of one order on one node, for one attempt.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -40,6 +40,9 @@ pub struct Model {
     pub private_address: Option<String>,
     /// The network that address is on.
     pub private_network_id: Option<Uuid>,
+    /// Why it was told to stop; none while it runs, or when its work
+    /// ended by itself.
+    pub stop_cause: Option<StopCause>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

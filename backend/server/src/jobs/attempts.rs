@@ -1,7 +1,7 @@
 //! Each attempt of an order: where it ran, on which GPUs, from when to
 //! when, and how it ended, read from the allocations that served it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
@@ -14,8 +14,10 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use crate::app::AppState;
+use crate::classes::StopCause;
 use crate::entities::{allocation, node};
 use crate::error::{ApiResult, ProblemResponses};
+use crate::orders::earliest;
 use crate::tenancy::access::{OrgAccess, need};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -31,9 +33,16 @@ pub struct Attempt {
     /// 1 for the first start, 2 for the first retry, …
     pub attempt: i32,
     pub nodes: Vec<AttemptNode>,
+    /// When the scheduler placed it on its nodes.
+    pub placed_at: DateTime<Utc>,
     /// When its work came up (absent when it never did).
     pub started_at: Option<DateTime<Utc>>,
-    /// When its GPUs were freed (absent while it lasts).
+    /// When it was told to be stopped by, once it was told.
+    pub stop_at: Option<DateTime<Utc>>,
+    /// Why it was told to stop; absent when its work ended by itself or
+    /// it still runs.
+    pub stop_cause: Option<StopCause>,
+    /// When its GPUs were freed on every node (absent while it lasts).
     pub ended_at: Option<DateTime<Utc>>,
     /// completed, failed, timed_out, cancelled or preempted; absent while
     /// it lasts.
@@ -78,17 +87,28 @@ async fn list_attempts(
         .map(|n| (n.id, n.name))
         .collect();
     let mut attempts: BTreeMap<i32, Attempt> = BTreeMap::new();
+    let mut open: HashSet<i32> = HashSet::new();
     for a in allocations {
         let entry = attempts.entry(a.attempt).or_insert_with(|| Attempt {
             attempt: a.attempt,
             nodes: Vec::new(),
+            placed_at: a.created_at,
             started_at: a.running_since,
+            stop_at: a.stop_at,
+            stop_cause: a.stop_cause,
             ended_at: a.released_at,
             outcome: a.outcome.clone(),
             exit_code: None,
         });
-        entry.started_at = entry.started_at.min(a.running_since).or(a.running_since);
+        entry.placed_at = entry.placed_at.min(a.created_at);
+        entry.started_at = earliest(entry.started_at, a.running_since);
+        entry.stop_at = earliest(entry.stop_at, a.stop_at);
+        entry.stop_cause = entry.stop_cause.or(a.stop_cause);
         entry.ended_at = entry.ended_at.max(a.released_at);
+        // One node still holding its GPUs keeps the whole attempt going.
+        if a.released_at.is_none() {
+            open.insert(a.attempt);
+        }
         entry.exit_code = entry.exit_code.or(a.exit_code);
         entry.nodes.push(AttemptNode {
             node_id: a.node_id,
@@ -97,5 +117,16 @@ async fn list_attempts(
             exit_code: a.exit_code,
         });
     }
-    Ok(Json(attempts.into_values().collect()))
+    Ok(Json(
+        attempts
+            .into_values()
+            .map(|mut attempt| {
+                if open.contains(&attempt.attempt) {
+                    attempt.ended_at = None;
+                    attempt.outcome = None;
+                }
+                attempt
+            })
+            .collect(),
+    ))
 }

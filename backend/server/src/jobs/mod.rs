@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::classes::StopCause;
 use crate::entities::order;
 use crate::validate::Fields;
 
@@ -318,7 +319,7 @@ pub async fn time_out(
             .exec(&txn)
             .await?;
         if stopped.rows_affected == 1 {
-            crate::orders::lifecycle::stop(&txn, o.id, now).await?;
+            crate::orders::lifecycle::stop(&txn, o.id, now, StopCause::Walltime).await?;
         }
         txn.commit().await?;
     }

@@ -7,7 +7,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, OrderStatus, StopCause};
 use crate::entities::{allocation, gpu_claim, gpu_share, order};
 
 /// Reads an order for a change of its status, locking its row until the
@@ -59,12 +59,13 @@ pub async fn came_up(
     Ok(true)
 }
 
-/// Asks the order's running allocations to stop by `stop_at`; their GPUs
-/// stay held until the driver reports the stop.
+/// Asks the order's running allocations to stop by `stop_at` because of
+/// `cause`; their GPUs stay held until the driver reports the stop.
 pub async fn stop(
     db: &impl ConnectionTrait,
     order_id: Uuid,
     stop_at: DateTime<Utc>,
+    cause: StopCause,
 ) -> Result<u64, sea_orm::DbErr> {
     Ok(allocation::Entity::update_many()
         .col_expr(
@@ -72,6 +73,7 @@ pub async fn stop(
             Expr::value(AllocationState::Stopping),
         )
         .col_expr(allocation::Column::StopAt, Expr::value(Some(stop_at)))
+        .col_expr(allocation::Column::StopCause, Expr::value(Some(cause)))
         .filter(allocation::Column::OrderId.eq(order_id))
         .filter(allocation::Column::State.eq(AllocationState::Active))
         .exec(db)

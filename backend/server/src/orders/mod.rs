@@ -31,7 +31,8 @@ use crate::audit::{self, Change};
 use crate::auth::principal::Operator;
 use crate::catalog::cache::Catalog;
 use crate::classes::{
-    AllocationState, EstimateConfidence, OrderStatus, PricingClass, PriorityClass, WorkloadClass,
+    AllocationState, EstimateConfidence, OrderStatus, PricingClass, PriorityClass, StopCause,
+    WorkloadClass,
 };
 use crate::entities::{allocation, node, order, order_dependency};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
@@ -117,8 +118,15 @@ pub struct Order {
     pub reservation_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When its latest attempt came up.
     pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// Seconds its attempts that are over ran: time waiting in the queue
+    /// between them is not counted.
+    pub run_seconds: i64,
+    /// When the attempt running now came up; absent while it does not run.
+    /// Its runtime is `run_seconds` plus the time since.
+    pub running_since: Option<DateTime<Utc>>,
 }
 
 /// How a tenant reaches a running order: one entry per node.
@@ -283,16 +291,20 @@ async fn views(
         .filter(|o| o.attempts > 0)
         .map(|o| o.id)
         .collect();
-    let live = if started.is_empty() {
+    let held = if started.is_empty() {
         Vec::new()
     } else {
         allocation::Entity::find()
             .filter(allocation::Column::OrderId.is_in(started))
-            .filter(allocation::Column::State.ne(AllocationState::Released))
             .order_by_asc(allocation::Column::Id)
             .all(db)
             .await?
     };
+    let mut runs = run_times(&held);
+    let live: Vec<allocation::Model> = held
+        .into_iter()
+        .filter(|a| a.state != AllocationState::Released)
+        .collect();
     let nodes: HashMap<Uuid, (String, Uuid)> = if live.is_empty() {
         HashMap::new()
     } else {
@@ -436,9 +448,49 @@ async fn views(
                 updated_at: o.updated_at,
                 started_at: o.started_at,
                 ended_at: o.ended_at,
+                run_seconds: runs.get(&o.id).map_or(0, |r| r.finished_seconds),
+                running_since: runs.remove(&o.id).and_then(|r| r.running_since),
             }
         })
         .collect())
+}
+
+/// The earlier of two times that may be unknown; unknown only when both are.
+pub fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// How long an order has run, attempt by attempt.
+#[derive(Default)]
+struct RunTime {
+    finished_seconds: i64,
+    running_since: Option<DateTime<Utc>>,
+}
+
+/// Each order's running time from its allocations: an attempt runs from
+/// its first node coming up until its last node is freed.
+fn run_times(allocations: &[allocation::Model]) -> HashMap<Uuid, RunTime> {
+    type Span = (Option<DateTime<Utc>>, Option<DateTime<Utc>>, bool);
+    let mut spans: HashMap<(Uuid, i32), Span> = HashMap::new();
+    for a in allocations {
+        let (start, end, open) = spans.entry((a.order_id, a.attempt)).or_default();
+        *start = earliest(*start, a.running_since);
+        *end = (*end).max(a.released_at);
+        *open |= a.released_at.is_none();
+    }
+    let mut runs: HashMap<Uuid, RunTime> = HashMap::new();
+    for ((order_id, _), (start, end, open)) in spans {
+        let Some(start) = start else { continue };
+        let run = runs.entry(order_id).or_default();
+        match end {
+            Some(end) if !open => run.finished_seconds += (end - start).num_seconds().max(0),
+            _ => run.running_since = Some(start),
+        }
+    }
+    runs
 }
 
 /// A stored JSON array; empty when absent.
@@ -631,7 +683,7 @@ pub async fn cancel(
         return Ok(Cancelled::Ended(current));
     }
     let from = current.status;
-    let holding = lifecycle::stop(txn, current.id, now).await?;
+    let holding = lifecycle::stop(txn, current.id, now, StopCause::Cancelled).await?;
     let still_stopping = holding > 0 || from == OrderStatus::Preempted;
     let mut row: order::ActiveModel = current.into();
     row.status = Set(OrderStatus::Cancelled);

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::lifecycle;
 use crate::audit::{self, Change};
 use crate::auth::principal::Actor;
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, OrderStatus, StopCause};
 use crate::entities::{allocation, order};
 
 /// Asks every active allocation of an ended order to stop; returns how
@@ -46,7 +46,7 @@ pub async fn reclaim(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<i64,
         if !current.status.is_final() {
             continue;
         }
-        let stopped = lifecycle::stop(&txn, order_id, now).await?;
+        let stopped = lifecycle::stop(&txn, order_id, now, StopCause::Reconciled).await?;
         if stopped == 0 {
             continue;
         }

@@ -11,7 +11,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, DbErr, EntityTr
 use uuid::Uuid;
 
 use super::Driver;
-use crate::classes::{AllocationState, OrderStatus};
+use crate::classes::{AllocationState, OrderStatus, StopCause};
 use crate::clock::Clock;
 use crate::entities::{allocation, node, order};
 use crate::jobs::logs::Stream;
@@ -210,7 +210,7 @@ pub async fn complete(
             .filter(allocation::Column::State.ne(AllocationState::Released))
             .exec(&txn)
             .await?;
-        lifecycle::stop(&txn, order_id, now).await?;
+        lifecycle::stop(&txn, order_id, now, StopCause::Exited).await?;
         lifecycle::stopped(&txn, order_id, None, now).await?;
     }
     txn.commit().await?;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::load::Loaded;
 use crate::catalog::shares::{GpuShape, slices_of};
-use crate::classes::{AllocationState, EstimateConfidence, OrderStatus};
+use crate::classes::{AllocationState, EstimateConfidence, OrderStatus, StopCause};
 use crate::entities::{allocation, gpu_claim, gpu_share, order};
 use crate::orders::lifecycle;
 use crate::orders::reasons::{self, WaitReason};
@@ -66,7 +66,11 @@ pub async fn apply(
             .exec(&txn)
             .await?;
         if changed.rows_affected == 1 {
-            lifecycle::stop(&txn, id, at(preemption.stop_at)).await?;
+            let cause = match preemption.cause {
+                engine::PreemptionCause::Defragmentation => StopCause::Moved,
+                _ => StopCause::Preempted,
+            };
+            lifecycle::stop(&txn, id, at(preemption.stop_at), cause).await?;
             applied.preempted += 1;
         }
     }
@@ -283,6 +287,7 @@ async fn start(
                     mig_device: Set(mig_device),
                     private_address: Set(None),
                     private_network_id: Set(None),
+                    stop_cause: Set(None),
                 });
             }
         }

@@ -28,7 +28,7 @@ use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use crate::app::AppState;
-use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus};
+use crate::classes::{AllocationState, DriverKind, NodeState, OrderStatus, StopCause};
 use crate::entities::{allocation, change_log, order};
 use crate::monitoring::{fleet, history};
 use crate::orders::lifecycle;
@@ -602,7 +602,7 @@ async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Res
             .exec(&txn)
             .await?;
         if ended.rows_affected == 1 {
-            lifecycle::stop(&txn, id, now).await?;
+            lifecycle::stop(&txn, id, now, StopCause::DurationReached).await?;
         }
         txn.commit().await?;
     }
@@ -627,8 +627,20 @@ async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result
             .iter()
             .filter_map(|id| world.nodes.get(id).map(|n| n.name.as_str()))
             .collect();
+        // A drain is the operator's choice; any other node leaving is a fault.
+        let drained = nodes.iter().any(|id| {
+            world
+                .nodes
+                .get(id)
+                .is_some_and(|n| n.state == NodeState::Draining)
+        });
+        let (cause, why) = if drained {
+            (StopCause::NodeDrained, "drained for maintenance")
+        } else {
+            (StopCause::NodeUnhealthy, "unhealthy")
+        };
         let reason = format!(
-            "its node {} is leaving service (drained for maintenance or unhealthy); queued again",
+            "its node {} is leaving service ({why}); queued again",
             names.join(", ")
         );
         let txn = crate::db::write(&state.db).await?;
@@ -670,7 +682,7 @@ async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result
             )
             .await?;
         }
-        lifecycle::stop(&txn, order_id, now).await?;
+        lifecycle::stop(&txn, order_id, now, cause).await?;
         txn.commit().await?;
     }
     Ok(())

@@ -483,6 +483,7 @@ fn allocation_view(a: &allocation::Model) -> allocation::Model {
         metered_until: None,
         exit_code: None,
         outcome: None,
+        stop_cause: None,
         ..a.clone()
     }
 }

@@ -221,19 +221,21 @@ async fn revoke_invitation(
 
 /// Accepts every pending invitation for `email` inside the sign-up's
 /// transaction: the new user joins each organization with its role.
+/// Answers the organizations joined, oldest invitation first.
 pub async fn accept(
     txn: &impl ConnectionTrait,
     actor: &Actor,
     user_id: Uuid,
     email: &str,
     now: DateTime<Utc>,
-) -> Result<usize, sea_orm::DbErr> {
+) -> Result<Vec<Uuid>, sea_orm::DbErr> {
     let rows = invitation::Entity::find()
         .filter(invitation::Column::Email.eq(email))
         .filter(pending(now))
+        .order_by_asc(invitation::Column::CreatedAt)
         .all(txn)
         .await?;
-    let mut joined = 0;
+    let mut joined = Vec::new();
     for row in rows {
         // One membership per organization, whatever was invited twice.
         if membership::Entity::find_by_id((row.org_id, user_id))
@@ -250,7 +252,7 @@ pub async fn accept(
             }
             .insert(txn)
             .await?;
-            joined += 1;
+            joined.push(row.org_id);
         }
         audit::record(
             txn,

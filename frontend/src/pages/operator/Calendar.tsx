@@ -8,6 +8,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { MaintenancePanel } from "./Maintenance";
 import { dateTime } from "../../lib/format";
 import { HourGrid, hourGridClasses, hourLabel } from "../../components/HourGrid";
+import { readerZone, zoneLabel } from "../../lib/zone";
 import { t } from "../../i18n";
 
 const DAYS_SHOWN = 14;
@@ -58,9 +59,17 @@ export function CalendarPage() {
               </Text>
               <HourGrid
                 slots={data.slots}
-                label={t("calendar.gridLabel", { model: data.gpu_model })}
+                label={t("calendar.gridLabel", { model: data.gpu_model, zone: zoneLabel() })}
                 cell={(s, day, hour) => {
-                  const label = t("calendar.slot", { day, hour: hourLabel(hour), reserved: s.reserved, committed: s.committed, free: s.free, gpus: s.gpus });
+                  const label = t("calendar.slot", {
+                    day,
+                    hour: hourLabel(hour),
+                    zone: readerZone(),
+                    reserved: s.reserved,
+                    committed: s.committed,
+                    free: s.free,
+                    gpus: s.gpus,
+                  });
                   const reserved = s.gpus ? (100 * s.reserved) / s.gpus : 0;
                   const taken = s.gpus ? (100 * (s.reserved + s.committed)) / s.gpus : 0;
                   return (

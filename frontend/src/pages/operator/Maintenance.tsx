@@ -2,12 +2,15 @@ import { Alert, Button, Group, NumberInput, Paper, Select, Stack, Table, Text, T
 import { useState } from "react";
 import { useAllNodes } from "../../api/admin";
 import { ApiError, messageOf } from "../../api/client";
+import { useOrgNames } from "../../api/queries";
 import { addHours, useCancelMaintenance, useMaintenance, useScheduleMaintenance } from "../../api/reservations";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { dateTime } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
 import { t } from "../../i18n";
+import { holdersOf } from "./NodeActions";
+import { instantOf, zoneLabel } from "../../lib/zone";
 
 /** Maintenance windows: schedule one on a node, see and cancel them. */
 export function MaintenancePanel() {
@@ -19,7 +22,8 @@ export function MaintenancePanel() {
   const [start, setStart] = useState("");
   const [hours, setHours] = useState<number | string>(4);
   const [reason, setReason] = useState("");
-  const startsAt = start ? `${start}:00Z` : null;
+  // The picker's value is a wall-clock time in the reader's zone.
+  const startsAt = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(start) ? instantOf(start.slice(0, 10), Number(start.slice(11, 13)), Number(start.slice(14, 16))) : null;
   const ask =
     node && reason.trim() && typeof hours === "number" && hours > 0
       ? {
@@ -41,6 +45,11 @@ export function MaintenancePanel() {
       },
     );
   const breaks = schedule.error instanceof ApiError && schedule.error.code === "reservation_on_node";
+  const names = useOrgNames().data;
+  const chosen = nodes.data?.find((n) => n.name === node);
+  // Like a drain, the window stops what runs there: the operator reads whose work first.
+  const holders = chosen ? holdersOf(chosen, names) : "";
+  const reserved = chosen?.reservations.map((r) => r.name) ?? [];
   return (
     <Stack>
       <Title order={4} mt="lg">
@@ -65,7 +74,7 @@ export function MaintenancePanel() {
             />
             <TextInput
               type="datetime-local"
-              label={t("maintenance.start")}
+              label={t("maintenance.start", { zone: zoneLabel() })}
               description={t("maintenance.startHint")}
               value={start}
               onChange={(e) => setStart(e.currentTarget.value)}
@@ -77,9 +86,14 @@ export function MaintenancePanel() {
             </Button>
           </Group>
         </form>
+        {chosen && (
+          <Text size="sm" mt="sm" data-testid="maintenance-affects">
+            {holders ? t("maintenance.affects", { node: chosen.name, holders }) : t("maintenance.affectsNothing", { node: chosen.name })}
+          </Text>
+        )}
         {schedule.isError && (
           <Alert color={breaks ? "yellow" : "red"} title={t("maintenance.notScheduled")} role="alert" mt="sm">
-            {messageOf(schedule.error)}
+            {breaks ? t("maintenance.breaks", { node: chosen?.name ?? node ?? "", names: reserved.join(", ") }) : messageOf(schedule.error)}
             {breaks && (
               <Button mt="xs" size="compact-sm" color="red" onClick={() => submit(true)}>
                 {t("maintenance.force")}

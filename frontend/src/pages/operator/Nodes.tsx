@@ -1,4 +1,4 @@
-import { Group, Paper, SegmentedControl, Table, Text } from "@mantine/core";
+import { Badge, Group, Paper, SegmentedControl, Table, Text } from "@mantine/core";
 
 import { useState } from "react";
 import { useAllNodes } from "../../api/admin";
@@ -10,7 +10,7 @@ import { dateTime, words } from "../../lib/format";
 import { IsolationBadge, NodeActions } from "./NodeActions";
 import { AnchorLink } from "../../components/links";
 import { t } from "../../i18n";
-import { nodeState } from "../../lib/capacity";
+import { nodeState, nodeUse } from "../../lib/capacity";
 
 const STATES = ["all", "ready", "cordoned", "draining", "unhealthy"] as const;
 
@@ -43,9 +43,7 @@ export function NodesPage() {
                   </Table.Thead>
                   <Table.Tbody>
                     {shown.map((n) => {
-                      const held = n.gpus.filter((g) => g.order_id).length;
-                      const sick = n.gpus.filter((g) => !g.healthy).length;
-                      const orders = new Set(n.gpus.map((g) => g.order_id).filter(Boolean));
+                      const use = nodeUse(n);
                       return (
                         <Table.Tr key={n.id}>
                           <Table.Td>
@@ -66,10 +64,20 @@ export function NodesPage() {
                           <Table.Td>
                             <StatusBadge status={nodeState(n)} />
                           </Table.Td>
-                          <Table.Td>
-                            {held} / {n.gpus.length - held - sick} / {sick}
+                          <Table.Td data-testid="node-gpus">
+                            {use.whole} / {use.shared} / {use.free} / {use.unhealthy}
+                            {use.mig && (
+                              <Group gap={4} wrap="nowrap">
+                                <Badge size="xs" variant="light" color="grape">
+                                  {t("nodes.mig")}
+                                </Badge>
+                                <Text size="xs" c="dimmed">
+                                  {t("nodes.migFree", { free: use.mig.free, total: use.mig.total })}
+                                </Text>
+                              </Group>
+                            )}
                           </Table.Td>
-                          <Table.Td>{orders.size}</Table.Td>
+                          <Table.Td>{use.orders}</Table.Td>
                           <Table.Td>{n.driver === "agent" ? dateTime(n.last_heartbeat_at) : words("simulated")}</Table.Td>
                           <Table.Td>
                             <NodeActions node={n} />

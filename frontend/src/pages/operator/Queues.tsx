@@ -80,7 +80,7 @@ export function QueuesPage() {
                               <Table.Td>{words(o.priority_class)}</Table.Td>
                               <Table.Td>{dateTime(o.created_at)}</Table.Td>
                               <Table.Td maw={360}>
-                                <Text size="sm">{o.pending_details.length > 0 ? <WaitReasons orgId={o.org_id} order={o} short /> : (o.pending_reason ?? "—")}</Text>
+                                <Text size="sm">{o.pending_details.length > 0 ? <WaitReasons orgId={o.org_id} order={o} short reader={{ organization: names.get(o.org_id) ?? o.org_id }} /> : (o.pending_reason ?? "—")}</Text>
                               </Table.Td>
                               <Table.Td>
                                 {dateTime(o.estimated_start)}

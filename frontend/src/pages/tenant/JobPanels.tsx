@@ -10,10 +10,12 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { TERMINAL } from "../../components/StatusBadge";
 import { dateTime, duration, words, shortId } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
+import { useAbilities } from "../../lib/orgId";
 import { t } from "../../i18n";
 
 export function JobSummary({ orgId, order, job }: { orgId: string; order: Order; job: Schemas["JobView"] }) {
   const cancelArray = useCancelArray(orgId);
+  const can = useAbilities(orgId);
   return (
     <Paper withBorder p="md">
       <Group justify="space-between" mb="sm">
@@ -22,7 +24,8 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
           <Badge color={job.exit_code === 0 ? "green.4" : "red.4"}>{t("job.exitCode", { code: job.exit_code })}</Badge>
         )}
       </Group>
-      <Code block mb="sm" data-testid="job-command">
+      {/* A long command wraps rather than hiding past a scrollbar a keyboard cannot reach. */}
+      <Code block mb="sm" data-testid="job-command" style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere" }}>
         {[job.command, ...(job.args ?? []).map((a) => JSON.stringify(a))].join(" ")}
       </Code>
       <SimpleGrid cols={2} spacing="xs">
@@ -30,10 +33,19 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
         <Fact label={t("job.retries")} value={t(job.retry.on_failure ? "job.retriesOnFailure" : "job.retriesOnLoss", { count: job.retry.max_retries })} />
         {job.working_dir && <Fact label={t("job.workingDir")} value={job.working_dir} />}
         {job.image && <Fact label={t("job.image")} value={job.image} />}
-        {Object.keys(job.env ?? {}).length > 0 && (
-          <Fact label={t("job.environment")} value={Object.entries(job.env ?? {}).map(([k, v]) => `${k}=${v}`).join(" ")} />
-        )}
       </SimpleGrid>
+      {Object.keys(job.env ?? {}).length > 0 && (
+        <>
+          <Text size="xs" c="dimmed" mt="xs">
+            {t("job.environment")}
+          </Text>
+          <Code block data-testid="job-env" style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere" }}>
+            {Object.entries(job.env ?? {})
+              .map(([k, v]) => `${k}=${v}`)
+              .join("\n")}
+          </Code>
+        </>
+      )}
       {job.depends_on.length > 0 && (
         <Text size="sm" mt="sm">
           {t("job.waitsFor")}{" "}
@@ -56,7 +68,7 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
               {shortId(job.array_id)}
             </AnchorLink>
           </Text>
-          {!TERMINAL.has(order.status) && (
+          {!TERMINAL.has(order.status) && can.order && (
             <ConfirmButton
               size="xs"
               label={t("job.cancelArray")}

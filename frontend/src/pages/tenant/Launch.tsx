@@ -74,6 +74,36 @@ export type Values = {
   name: string;
 };
 
+/** Where the API names a field in its refusal, the form field that holds it. */
+const FIELDS: Record<string, keyof Values> = {
+  name: "name",
+  instance_type: "instanceType",
+  node_count: "nodeCount",
+  region: "region",
+  duration_seconds: "durationHours",
+  pricing_class: "pricingClass",
+  priority_class: "priorityClass",
+  workload_class: "workloadClass",
+  image: "image",
+  "job.image": "image",
+  "job.command": "command",
+  "job.args": "args",
+  "job.env": "env",
+  "job.working_dir": "workingDir",
+  "job.max_runtime_seconds": "walltimeMinutes",
+  "job.retry.max_retries": "maxRetries",
+  "job.array_count": "arrayCount",
+  "job.depends_on": "dependsOn",
+  ssh_key_ids: "sshKeyIds",
+  ports: "ports",
+  reservation_id: "reservationId",
+};
+
+/** The form field an API field error belongs to, if the form shows one. */
+function fieldOf(apiField: string): keyof Values | undefined {
+  return FIELDS[apiField.replace(/\[\d+\]$/, "").replace(/^job\.env\..*/, "job.env")];
+}
+
 /** `8888, 6006` as port numbers; null when empty. */
 export function portsOf(text: string): number[] | null {
   const ports = text
@@ -146,6 +176,8 @@ export function LaunchPage() {
   const values = form.getValues();
 
   const selected = types.data?.find((t) => t.name === values.instanceType);
+  // A share of one GPU runs on one node: the API refuses a gang of them.
+  const sharesGpu = Boolean(selected && (selected.gpu_milli || selected.mig_profile));
   const region = values.region || null;
   const durationSeconds = typeof values.durationHours === "number" ? Math.round(values.durationHours * 3600) : null;
   const price = selected ? priceInForce(selected.prices, values.pricingClass, region) : undefined;
@@ -194,20 +226,8 @@ export function LaunchPage() {
     },
     onError: (error) => {
       if (error instanceof ApiError) {
-        const fields: Record<string, keyof Values> = {
-          name: "name",
-          instance_type: "instanceType",
-          node_count: "nodeCount",
-          region: "region",
-          duration_seconds: "durationHours",
-          image: "image",
-          "job.image": "image",
-          ssh_key_ids: "sshKeyIds",
-          ports: "ports",
-          reservation_id: "reservationId",
-        };
         for (const f of error.fieldErrors) {
-          const field = fields[f.field.replace(/\[\d+\]$/, "")];
+          const field = fieldOf(f.field);
           if (field) form.setFieldError(field, f.message);
         }
       }
@@ -258,11 +278,17 @@ export function LaunchPage() {
                   allowDeselect={false}
                   key={form.key("instanceType")}
                   {...form.getInputProps("instanceType")}
+                  onChange={(name) => {
+                    form.setFieldValue("instanceType", name ?? "");
+                    const type = types.data?.find((t) => t.name === name);
+                    if (type && (type.gpu_milli || type.mig_profile)) form.setFieldValue("nodeCount", 1);
+                  }}
                 />
                 <Group grow align="flex-start">
                   <NumberInput
                     label={t("launch.nodes")}
-                    description={t("launch.nodesHint")}
+                    description={sharesGpu ? t("launch.sharedOneNode") : t("launch.nodesHint")}
+                    disabled={sharesGpu}
                     min={1}
                     max={64}
                     allowDecimal={false}
@@ -291,6 +317,12 @@ export function LaunchPage() {
                     data={PRICING.map((p) => ({ value: p, label: words(p) }))}
                     key={form.key("pricingClass")}
                     {...form.getInputProps("pricingClass")}
+                    onChange={(value) => {
+                      const pricing = value as Schemas["PricingClass"];
+                      form.setFieldValue("pricingClass", pricing);
+                      // The API refuses spot at any other priority: the form never offers it.
+                      if (pricing === "spot") form.setFieldValue("priorityClass", "preemptible");
+                    }}
                   />
                   <Text size="xs" c="dimmed" mt={4}>
                     {t("launch.pricingHint")}
@@ -313,6 +345,8 @@ export function LaunchPage() {
                 <Group grow align="flex-start">
                   <Select
                     label={t("launch.priority")}
+                    description={values.pricingClass === "spot" ? t("launch.spotPreemptible") : undefined}
+                    disabled={values.pricingClass === "spot"}
                     data={PRIORITY.map((p) => ({ value: p, label: words(p) }))}
                     allowDeselect={false}
                     key={form.key("priorityClass")}
@@ -398,7 +432,7 @@ export function LaunchPage() {
                         <Table.Thead>
                           <Table.Tr>
                             <Table.Th>{t("launch.region")}</Table.Th>
-                            <Table.Th ta="right">{t("launch.perGpuHour")}</Table.Th>
+                            <Table.Th ta="right">{sharesGpu ? t("launch.perInstanceHour") : t("launch.perGpuHour")}</Table.Th>
                             <Table.Th ta="right">{t("launch.startNow")}</Table.Th>
                           </Table.Tr>
                         </Table.Thead>
@@ -408,9 +442,15 @@ export function LaunchPage() {
                             return (
                               <Table.Tr key={r.name}>
                                 <Table.Td>{r.display_name}</Table.Td>
-                                <Table.Td ta="right">{inRegion ? money(perGpuHour(inRegion.hourly_micros, selected)) : "—"}</Table.Td>
                                 <Table.Td ta="right">
-                                  <RoomNow room={availability.data?.regions.find((a) => a.region === r.name)} loaded={availability.isSuccess} />
+                                  {inRegion ? money(sharesGpu ? inRegion.hourly_micros : perGpuHour(inRegion.hourly_micros, selected)) : "—"}
+                                </Table.Td>
+                                <Table.Td ta="right">
+                                  <RoomNow
+                                    room={availability.data?.regions.find((a) => a.region === r.name)}
+                                    loaded={availability.isSuccess}
+                                    shared={sharesGpu}
+                                  />
                                 </Table.Td>
                               </Table.Tr>
                             );
@@ -436,7 +476,14 @@ export function LaunchPage() {
                 )}
               </Paper>
               {quota && <QuotaNotice check={quota} model={selected?.gpu_model ?? ""} />}
-              {submit.isError && <ProblemAlert error={submit.error} title={t("launch.refused")} />}
+              {submit.isError &&
+                (submit.error instanceof ApiError && submit.error.fieldErrors.length > 0 && submit.error.fieldErrors.every((f) => fieldOf(f.field)) ? (
+                  <Alert color="red" title={t("launch.refused")} role="alert">
+                    {t("launch.fixFields")}
+                  </Alert>
+                ) : (
+                  <ProblemAlert error={submit.error} title={t("launch.refused")} />
+                ))}
               <Button type="submit" size="md" loading={submit.isPending} disabled={quota?.kind === "never"}>
                 {values.kind === "job" ? t("launch.submitJob") : t("launch.launch")}
               </Button>
@@ -449,14 +496,15 @@ export function LaunchPage() {
 }
 
 /** What a launch would meet in one region now: instances free, GPUs already queued. */
-function RoomNow({ room, loaded }: { room: Schemas["RegionAvailability"] | undefined; loaded: boolean }) {
+function RoomNow({ room, loaded, shared }: { room: Schemas["RegionAvailability"] | undefined; loaded: boolean; shared: boolean }) {
   if (!loaded) return "…";
   if (room === undefined) return t("launch.noneHere");
-  if (room.instances_now === null || room.instances_now === undefined) return "—";
+  // MIG instances are not counted ahead of placement: say so instead of a dash.
+  if (room.instances_now === null || room.instances_now === undefined) return t("launch.notCounted");
   const free =
     room.instances_now > 0 ? (
       <Text span size="sm" fw={600}>
-        {t("launch.freeNow", { count: room.instances_now })}
+        {t(shared ? "launch.freeSharesNow" : "launch.freeNow", { count: room.instances_now })}
       </Text>
     ) : (
       <Text span size="sm">

@@ -1,19 +1,20 @@
-import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Timeline, Title } from "@mantine/core";
+import { Alert, Badge, Button, Code, CopyButton, Grid, Group, Paper, SimpleGrid, Stack, Table, Text, Title } from "@mantine/core";
 import { useQuery } from "@tanstack/react-query";
 import { useParams } from "@tanstack/react-router";
 import { api, type Schemas, unwrap, unwrapJson } from "../../api/client";
 import { gpusOf, METERING_SETTLE_MS, regionOf, runtimeSeconds, useCancelOrder, useOrder, type Order } from "../../api/orders";
-import { keys } from "../../api/queries";
+import { keys, useOrgNames, useSshKeys } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge, TERMINAL } from "../../components/StatusBadge";
 import { dateTime, duration, gpuHours, money, shortId, words } from "../../lib/format";
 import { useNow } from "../../lib/now";
-import { useOperatorView } from "../../lib/orgId";
+import { useAbilities, useOperatorView } from "../../lib/orgId";
 import { WaitReasons } from "../../components/WaitReasons";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { Attempts, JobSummary, Output } from "./JobPanels";
+import { OrderTimeline } from "./OrderTimeline";
 import { AnchorLink } from "../../components/links";
 import { t } from "../../i18n";
 
@@ -26,10 +27,15 @@ export function OrderDetailPage() {
 function OrderView({ orgId, order }: { orgId: string; order: Order }) {
   const cancel = useCancelOrder(orgId);
   const viewing = useOperatorView(orgId);
+  const can = useAbilities(orgId);
+  const organization = useOrgNames(viewing).data?.get(orgId);
   const done = TERMINAL.has(order.status);
   // Runtime ticks while it runs; the order itself is fetched less often.
-  const now = useNow(1_000, Boolean(order.started_at) && !order.ended_at);
+  const now = useNow(1_000, Boolean(order.running_since));
   const runtime = runtimeSeconds(order, now);
+  const sshKeys = useSshKeys();
+  // Keys are their owners': a teammate's key is named as such.
+  const keyNames = order.ssh_key_ids.map((id) => sshKeys.data?.find((k) => k.id === id)?.name ?? t("order.teammateKey"));
   return (
     <>
       <PageHeader
@@ -50,7 +56,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
         }
         actions={
           !done &&
-          !viewing && (
+          can.order && (
             <ConfirmButton
               label={t("order.cancel")}
               title={t("order.cancelTitle")}
@@ -81,7 +87,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
               </Group>
               {order.status === "queued" && (order.pending_details.length > 0 || order.pending_reason) && (
                 <Alert color="yellow" title={t("order.whyWaits")} mb="sm">
-                  <WaitReasons orgId={orgId} order={order} />
+                  <WaitReasons orgId={orgId} order={order} reader={viewing ? { organization: organization ?? "" } : {}} />
                   {order.estimated_start && <Text size="sm" mt={4}>{t("order.estimatedStart", { at: dateTime(order.estimated_start) })}</Text>}
                   {order.estimate_confidence && (
                     <Text size="xs" c="dimmed" data-testid="estimate-confidence">
@@ -95,19 +101,7 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                   {order.failure_reason}
                 </Alert>
               )}
-              <Timeline bulletSize={14} lineWidth={2} active={order.ended_at ? 2 : order.started_at ? 1 : 0}>
-                <Timeline.Item title={t("order.ordered")}>
-                  <Text size="sm" c="dimmed">{dateTime(order.created_at)}</Text>
-                </Timeline.Item>
-                <Timeline.Item title={t("order.started")}>
-                  <Text size="sm" c="dimmed">{order.started_at ? dateTime(order.started_at) : t("order.notYet")}</Text>
-                </Timeline.Item>
-                <Timeline.Item title={t("order.ended")}>
-                  <Text size="sm" c="dimmed" data-testid="ended-at">
-                    {order.ended_at ? dateTime(order.ended_at) : "—"}
-                  </Text>
-                </Timeline.Item>
-              </Timeline>
+              <OrderTimeline orgId={orgId} order={order} />
             </Paper>
             <Paper withBorder p="md">
               <Title order={4} mb="sm">
@@ -117,9 +111,9 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                 <Text c="dimmed" size="sm">
                   {order.ended_at
                     ? t(order.job ? "order.releasedJob" : "order.released")
-                    : order.started_at
+                    : TERMINAL.has(order.status) || order.status === "preempted"
                       ? t("order.releasing")
-                      : t("order.notPlaced")}
+                      : t(order.attempts > 0 ? "order.placedAgain" : "order.notPlaced")}
                 </Text>
               ) : (
                 <Table aria-label={t("order.placement")}>
@@ -166,10 +160,16 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
                 <Fact label={t("order.workload")} value={words(order.workload_class)} />
                 <Fact label={t("order.runtime")} value={runtime === null ? "—" : duration(runtime)} />
                 <Fact label={t("order.attempts")} value={String(order.attempts)} />
+                {order.kind === "instance" && (
+                  <>
+                    <Fact label={t("order.portsAsked")} value={order.ports.length ? order.ports.join(", ") : t("order.noPorts")} />
+                    <Fact label={t("order.sshKeys")} value={keyNames.length ? keyNames.join(", ") : t("order.noKeys")} />
+                  </>
+                )}
                 {order.deadline && <Fact label={t("order.deadline")} value={dateTime(order.deadline)} />}
               </SimpleGrid>
             </Paper>
-            <OrderUsage orgId={orgId} order={order} />
+            <OrderUsage orgId={orgId} order={order} billing={can.billing} />
           </Stack>
         </Grid.Col>
       </Grid>
@@ -190,60 +190,69 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
           </Badge>
         )}
       </Group>
-      <Table aria-label={t("order.access")}>
-        <Table.Thead>
-          <Table.Tr>
-            <Table.Th>{t("order.node")}</Table.Th>
-            <Table.Th>{t("order.ssh")}</Table.Th>
-            <Table.Th>{t("order.ports")}</Table.Th>
-          </Table.Tr>
-        </Table.Thead>
-        <Table.Tbody>
-          {access.hosts.map((host) => (
-            <Table.Tr key={host.node}>
-              <Table.Td>
-                <Stack gap={2}>
-                  <Text size="sm">{host.node}</Text>
-                  {host.private_address && (
-                    <Text size="xs" c="dimmed">
-                      {t("order.privateAddress", { address: host.private_address })}
-                    </Text>
-                  )}
-                </Stack>
-              </Table.Td>
-              <Table.Td>
-                {host.ssh ? (
+      <Table.ScrollContainer minWidth={520}>
+        <Table aria-label={t("order.access")}>
+          <Table.Thead>
+            <Table.Tr>
+              <Table.Th>{t("order.node")}</Table.Th>
+              <Table.Th>{t("order.ssh")}</Table.Th>
+              <Table.Th>{t("order.ports")}</Table.Th>
+            </Table.Tr>
+          </Table.Thead>
+          <Table.Tbody>
+            {access.hosts.map((host) => (
+              <Table.Tr key={host.node}>
+                <Table.Td>
                   <Stack gap={2}>
-                    <Group gap="xs" wrap="nowrap">
-                      <Code>{host.ssh.command}</Code>
-                      <CopyValue value={host.ssh.command} />
-                    </Group>
-                    {host.ssh.host_key_fingerprint && (
+                    <Text size="sm">{host.node}</Text>
+                    {host.private_address && (
                       <Text size="xs" c="dimmed">
-                        {t("order.hostKey", { fingerprint: host.ssh.host_key_fingerprint })}
+                        {t("order.privateAddress", { address: host.private_address })}
                       </Text>
                     )}
                   </Stack>
-                ) : (
-                  <Text size="sm" c="dimmed">
-                    {t("common.none")}
-                  </Text>
-                )}
-              </Table.Td>
-              <Table.Td>
-                <Stack gap={2}>
-                  {(host.ports ?? []).map((p) => (
-                    <Group key={p.port} gap="xs" wrap="nowrap">
-                      <Code>{`${p.port} → ${host.host}:${p.node_port}`}</Code>
-                      <CopyValue value={`${host.host}:${p.node_port}`} />
-                    </Group>
-                  ))}
-                </Stack>
-              </Table.Td>
-            </Table.Tr>
-          ))}
-        </Table.Tbody>
-      </Table>
+                </Table.Td>
+                <Table.Td>
+                  {host.ssh ? (
+                    <Stack gap={2}>
+                      <Group gap="xs" wrap="nowrap">
+                        <Code style={{ whiteSpace: "nowrap", overflowX: "auto", maxWidth: "100%" }} tabIndex={0}>
+                          {host.ssh.command}
+                        </Code>
+                        <CopyValue value={host.ssh.command} />
+                      </Group>
+                      {host.ssh.host_key_fingerprint && (
+                        <Text size="xs" c="dimmed">
+                          {t("order.hostKey", { fingerprint: host.ssh.host_key_fingerprint })}
+                        </Text>
+                      )}
+                    </Stack>
+                  ) : (
+                    <Text size="sm" c="dimmed">
+                      {t("common.none")}
+                    </Text>
+                  )}
+                </Table.Td>
+                <Table.Td>
+                  <Stack gap={2}>
+                    {(host.ports ?? []).length === 0 && (
+                      <Text size="sm" c="dimmed">
+                        {t("order.noPortsExposed")}
+                      </Text>
+                    )}
+                    {(host.ports ?? []).map((p) => (
+                      <Group key={p.port} gap="xs" wrap="nowrap">
+                        <Code>{`${p.port} → ${host.host}:${p.node_port}`}</Code>
+                        <CopyValue value={`${host.host}:${p.node_port}`} />
+                      </Group>
+                    ))}
+                  </Stack>
+                </Table.Td>
+              </Table.Tr>
+            ))}
+          </Table.Tbody>
+        </Table>
+      </Table.ScrollContainer>
     </Paper>
   );
 }
@@ -272,7 +281,7 @@ function Fact({ label, value }: { label: string; value: string }) {
 }
 
 /** Metered GPU time and cost so far, beside the GPUs' measured utilization. */
-function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
+function OrderUsage({ orgId, order, billing }: { orgId: string; order: Order; billing: boolean }) {
   // Metering catches up a little after the order ends.
   const now = useNow(5_000);
   const growing = !order.ended_at || now - Date.parse(order.ended_at) < METERING_SETTLE_MS;
@@ -284,7 +293,7 @@ function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
           params: { path: { org_id: orgId }, query: { order_id: order.id, from: order.created_at } },
         }),
       ),
-    enabled: Boolean(order.started_at),
+    enabled: billing && Boolean(order.started_at),
     refetchInterval: growing ? 5_000 : false,
     retry: false,
   });
@@ -299,7 +308,7 @@ function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
           },
         }),
       ),
-    enabled: Boolean(order.started_at),
+    enabled: billing && Boolean(order.started_at),
     refetchInterval: growing ? 5_000 : false,
   });
   const group = usage.data?.groups.find((g) => g.key === order.id);
@@ -308,7 +317,11 @@ function OrderUsage({ orgId, order }: { orgId: string; order: Order }) {
       <Title order={4} mb="sm">
         {t("order.usage")}
       </Title>
-      {!order.started_at ? (
+      {!billing ? (
+        <Text c="dimmed" size="sm">
+          {t("order.usageForBilling")}
+        </Text>
+      ) : !order.started_at ? (
         <Text c="dimmed" size="sm">
           {t("order.usageLater")}
         </Text>

@@ -9,7 +9,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { WaitReasons } from "../../components/WaitReasons";
 import { dateTime, duration, words } from "../../lib/format";
-import { useOperatorView, useOrgId } from "../../lib/orgId";
+import { useAbilities, useOrgId } from "../../lib/orgId";
 import { ButtonLink, OrderName } from "../../components/links";
 import { t } from "../../i18n";
 
@@ -17,7 +17,7 @@ const FILTERS = ["all", "queued", "running", "completed", "failed", "timed_out",
 
 export function OrdersPage() {
   const orgId = useOrgId();
-  const viewing = useOperatorView(orgId);
+  const can = useAbilities(orgId);
   const search = useSearch({ strict: false }) as { status?: string; array?: string };
   const navigate = useNavigate();
   const status = FILTERS.includes(search.status as (typeof FILTERS)[number]) ? search.status : "all";
@@ -29,7 +29,7 @@ export function OrdersPage() {
         title={t("orders.title")}
         subtitle={t("orders.subtitle")}
         actions={
-          !viewing && (
+          can.order && (
             <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
               {t("orders.launch")}
             </ButtonLink>
@@ -67,11 +67,11 @@ export function OrdersPage() {
                   <Table.Thead>
                     <Table.Tr>
                       <Table.Th>{t("orders.order")}</Table.Th>
+                      <Table.Th>{t("orders.status")}</Table.Th>
                       <Table.Th>{t("orders.kind")}</Table.Th>
                       <Table.Th>{t("orders.instance")}</Table.Th>
                       <Table.Th>{t("orders.gpus")}</Table.Th>
                       <Table.Th>{t("orders.region")}</Table.Th>
-                      <Table.Th>{t("orders.status")}</Table.Th>
                       <Table.Th>{t("orders.whyWhere")}</Table.Th>
                       <Table.Th>{t("orders.created")}</Table.Th>
                       <Table.Th>{t("orders.runtime")}</Table.Th>
@@ -86,15 +86,15 @@ export function OrdersPage() {
                             <OrderName order={order} />
                           </Table.Td>
                           <Table.Td>
+                            <StatusBadge status={order.status} />
+                          </Table.Td>
+                          <Table.Td>
                             {order.kind === "job" ? t("orders.kindJob") : t("orders.kindInstance")}
                             {order.job?.array_index !== null && order.job?.array_index !== undefined && ` #${order.job.array_index}`}
                           </Table.Td>
                           <Table.Td>{order.instance_type}</Table.Td>
                           <Table.Td>{gpusOf(order)}</Table.Td>
                           <Table.Td>{regionOf(order)}</Table.Td>
-                          <Table.Td>
-                            <StatusBadge status={order.status} />
-                          </Table.Td>
                           <Table.Td maw={320}>
                             <Text size="sm" lineClamp={2}>
                               {order.status === "queued" ? (

@@ -9,22 +9,23 @@ import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
 import { WaitReasons } from "../../components/WaitReasons";
 import { dateTime, money, number, words } from "../../lib/format";
-import { useOperatorView, useOrgId } from "../../lib/orgId";
+import { useAbilities, useOrgId } from "../../lib/orgId";
 import { AnchorLink, ButtonLink } from "../../components/links";
 import { useTranslation } from "react-i18next";
 
 export function OverviewPage() {
   const orgId = useOrgId();
   const { t } = useTranslation();
-  const viewing = useOperatorView(orgId);
+  const can = useAbilities(orgId);
   const orders = useOrders(orgId);
   const quotas = useQuotas(orgId);
   const billing = useQuery({
     queryKey: keys.org(orgId, "billing"),
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/billing", { params: { path: { org_id: orgId } } })),
+    enabled: can.billing,
     retry: false,
   });
-  const spend = useSpend(orgId);
+  const spend = useSpend(orgId, undefined, can.billing);
   const waiting = useQuery({
     queryKey: keys.org(orgId, "queue-limits"),
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/queue-limits", { params: { path: { org_id: orgId } } })),
@@ -32,6 +33,7 @@ export function OverviewPage() {
   const balance = useQuery({
     queryKey: keys.org(orgId, "balance"),
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/balance", { params: { path: { org_id: orgId } } })),
+    enabled: can.billing,
     retry: false,
   });
   const items = orders.data?.pages.flatMap((p) => p.items) ?? [];
@@ -44,7 +46,7 @@ export function OverviewPage() {
       <PageHeader
         title={t("overview.title")}
         actions={
-          !viewing && (
+          can.order && (
             <ButtonLink to="/orgs/$orgId/launch" params={{ orgId }}>
               {t("overview.launch")}
             </ButtonLink>
@@ -64,10 +66,10 @@ export function OverviewPage() {
             label={t("overview.spend")}
             value={spend.data ? money(spend.data.total_micros, spend.data.currency) : "—"}
             detail={
-              billing.data?.terms.monthly_budget_micros
-                ? t("overview.ofBudget", { budget: money(billing.data.terms.monthly_budget_micros) })
-                : spend.isError
-                  ? t("common.visibleToBilling")
+              !can.billing
+                ? t("common.visibleToBilling")
+                : billing.data?.terms.monthly_budget_micros
+                  ? t("overview.ofBudget", { budget: money(billing.data.terms.monthly_budget_micros) })
                   : t("overview.noBudget")
             }
           />
@@ -75,8 +77,14 @@ export function OverviewPage() {
         <Grid.Col span={{ base: 12, sm: 6, lg: 3 }}>
           <Stat
             label={t("overview.balance")}
-            value={balance.data?.prepaid ? money(balance.data.balance_micros) : t("overview.payAsYouGo")}
-            detail={balance.data?.exhausted_at ? t("overview.exhaustedAt", { at: dateTime(balance.data.exhausted_at) }) : t("overview.invoicedMonthly")}
+            value={!can.billing ? "—" : balance.data?.prepaid ? money(balance.data.balance_micros) : t("overview.payAsYouGo")}
+            detail={
+              !can.billing
+                ? t("common.visibleToBilling")
+                : balance.data?.exhausted_at
+                  ? t("overview.exhaustedAt", { at: dateTime(balance.data.exhausted_at) })
+                  : t("overview.invoicedMonthly")
+            }
           />
         </Grid.Col>
         {balance.data?.prepaid && balance.data.balance_micros <= 0 && (

@@ -38,7 +38,8 @@ import { fitOf } from "../../lib/calendar";
 import { HourGrid, hourGridClasses, hourLabel } from "../../components/HourGrid";
 import { dateTime, gpuHours, money } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
-import { useOrgId } from "../../lib/orgId";
+import { useAbilities, useOrgId } from "../../lib/orgId";
+import { instantOf, readerZone, wallOf, zoneLabel } from "../../lib/zone";
 import { t } from "../../i18n";
 
 const DAYS_SHOWN = 7;
@@ -49,7 +50,7 @@ type Draft = {
   instanceType: string;
   region: string;
   count: number | string;
-  /** Start as `YYYY-MM-DD` and hour (UTC). */
+  /** Start as `YYYY-MM-DD` and hour, on the reader's clock. */
   day: string;
   hour: string;
   hours: number | string;
@@ -57,7 +58,7 @@ type Draft = {
 
 function startOf(draft: Draft): string | null {
   if (!/^\d{4}-\d{2}-\d{2}$/.test(draft.day) || draft.hour === "") return null;
-  return `${draft.day}T${draft.hour.padStart(2, "0")}:00:00Z`;
+  return instantOf(draft.day, Number(draft.hour));
 }
 
 /** The request the draft makes, once every field is filled. */
@@ -77,6 +78,7 @@ function askOf(draft: Draft): ReservationAsk | null {
 
 export function ReservationsPage() {
   const orgId = useOrgId();
+  const can = useAbilities(orgId);
   const types = useInstanceTypes();
   const regions = useRegions();
   const [opened] = useState(() => Date.now());
@@ -86,8 +88,8 @@ export function ReservationsPage() {
     instanceType: "",
     region: "",
     count: 1,
-    day: first.slice(0, 10),
-    hour: String(new Date(first).getUTCHours()),
+    day: wallOf(first).day,
+    hour: String(wallOf(first).hour),
     hours: 8,
   });
   const set = (change: Partial<Draft>) => setDraft((d) => ({ ...d, ...change }));
@@ -108,7 +110,10 @@ export function ReservationsPage() {
       },
     });
   };
-  const pickStart = (iso: string) => set({ day: iso.slice(0, 10), hour: String(new Date(iso).getUTCHours()) });
+  const pickStart = (iso: string) => {
+    const wall = wallOf(iso);
+    set({ day: wall.day, hour: String(wall.hour) });
+  };
 
   const typeOptions = useMemo(
     () =>
@@ -118,6 +123,17 @@ export function ReservationsPage() {
     [types.data],
   );
 
+  if (!can.order) {
+    return (
+      <>
+        <PageHeader title={t("reservations.title")} subtitle={t("reservations.subtitle")} />
+        <Alert color="blue" variant="light" mb="md" data-testid="read-only">
+          {t("reservations.readOnly")}
+        </Alert>
+        <ReservationList orgId={orgId} actions={false} />
+      </>
+    );
+  }
   return (
     <>
       <PageHeader
@@ -180,13 +196,13 @@ export function ReservationsPage() {
                 <Group grow align="flex-start">
                   <TextInput
                     type="date"
-                    label={t("reservations.startDay")}
+                    label={t("reservations.startDay", { zone: zoneLabel() })}
                     value={draft.day}
                     onChange={(e) => set({ day: e.currentTarget.value })}
                     required
                   />
                   <Select
-                    label={t("reservations.startHour")}
+                    label={t("reservations.startHour", { zone: zoneLabel() })}
                     data={HOURS.map((h) => ({ value: String(h), label: hourLabel(h) }))}
                     value={draft.hour}
                     onChange={(v) => v && set({ hour: v })}
@@ -244,7 +260,7 @@ export function ReservationsPage() {
       <Paper withBorder p="md" mt="md" aria-label={t("reservations.availabilityAria")}>
         <Title order={4}>{t("reservations.whenTitle")}</Title>
         <Text size="sm" c="dimmed" mb="xs">
-          {t("reservations.whenBody", { count: DAYS_SHOWN })}
+          {t("reservations.whenBody", { count: DAYS_SHOWN, zone: zoneLabel() })}
         </Text>
         {!draft.instanceType || !draft.region ? (
           <Text size="sm" c="dimmed">
@@ -266,7 +282,7 @@ export function ReservationsPage() {
       <Title order={3} mt="xl" mb="sm">
         {t("reservations.yours")}
       </Title>
-      <ReservationList orgId={orgId} />
+      <ReservationList orgId={orgId} actions />
     </>
   );
 }
@@ -340,13 +356,13 @@ function Availability({
   return (
     <HourGrid
       slots={slots}
-      label={t("reservations.gridLabel")}
+      label={t("reservations.gridLabel", { zone: zoneLabel() })}
       cell={(slot, day, hour) => (
         <UnstyledButton
           className={hourGridClasses.cell}
           data-fit={fitOf(slot.instances, wanted)}
           data-chosen={slot.starts_at === chosen || undefined}
-          aria-label={t("reservations.slotLabel", { day, hour: hourLabel(hour), count: slot.instances })}
+          aria-label={t("reservations.slotLabel", { day, hour: hourLabel(hour), zone: readerZone(), count: slot.instances })}
           onClick={() => onPick(slot.starts_at)}
         >
           {slot.instances}
@@ -356,7 +372,7 @@ function Availability({
   );
 }
 
-function ReservationList({ orgId }: { orgId: string }) {
+function ReservationList({ orgId, actions }: { orgId: string; actions: boolean }) {
   const reservations = useReservations(orgId);
   const cancel = useCancelReservation(orgId);
   const extend = useExtendReservation(orgId);
@@ -387,6 +403,7 @@ function ReservationList({ orgId }: { orgId: string }) {
                     <ReservationRow
                       key={r.id}
                       reservation={r}
+                      actions={actions}
                       onCancel={() => cancel.mutate(r.id)}
                       onExtend={(hours) =>
                         extend.mutate(
@@ -408,14 +425,17 @@ function ReservationList({ orgId }: { orgId: string }) {
 
 function ReservationRow({
   reservation: r,
+  actions,
   onCancel,
   onExtend,
 }: {
   reservation: Reservation;
+  actions: boolean;
   onCancel: () => void;
   onExtend: (hours: number) => void;
 }) {
   const [more, setMore] = useState<number | string>(1);
+  const hours = typeof more === "number" && more >= 1 ? more : null;
   return (
     <Table.Tr>
       <Table.Td>
@@ -447,7 +467,7 @@ function ReservationRow({
         )}
       </Table.Td>
       <Table.Td>
-        {(r.state === "upcoming" || r.state === "active") && (
+        {actions && (r.state === "upcoming" || r.state === "active") && (
           <Group gap={4} wrap="nowrap">
             <NumberInput
               aria-label={t("reservations.hoursToAdd", { name: r.name })}
@@ -459,14 +479,21 @@ function ReservationRow({
               value={more}
               onChange={setMore}
             />
-            <Button
+            <ConfirmButton
               size="compact-sm"
-              variant="default"
-              disabled={typeof more !== "number" || more < 1}
-              onClick={() => typeof more === "number" && onExtend(more)}
-            >
-              {t("reservations.extend")}
-            </Button>
+              tone="indigo"
+              disabled={hours === null}
+              label={t("reservations.extend")}
+              title={t("reservations.extendTitle", { name: r.name, count: hours ?? 0 })}
+              message={t("reservations.extendBody", {
+                count: hours ?? 0,
+                at: dateTime(addHours(r.ends_at, hours ?? 0)),
+                cost: money(r.hourly_micros * r.count * (hours ?? 0), r.currency),
+                rate: money(r.hourly_micros, r.currency),
+              })}
+              confirmLabel={t("reservations.extendConfirm")}
+              onConfirm={() => hours !== null && onExtend(hours)}
+            />
             <ConfirmButton
               size="compact-sm"
               label={t("reservations.cancel")}

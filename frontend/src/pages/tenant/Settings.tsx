@@ -1,7 +1,9 @@
 import { Alert, Button, Code, CopyButton, Group, Modal, Paper, Select, Stack, Table, Tabs, Text, TextInput } from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useNavigate, useSearch } from "@tanstack/react-router";
 import { useState } from "react";
+import type { SettingsTab } from "../../router";
 import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import { keys, useMe } from "../../api/queries";
 import { ConfirmButton } from "../../components/ConfirmButton";
@@ -10,7 +12,7 @@ import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, words } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
-import { useOrgId } from "../../lib/orgId";
+import { useAbilities, useOrgId } from "../../lib/orgId";
 import { SshKeys } from "./SshKeys";
 import { RegistryCredentials } from "./RegistryCredentials";
 import { Webhooks } from "./Webhooks";
@@ -20,38 +22,62 @@ const ROLES: Schemas["OrgRole"][] = ["owner", "admin", "member", "viewer", "bill
 const roleOptions = () => ROLES.map((role) => ({ value: role, label: words(role) }));
 
 export function SettingsPage() {
+  const { tab } = useSearch({ strict: false }) as { tab?: SettingsTab };
+  const navigate = useNavigate();
+  const can = useAbilities(useOrgId());
+  // Keys, webhooks and registry logins are the admins' to read and change.
+  const shown = can.manage || tab === "ssh" ? (tab ?? "members") : "members";
   return (
     <>
       <PageHeader title={t("settings.title")} subtitle={t("settings.roleHelp")} />
-      <Tabs defaultValue="members">
+      {!can.manage && (
+        <Alert color="blue" variant="light" mb="md" data-testid="read-only">
+          {t("settings.readOnly")}
+        </Alert>
+      )}
+      <Tabs
+        value={shown}
+        onChange={(next) => void navigate({ to: ".", search: next && next !== "members" ? { tab: next as SettingsTab } : {}, replace: true })}
+      >
         <Tabs.List mb="md">
           <Tabs.Tab value="members">{t("settings.members")}</Tabs.Tab>
-          <Tabs.Tab value="keys">{t("settings.apiKeys")}</Tabs.Tab>
+          {can.manage && <Tabs.Tab value="keys">{t("settings.apiKeys")}</Tabs.Tab>}
           <Tabs.Tab value="ssh">{t("settings.sshKeys")}</Tabs.Tab>
-          <Tabs.Tab value="webhooks">{t("settings.webhooks")}</Tabs.Tab>
-          <Tabs.Tab value="registries">{t("settings.registries")}</Tabs.Tab>
+          {can.manage && <Tabs.Tab value="webhooks">{t("settings.webhooks")}</Tabs.Tab>}
+          {can.manage && <Tabs.Tab value="registries">{t("settings.registries")}</Tabs.Tab>}
         </Tabs.List>
         <Tabs.Panel value="members">
-          <Members />
+          <Members manage={can.manage} />
         </Tabs.Panel>
-        <Tabs.Panel value="keys">
-          <ApiKeys />
-        </Tabs.Panel>
+        {can.manage && (
+          <Tabs.Panel value="keys">
+            <ApiKeys />
+          </Tabs.Panel>
+        )}
         <Tabs.Panel value="ssh">
           <SshKeys />
         </Tabs.Panel>
-        <Tabs.Panel value="webhooks">
-          <Webhooks />
-        </Tabs.Panel>
-        <Tabs.Panel value="registries">
-          <RegistryCredentials />
-        </Tabs.Panel>
+        {can.manage && (
+          <Tabs.Panel value="webhooks">
+            <Webhooks />
+          </Tabs.Panel>
+        )}
+        {can.manage && (
+          <Tabs.Panel value="registries">
+            <RegistryCredentials />
+          </Tabs.Panel>
+        )}
       </Tabs>
     </>
   );
 }
 
-function Members() {
+/** The sign-up page for an invited email: signing up there joins, and owns no organization. */
+function invitationLink(email: string): string {
+  return `${window.location.origin}/sign-up?${new URLSearchParams({ invited: email }).toString()}`;
+}
+
+function Members({ manage }: { manage: boolean }) {
   const orgId = useOrgId();
   const me = useMe();
   const queryClient = useQueryClient();
@@ -87,6 +113,7 @@ function Members() {
   const invitations = useQuery({
     queryKey: keys.org(orgId, "invitations"),
     queryFn: () => unwrap(api.GET("/api/v1/orgs/{org_id}/invitations", { params: { path: { org_id: orgId } } })),
+    enabled: manage,
   });
   const revoke = useMutation({
     mutationFn: (id: string) =>
@@ -114,46 +141,62 @@ function Members() {
 
   return (
     <Stack>
-      <Paper withBorder p="md">
-        <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
-          <Group align="flex-end">
-            <TextInput label={t("settings.addByEmail")} placeholder={t("settings.emailExample")} required style={{ flex: 1 }} {...form.getInputProps("email")} />
-            <Select label={t("settings.role")} data={roleOptions()} allowDeselect={false} w={140} {...form.getInputProps("role")} />
-            <Button type="submit" loading={add.isPending}>
-              {t("settings.add")}
-            </Button>
-          </Group>
-          {add.isError && (
-            <ProblemAlert error={add.error} title={t("settings.addFailed")} />
+      {manage && (
+        <Paper withBorder p="md">
+          <form onSubmit={form.onSubmit((v) => add.mutate(v))} noValidate>
+            <Group align="flex-end">
+              <TextInput label={t("settings.addByEmail")} placeholder={t("settings.emailExample")} required style={{ flex: 1 }} {...form.getInputProps("email")} />
+              <Select label={t("settings.role")} data={roleOptions()} allowDeselect={false} w={140} {...form.getInputProps("role")} />
+              <Button type="submit" loading={add.isPending}>
+                {t("settings.add")}
+              </Button>
+            </Group>
+            {add.isError && (
+              <ProblemAlert error={add.error} title={t("settings.addFailed")} />
+            )}
+          </form>
+          {invitations.data && invitations.data.length > 0 && (
+            <>
+              <Text size="xs" c="dimmed" mt="md">
+                {t("settings.invitationLinkHint")}
+              </Text>
+              <Table mt="xs" aria-label={t("settings.pendingInvitations")}>
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>{t("settings.invitedEmail")}</Table.Th>
+                    <Table.Th>{t("settings.role")}</Table.Th>
+                    <Table.Th>{t("settings.expires")}</Table.Th>
+                    <Table.Th />
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {invitations.data.map((i) => (
+                    <Table.Tr key={i.id}>
+                      <Table.Td>{i.email}</Table.Td>
+                      <Table.Td>{words(i.role)}</Table.Td>
+                      <Table.Td>{dateTime(i.expires_at)}</Table.Td>
+                      <Table.Td>
+                        <Group gap={4} wrap="nowrap">
+                          <CopyButton value={invitationLink(i.email)}>
+                            {({ copied, copy }) => (
+                              <Button size="compact-xs" variant="subtle" onClick={copy}>
+                                {copied ? t("common.copied") : t("settings.copyInvitationLink")}
+                              </Button>
+                            )}
+                          </CopyButton>
+                          <Button size="compact-xs" variant="subtle" color="red" onClick={() => revoke.mutate(i.id)} loading={revoke.isPending}>
+                            {t("settings.revokeInvitation")}
+                          </Button>
+                        </Group>
+                      </Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </>
           )}
-        </form>
-        {invitations.data && invitations.data.length > 0 && (
-          <Table mt="md" aria-label={t("settings.pendingInvitations")}>
-            <Table.Thead>
-              <Table.Tr>
-                <Table.Th>{t("settings.invitedEmail")}</Table.Th>
-                <Table.Th>{t("settings.role")}</Table.Th>
-                <Table.Th>{t("settings.expires")}</Table.Th>
-                <Table.Th />
-              </Table.Tr>
-            </Table.Thead>
-            <Table.Tbody>
-              {invitations.data.map((i) => (
-                <Table.Tr key={i.id}>
-                  <Table.Td>{i.email}</Table.Td>
-                  <Table.Td>{words(i.role)}</Table.Td>
-                  <Table.Td>{dateTime(i.expires_at)}</Table.Td>
-                  <Table.Td>
-                    <Button size="compact-xs" variant="subtle" color="red" onClick={() => revoke.mutate(i.id)} loading={revoke.isPending}>
-                      {t("settings.revokeInvitation")}
-                    </Button>
-                  </Table.Td>
-                </Table.Tr>
-              ))}
-            </Table.Tbody>
-          </Table>
-        )}
-      </Paper>
+        </Paper>
+      )}
       <Loadable query={members}>
         {(data) => (
           <Paper withBorder>
@@ -174,19 +217,23 @@ function Members() {
                       <Table.Td>{m.name}</Table.Td>
                       <Table.Td>{m.email}</Table.Td>
                       <Table.Td>
-                        <Select
-                          aria-label={t("settings.roleOf", { email: m.email })}
-                          size="xs"
-                          w={120}
-                          data={roleOptions()}
-                          value={m.role}
-                          allowDeselect={false}
-                          onChange={(role) => role && change.mutate({ userId: m.user_id, role: role as Schemas["OrgRole"] })}
-                        />
+                        {manage ? (
+                          <Select
+                            aria-label={t("settings.roleOf", { email: m.email })}
+                            size="xs"
+                            w={120}
+                            data={roleOptions()}
+                            value={m.role}
+                            allowDeselect={false}
+                            onChange={(role) => role && change.mutate({ userId: m.user_id, role: role as Schemas["OrgRole"] })}
+                          />
+                        ) : (
+                          words(m.role)
+                        )}
                       </Table.Td>
                       <Table.Td>{dateTime(m.joined_at)}</Table.Td>
                       <Table.Td>
-                        {m.user_id !== me.data?.user?.id && (
+                        {manage && m.user_id !== me.data?.user?.id && (
                           <ConfirmButton
                             size="xs"
                             label={t("settings.remove")}

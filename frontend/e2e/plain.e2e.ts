@@ -1,0 +1,198 @@
+// What a tenant reads about its orders must be plain: why one waits (its
+// organization by name, and what to do), an order the launch form will not
+// let it make because the API would refuse it, and what happened to an
+// order whose node an operator drained: each stop, requeue and move on its
+// timeline, and a runtime that counts only running time.
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import {
+  accessible,
+  apiCall,
+  apiToken,
+  chooseLanguage,
+  launchBrowser,
+  OPERATOR,
+  openSession,
+  screenshot,
+  type Server,
+  type Session,
+  signIn,
+  signUp,
+  startServer,
+  until,
+} from "./harness";
+
+const DORA = { name: "Dora", email: "dora@example.com", organization: "Delta Dynamics", password: "delta dynamics passphrase" };
+const ERIN = { name: "Erin", email: "erin@example.com", organization: "Echo Robotics", password: "echo robotics passphrase" };
+const FINN = { name: "Finn", email: "finn@example.com", organization: "Foxtrot Vision", password: "foxtrot vision passphrase" };
+const H100 = "H100-SXM-80GB";
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+
+type Order = {
+  id: string;
+  name: string;
+  status: string;
+  placement: { node_id: string; node_name: string }[];
+  run_seconds: number;
+  running_since: string | null;
+};
+type Node = { id: string; name: string; region: string; instance_type: string | null };
+
+let server: Server;
+let browser: Browser;
+const sessions: Session[] = [];
+
+async function session(): Promise<Session> {
+  const opened = await openSession(browser, server);
+  sessions.push(opened);
+  return opened;
+}
+
+/** A new tenant's organization id and a token, after signing up in the browser. */
+async function tenant(page: Page, who: typeof DORA): Promise<{ org: string; token: string }> {
+  await signUp(page, who);
+  const org = new URL(page.url()).pathname.split("/")[2] ?? "";
+  return { org, token: await apiToken(server, who) };
+}
+
+beforeAll(async () => {
+  server = await startServer();
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  for (const s of sessions) expect(s.problems).toEqual([]);
+  await browser?.close();
+  await server?.stop();
+});
+
+describe("what the console says about an order", () => {
+  test("a waiting order names the quota as its organization's and says what to do; the operator reads the organization's name", async () => {
+    const { page } = await session();
+    const { org, token } = await tenant(page, DORA);
+    const operator = await apiToken(server, OPERATOR);
+    await apiCall(server, operator, "PUT", `/admin/orgs/${org}/quotas`, { quotas: [{ gpu_model: H100, guaranteed_gpus: 0, max_gpus: 8 }] });
+    const order = { instance_type: "h100x8", region: "us-east" };
+    await apiCall(server, token, "POST", `/orgs/${org}/orders`, order);
+    const waiting = await apiCall<Order>(server, token, "POST", `/orgs/${org}/orders`, order);
+
+    // In the list, the overview and the order's page: the quota is the
+    // tenant's own, with what it can do, and no id in sight.
+    await page.goto(`/orgs/${org}/orders`);
+    const row = page.getByRole("table", { name: "Orders" }).getByRole("row").filter({ hasText: waiting.name });
+    await expect.poll(() => row.textContent(), { timeout: 30_000 }).toContain(`Your organization's ${H100} quota is full`);
+    expect(await row.textContent()).not.toMatch(UUID);
+    await page.goto(`/orgs/${org}`);
+    const active = page.getByRole("table", { name: "Active orders" }).getByRole("row").filter({ hasText: waiting.name });
+    await expect.poll(() => active.textContent()).toContain(`Your organization's ${H100} quota is full`);
+    await page.goto(`/orgs/${org}/orders/${waiting.id}`);
+    const why = page.getByRole("alert").filter({ hasText: "Why it waits" });
+    await expect.poll(() => why.textContent()).toContain("8 GPUs of 8 GPUs in use (the maximum), and this order needs 8 GPUs more.");
+    expect(await why.textContent()).toContain("cancel one of them or ask your operator for a larger quota");
+    expect(await why.textContent()).not.toMatch(UUID);
+    await screenshot(page, "plain-quota-wait");
+
+    await chooseLanguage(page, "Account", "한국어");
+    const 사유 = page.getByRole("alert").filter({ hasText: "대기 사유" });
+    await expect.poll(() => 사유.textContent()).toContain(`조직의 ${H100} 할당량이 가득 찼습니다`);
+    expect(await 사유.textContent()).toContain("운영자에게 할당량 증설을 요청하세요");
+    expect(await 사유.textContent()).not.toMatch(UUID);
+    await accessible(page, "ko quota wait");
+
+    const ops = await session();
+    await signIn(ops.page, OPERATOR);
+    await ops.page.getByRole("link", { name: "Queues" }).click();
+    const queue = ops.page.getByRole("table", { name: `Queue of ${DORA.organization}` });
+    await expect.poll(() => queue.getByRole("row").filter({ hasText: waiting.name }).textContent(), { timeout: 30_000 }).toContain(
+      `${DORA.organization}'s ${H100} quota is full`,
+    );
+    expect(await queue.textContent()).not.toMatch(UUID);
+  });
+
+  test("the launch form does not offer what the API refuses: spot locks preemptible, a shared GPU one node", async () => {
+    const { page } = await session();
+    const { org, token } = await tenant(page, ERIN);
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x1 / }).click();
+    await page.getByText("spot", { exact: true }).click();
+    const priority = page.getByRole("combobox", { name: "Priority" });
+    await expect.poll(() => priority.inputValue()).toBe("preemptible");
+    expect(await priority.isDisabled()).toBe(true);
+    await page.getByText("Spot capacity is always preemptible").waitFor();
+    await accessible(page, "spot launch");
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByRole("heading", { name: /^h100x1-/ }).waitFor();
+    const orderId = new URL(page.url()).pathname.split("/").at(-1) ?? "";
+    const placed = await apiCall<{ pricing_class: string; priority_class: string }>(server, token, "GET", `/orgs/${org}/orders/${orderId}`);
+    expect(placed).toMatchObject({ pricing_class: "spot", priority_class: "preemptible" });
+
+    // A share of one GPU runs on one node: the node count is fixed at 1.
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    const nodes = page.getByRole("textbox", { name: "Nodes" });
+    await nodes.fill("2");
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100-quarter / }).click();
+    await expect.poll(() => nodes.inputValue()).toBe("1");
+    expect(await nodes.isDisabled()).toBe(true);
+    await page.getByText("A share of one GPU runs on one node.").waitFor();
+  });
+
+  test("a drained node's instance: the timeline shows the stop with why, the requeue and the move; runtime stops while it waits", async () => {
+    const { page } = await session();
+    const { org, token } = await tenant(page, FINN);
+    const operator = await apiToken(server, OPERATOR);
+    const order = await apiCall<Order>(server, token, "POST", `/orgs/${org}/orders`, { instance_type: "l40sx4", region: "eu-central" });
+    let current = order;
+    await until("the instance runs", async () => {
+      current = await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+      return current.status === "running";
+    });
+    const first = current.placement[0]?.node_name ?? "";
+    // Nowhere else to go: every other node of its shape is cordoned.
+    const nodes = (await apiCall<{ items: Node[] }>(server, operator, "GET", "/admin/nodes?limit=200")).items;
+    const others = nodes.filter((n) => n.name !== first && n.region === "eu-central" && n.instance_type === "l40sx4");
+    expect(others.length).toBeGreaterThan(0);
+    for (const n of others) await apiCall(server, operator, "POST", `/admin/nodes/${n.id}/cordon`, {});
+
+    // The operator drains it from the console, as an operator would.
+    const ops = await session();
+    await signIn(ops.page, OPERATOR);
+    await ops.page.getByRole("link", { name: "Queues" }).waitFor();
+    await ops.page.goto(`/admin/nodes/${current.placement[0]?.node_id ?? ""}`);
+    await ops.page.getByRole("button", { name: "Drain" }).click();
+    await ops.page.getByRole("dialog").getByText(FINN.organization).waitFor();
+    await ops.page.getByRole("dialog").getByRole("button", { name: "Drain" }).click();
+
+    await page.goto(`/orgs/${org}/orders/${order.id}`);
+    const timeline = page.getByTestId("order-timeline");
+    await timeline.getByText("Queued again").waitFor({ timeout: 30_000 });
+    expect(await timeline.textContent()).toContain(`Its node ${first} was drained for maintenance by the operator.`);
+    expect(await timeline.textContent()).toContain(`Placed on ${first}`);
+    await page.getByText("Not placed now: it waits in the queue for GPUs again.").waitFor();
+    expect(await page.getByText("Its GPUs are being released.").count()).toBe(0);
+    // Waiting is not running: the runtime holds still.
+    const runtime = page.getByText("Runtime", { exact: true }).locator("xpath=following-sibling::*[1]");
+    const held = await runtime.textContent();
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(await runtime.textContent()).toBe(held);
+    const waiting = await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+    expect(waiting.running_since).toBeNull();
+    expect(waiting.run_seconds).toBeGreaterThanOrEqual(0);
+    await screenshot(page, "plain-drained-waiting");
+    await accessible(page, "drained order");
+
+    // Room elsewhere: it moves, and says so.
+    for (const n of others) await apiCall(server, operator, "POST", `/admin/nodes/${n.id}/uncordon`, {});
+    await timeline.getByText(/^Moved to .* \(from /).waitFor({ timeout: 30_000 });
+    const moved = await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+    const second = moved.placement[0]?.node_name ?? "";
+    expect(second).not.toBe(first);
+    expect(await timeline.textContent()).toContain(`Moved to ${second} (from ${first})`);
+    expect(await timeline.textContent()).toContain("Its SSH host and ports are now on the new node.");
+    await until("the moved instance runs", async () =>
+      (await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running",
+    );
+    await screenshot(page, "plain-drained-moved");
+  });
+});
