@@ -1,4 +1,4 @@
-import { Alert, createTheme } from "@mantine/core";
+import { Alert, createTheme, ScrollArea } from "@mantine/core";
 
 export const theme = createTheme({
   primaryColor: "indigo",
@@ -12,6 +12,11 @@ export const theme = createTheme({
   components: {
     // A light yellow alert's title in yellow misses AA contrast on its pale
     // ground, even in the darkest yellow: it is written in dark grey.
+    // A table wider than a phone, or a long log, scrolls: the keyboard
+    // must reach what is out of sight too.
+    ScrollArea: ScrollArea.extend({
+      defaultProps: { viewportProps: { tabIndex: 0 } },
+    }),
     Alert: Alert.extend({
       vars: (_theme, props) => ({ root: props.color === "yellow" ? { "--alert-color": "var(--mantine-color-dark-7)" } : {} }),
     }),

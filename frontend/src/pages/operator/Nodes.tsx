@@ -1,4 +1,4 @@
-import { Badge, Group, Paper, SegmentedControl, Table, Text } from "@mantine/core";
+import { Badge, Group, Paper, ScrollArea, SegmentedControl, Table, Text } from "@mantine/core";
 
 import { useState } from "react";
 import { useAllNodes } from "../../api/admin";
@@ -20,7 +20,14 @@ export function NodesPage() {
   return (
     <>
       <PageHeader title={t("nodes.title")} subtitle={t("nodes.subtitle")} />
-      <SegmentedControl mb="md" aria-label={t("nodes.filter")} data={STATES.map((s) => ({ value: s, label: s === "all" ? t("nodes.all") : words(s) }))} value={state} onChange={(v) => setState(v as typeof state)} />
+      <ScrollArea type="auto" mb="md" offsetScrollbars="x">
+        <SegmentedControl
+          aria-label={t("nodes.filter")}
+          data={STATES.map((s) => ({ value: s, label: s === "all" ? t("nodes.all") : words(s) }))}
+          value={state}
+          onChange={(v) => setState(v as typeof state)}
+        />
+      </ScrollArea>
       <Loadable query={nodes}>
         {(list) => {
           const shown = list.filter((n) => state === "all" || n.state === state);
