@@ -195,4 +195,29 @@ describe("what the console says about an order", () => {
     );
     await screenshot(page, "plain-drained-moved");
   });
+
+  test("a price change set for later stays in view, in the operator's zone, after it is added", async () => {
+    const ops = await session();
+    await signIn(ops.page, OPERATOR);
+    await ops.page.getByRole("link", { name: "Queues" }).waitFor();
+    await ops.page.goto("/admin/catalog");
+    const form = ops.page.locator("form").filter({ has: ops.page.getByRole("button", { name: "Add price" }) });
+    await form.getByRole("combobox", { name: "Instance type" }).click();
+    await ops.page.getByRole("option", { name: "l40sx1", exact: true }).click();
+    await form.getByRole("textbox", { name: "Per node-hour" }).fill("1.77");
+    const later = new Date(Date.now() + 3 * 86_400_000);
+    const wall = `${later.toISOString().slice(0, 10)}T09:00`;
+    // The browser runs in UTC here, so the zone named is UTC.
+    await form.getByLabel("Effective from (UTC)").fill(wall);
+    await form.getByRole("button", { name: "Add price" }).click();
+    await ops.page.getByText("Price version added.").waitFor();
+    const versions = ops.page.getByRole("table", { name: "Price versions of l40sx1" });
+    const row = versions.getByRole("row").filter({ hasText: "$1.77" });
+    await row.waitFor();
+    expect(await row.textContent()).toContain("scheduled");
+    expect(await row.textContent()).toContain("09:00 AM UTC");
+    expect(await versions.getByText("in force").count()).toBeGreaterThan(0);
+    // The chosen type stays chosen, whole, for the next version.
+    expect(await form.getByRole("combobox", { name: "Instance type" }).inputValue()).toBe("l40sx1");
+  });
 });

@@ -1,4 +1,5 @@
 import {
+  Badge,
   Button,
   Grid,
   Group,
@@ -12,12 +13,14 @@ import {
   Title,
 } from "@mantine/core";
 import { useForm } from "@mantine/form";
-import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
 import { api, type Schemas, unwrap } from "../../api/client";
 import { keys, useGpuModelNames, useInstanceTypes, useRegions } from "../../api/queries";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
+import { instantOf, zoneLabel } from "../../lib/zone";
 import { notifySuccess } from "../../lib/notify";
 import { ImagePolicy, ImagesTable, NewImage } from "./ImagesAdmin";
 import { t } from "../../i18n";
@@ -102,14 +105,19 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
             pricing_class: v.pricingClass as Schemas["PricingClass"],
             region: v.region || null,
             hourly_micros: Math.round(Number(v.hourly) * 1_000_000),
-            effective_from: v.effectiveFrom ? new Date(v.effectiveFrom).toISOString() : null,
+            // The picker's value is a wall-clock time in the reader's zone.
+            effective_from: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(v.effectiveFrom)
+              ? instantOf(v.effectiveFrom.slice(0, 10), Number(v.effectiveFrom.slice(11, 13)), Number(v.effectiveFrom.slice(14, 16)))
+              : null,
           },
         }),
       ),
-    onSuccess: () => {
+    onSuccess: (_price, v) => {
       notifySuccess(t("catalogAdmin.priceAdded"));
-      form.reset();
+      // The type stays chosen, so its versions below show the new one.
+      form.setValues({ hourly: 0, effectiveFrom: "" });
       void queryClient.invalidateQueries({ queryKey: keys.catalog("instance-types") });
+      void queryClient.invalidateQueries({ queryKey: keys.catalog("price-versions", v.instanceType) });
     },
   });
   return (
@@ -128,14 +136,77 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
             {...form.getInputProps("region")}
           />
           <NumberInput label={t("catalogAdmin.perNodeHour")} min={0} decimalScale={4} required {...form.getInputProps("hourly")} />
-          <TextInput label={t("catalogAdmin.effectiveFrom")} description={t("catalogAdmin.effectiveHint")} type="datetime-local" {...form.getInputProps("effectiveFrom")} />
+          <TextInput
+            label={t("catalogAdmin.effectiveFromIn", { zone: zoneLabel() })}
+            description={t("catalogAdmin.effectiveHint")}
+            type="datetime-local"
+            {...form.getInputProps("effectiveFrom")}
+          />
           {create.isError && <ProblemAlert error={create.error} title={t("catalogAdmin.priceRefused")} />}
           <Button type="submit" loading={create.isPending}>
             {t("catalogAdmin.addPrice")}
           </Button>
         </Stack>
       </form>
+      {form.values.instanceType && (
+        <PriceVersions typeId={form.values.instanceType} name={types.find((type) => type.id === form.values.instanceType)?.name ?? ""} />
+      )}
     </Paper>
+  );
+}
+
+/**
+ * Every price version of one type, scheduled ones too: the catalog lists
+ * only prices in force, so a change set for later is reviewed here.
+ */
+function PriceVersions({ typeId, name }: { typeId: string; name: string }) {
+  const versions = useQuery({
+    queryKey: keys.catalog("price-versions", typeId),
+    queryFn: () => unwrap(api.GET("/api/v1/catalog/instance-types/{instance_type_id}/prices", { params: { path: { instance_type_id: typeId } } })),
+  });
+  const [now] = useState(() => Date.now());
+  return (
+    <Loadable query={versions}>
+      {(list) => {
+        // Newest first: the first version of a class and region that has begun is the one in force.
+        const begun = new Set<string>();
+        return (
+          <Table mt="md" aria-label={t("catalogAdmin.versionsOf", { name })}>
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>{t("catalogAdmin.class")}</Table.Th>
+                <Table.Th ta="right">{t("catalogAdmin.perNodeHour")}</Table.Th>
+                <Table.Th>{t("catalogAdmin.effectiveFrom")}</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {list.map((p) => {
+                const key = `${p.pricing_class}/${p.region ?? ""}`;
+                const scheduled = Date.parse(p.effective_from) > now;
+                const inForce = !scheduled && !begun.has(key);
+                if (!scheduled) begun.add(key);
+                return (
+                  <Table.Tr key={p.id}>
+                    <Table.Td>
+                      {words(p.pricing_class)} · {p.region ?? t("catalogAdmin.all")}
+                    </Table.Td>
+                    <Table.Td ta="right">{money(p.hourly_micros)}</Table.Td>
+                    <Table.Td>
+                      {dateTime(p.effective_from)}{" "}
+                      {(scheduled || inForce) && (
+                        <Badge size="xs" variant="light" color={scheduled ? "blue" : "green"}>
+                          {t(scheduled ? "catalogAdmin.scheduled" : "catalogAdmin.inForce")}
+                        </Badge>
+                      )}
+                    </Table.Td>
+                  </Table.Tr>
+                );
+              })}
+            </Table.Tbody>
+          </Table>
+        );
+      }}
+    </Loadable>
   );
 }
 
