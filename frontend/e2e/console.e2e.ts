@@ -444,6 +444,10 @@ describe("the console", () => {
     await page.getByText("reserved", { exact: true }).click();
     await page.getByRole("combobox", { name: "Reservation" }).click();
     await page.getByRole("option", { name: /^launch week / }).click();
+    // The reservation paid for its GPUs and holds them: no hourly price, no queue in sight.
+    await expect.poll(() => page.getByTestId("estimate-reserved").textContent()).toMatch(/^Paid by reservation launch week: its 1 × h100x8 are held for you until /);
+    expect(await page.getByTestId("estimate-hourly").count()).toBe(0);
+    expect(await page.getByText(/GPUs queued|None free now/).count()).toBe(0);
     await page.getByRole("textbox", { name: "Name" }).fill("launch-week-run");
     await page.getByRole("button", { name: "Launch", exact: true }).click();
     await page.getByRole("heading", { name: "launch-week-run" }).waitFor();

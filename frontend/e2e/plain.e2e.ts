@@ -121,6 +121,10 @@ describe("what the console says about an order", () => {
     expect(await priority.isDisabled()).toBe(true);
     await page.getByText("Spot capacity is always preemptible").waitFor();
     await accessible(page, "spot launch");
+    // Reserved capacity without a reservation: the way to make one, not a dead end.
+    await page.getByText("reserved", { exact: true }).click();
+    await page.getByRole("link", { name: "You hold no reservation now: reserve capacity first →" }).waitFor();
+    await page.getByText("spot", { exact: true }).click();
     await page.getByRole("button", { name: "Launch", exact: true }).click();
     await page.getByRole("heading", { name: /^h100x1-/ }).waitFor();
     const orderId = new URL(page.url()).pathname.split("/").at(-1) ?? "";

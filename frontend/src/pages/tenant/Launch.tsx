@@ -32,6 +32,7 @@ import {
   useRegions,
   useSshKeys,
 } from "../../api/queries";
+import { AnchorLink } from "../../components/links";
 import { ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { gpuShape } from "../../lib/capacity";
@@ -174,6 +175,7 @@ export function LaunchPage() {
     },
   });
   const values = form.getValues();
+  const chosenReservation = values.pricingClass === "reserved" ? live.find((r) => r.id === values.reservationId) : undefined;
 
   const selected = types.data?.find((t) => t.name === values.instanceType);
   // A share of one GPU runs on one node: the API refuses a gang of them.
@@ -342,6 +344,13 @@ export function LaunchPage() {
                     {...form.getInputProps("reservationId")}
                   />
                 )}
+                {values.pricingClass === "reserved" && reservations.data && live.length === 0 && (
+                  <Text size="sm">
+                    <AnchorLink to="/orgs/$orgId/reservations" params={{ orgId }} size="sm">
+                      {t("launch.makeReservation")}
+                    </AnchorLink>
+                  </Text>
+                )}
                 <Group grow align="flex-start">
                   <Select
                     label={t("launch.priority")}
@@ -412,7 +421,17 @@ export function LaunchPage() {
             <Stack>
               <Paper withBorder p="md" aria-label={t("launch.estimateAria")}>
                 <Title order={4}>{t("launch.estimate")}</Title>
-                {cost ? (
+                {chosenReservation ? (
+                  // Its reservation paid for these GPUs and holds them: no price, no queue.
+                  <Text size="sm" data-testid="estimate-reserved">
+                    {t("launch.paidByReservation", {
+                      name: chosenReservation.name,
+                      count: chosenReservation.count,
+                      type: chosenReservation.instance_type,
+                      to: dateTime(chosenReservation.ends_at),
+                    })}
+                  </Text>
+                ) : cost ? (
                   <>
                     <Text size="xl" fw={700} data-testid="estimate-hourly">
                       {t("launch.perHour", { price: money(cost.hourlyMicros) })}
