@@ -397,6 +397,18 @@ describe("the console", () => {
     await page.getByRole("listitem", { name: new RegExp(`: shared \\(MIG\\): ${ALICE.organization} MIG 1g\\.10gb`) }).first().waitFor();
     await screenshot(page, "capacity-map-shared");
     await accessible(page);
+    // The nodes list counts shared and MIG work as work, and marks MIG nodes.
+    await page.getByRole("link", { name: "Nodes", exact: true }).click();
+    const use = page.getByTestId("node-gpus");
+    await expect.poll(async () => (await use.allTextContents()).some((text) => /^\d+ \/ [1-9]\d* \/ \d+ \/ \d+/.test(text))).toBe(true);
+    await expect
+      .poll(async () =>
+        (await use.allTextContents()).some((text) => {
+          const mig = /MIG\s*(\d+) of (\d+) instances free/.exec(text);
+          return mig !== null && Number(mig[1]) < Number(mig[2]);
+        }),
+      )
+      .toBe(true);
 
     for (const order of launched) {
       await apiCall(server, await apiToken(server, ALICE), "POST", `/orgs/${alphaOrg}/orders/${order}/cancel`, {});
@@ -467,7 +479,10 @@ describe("the console", () => {
     await extension.getByRole("button", { name: "Extend and pay" }).click();
     await page.getByText(/^Reservation launch week now ends /).waitFor();
     await list.getByRole("button", { name: "Cancel", exact: true }).click();
-    await page.getByRole("dialog").getByRole("button", { name: "Cancel reservation" }).click();
+    // What cancelling costs is stated, and that its orders go with it.
+    const cancelling = page.getByRole("dialog");
+    expect(await cancelling.textContent()).toMatch(/orders waiting for it are cancelled\. Cancelling now costs (nothing|\$[\d.,]+ in all)/);
+    await cancelling.getByRole("button", { name: "Cancel reservation" }).click();
     await list.getByText("cancelled").waitFor({ timeout: 30_000 });
     await page.getByRole("link", { name: "Orders", exact: true }).click();
     await page.getByRole("table", { name: "Orders" }).getByText("cancelled").first().waitFor({ timeout: 30_000 });

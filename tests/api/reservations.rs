@@ -351,12 +351,19 @@ async fn reservations_are_extended_on_their_gpus_and_cancelled_under_the_policy(
         )
         .await;
     early.expect(StatusCode::CREATED);
+    // Before cancelling, the reservation says what cancelling now costs.
+    assert_eq!(early.body["cancel_now"]["total_micros"], 0);
+    assert_eq!(
+        at(&early.body["cancel_now"]["free_until"]),
+        far - TimeDelta::hours(48)
+    );
     let path = format!("{}/{}/cancel", reservations(&reserver), early.id("/id"));
     let free = server.post(&path, &reserver.token, json!({})).await;
     free.expect(StatusCode::OK);
     assert_eq!(free.body["state"], "cancelled");
     assert_eq!(free.body["cancellation_fee_micros"], 0);
     assert_eq!(free.body["total_micros"], 0);
+    assert_eq!(free.body["cancel_now"], Value::Null);
     let again = server.post(&path, &reserver.token, json!({})).await;
     again.expect(StatusCode::OK);
     assert_eq!(again.body["cancelled_at"], free.body["cancelled_at"]);
@@ -412,7 +419,18 @@ async fn reservations_are_extended_on_their_gpus_and_cancelled_under_the_policy(
         .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
 
     // Inside the notice period a cancellation costs half of the time not
-    // yet begun: all six hours.
+    // yet begun: all six hours. The reservation said so beforehand.
+    let shown = server
+        .get(
+            &format!("{}/{id}", reservations(&reserver)),
+            &reserver.token,
+        )
+        .await;
+    assert_eq!(shown.body["cancel_now"]["fee_micros"], 3 * H100X8_RESERVED);
+    assert_eq!(
+        shown.body["cancel_now"]["total_micros"],
+        3 * H100X8_RESERVED
+    );
     let late = server
         .post(
             &format!("{}/{id}/cancel", reservations(&reserver)),

@@ -2544,6 +2544,29 @@ export interface components {
             org_id: string;
             role: components["schemas"]["OrgRole"];
         };
+        /**
+         * @description The cost of cancelling a reservation at the moment of the answer, by
+         *     the operator's policy: free until `free_until`; later the time already
+         *     begun stays charged and a share of the rest is a fee.
+         */
+        CancelNow: {
+            /**
+             * Format: date-time
+             * @description Until then, cancelling costs nothing.
+             */
+            free_until: string;
+            /**
+             * Format: int64
+             * @description The fee for the time not yet begun.
+             */
+            fee_micros: number;
+            /**
+             * Format: int64
+             * @description All it would cost: the time charged up to the cancellation and the
+             *     fee.
+             */
+            total_micros: number;
+        };
         /** @description The operator's calendar of one GPU model. */
         CapacityCalendar: {
             gpu_model: string;
@@ -4376,6 +4399,7 @@ export interface components {
                 cancelled_at?: string | null;
                 /** Format: int64 */
                 cancellation_fee_micros: number;
+                cancel_now?: components["schemas"]["CancelNow"] | null;
                 /** Format: date-time */
                 created_at: string;
             }[];
@@ -4907,6 +4931,7 @@ export interface components {
             cancelled_at?: string | null;
             /** Format: int64 */
             cancellation_fee_micros: number;
+            cancel_now?: components["schemas"]["CancelNow"] | null;
             /** Format: date-time */
             created_at: string;
         };

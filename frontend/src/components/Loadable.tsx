@@ -1,7 +1,7 @@
 import { Alert, Center, Loader } from "@mantine/core";
 import type { UseQueryResult } from "@tanstack/react-query";
 import type { ReactNode } from "react";
-import { messageOf } from "../api/client";
+import { ApiError, messageOf } from "../api/client";
 import { i18n } from "../i18n";
 
 /** A query's loading spinner, its error as the server put it, or its data. */
@@ -17,9 +17,11 @@ export function Loadable<T>({ query, children }: { query: UseQueryResult<T>; chi
   return <>{children(query.data)}</>;
 }
 
-export function ProblemAlert({ error, title = i18n.t("common.somethingWrong") }: { error: unknown; title?: string }) {
+export function ProblemAlert({ error, title }: { error: unknown; title?: string }) {
+  // Another organization's id, or one that is gone, is not found: not a fault.
+  const missing = error instanceof ApiError && error.status === 404;
   return (
-    <Alert color="red" title={title} role="alert">
+    <Alert color="red" title={title ?? i18n.t(missing ? "common.notFound" : "common.somethingWrong")} role="alert">
       {messageOf(error)}
     </Alert>
   );

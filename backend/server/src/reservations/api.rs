@@ -57,14 +57,7 @@ fn taken_meanwhile() -> ApiError {
 
 async fn shown(state: &AppState, rows: Vec<reservation::Model>) -> ApiResult<Vec<Reservation>> {
     let catalog = state.catalog.current(&state.db).await?;
-    super::views(
-        &state.db,
-        &catalog,
-        &state.config.currency,
-        rows,
-        state.clock.now(),
-    )
-    .await
+    super::views(&state.db, &catalog, &state.config, rows, state.clock.now()).await
 }
 
 async fn one(state: &AppState, row: reservation::Model) -> ApiResult<Reservation> {
@@ -191,8 +184,10 @@ async fn quote_reservation(
         currency: config.currency.clone(),
         available,
         alternatives,
-        free_cancellation_until: window.starts_at
-            - TimeDelta::hours(i64::try_from(config.reservation_free_cancel_hours).unwrap_or(0)),
+        free_cancellation_until: service::free_cancellation_until(
+            window.starts_at,
+            config.reservation_free_cancel_hours,
+        ),
         cancellation_fee_percent: config.reservation_cancel_fee_percent,
     }))
 }

@@ -274,7 +274,7 @@ async fn capacity_calendar(
                 free: s.free,
             })
             .collect(),
-        reservations: super::views(&state.db, &catalog, &state.config.currency, rows, now).await?,
+        reservations: super::views(&state.db, &catalog, &state.config, rows, now).await?,
         maintenance: super::maintenance::views(&state.db, windows).await?,
     }))
 }

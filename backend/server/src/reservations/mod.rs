@@ -72,7 +72,23 @@ pub struct Reservation {
     pub billed_until: DateTime<Utc>,
     pub cancelled_at: Option<DateTime<Utc>>,
     pub cancellation_fee_micros: i64,
+    /// What cancelling it now would cost, while it can be cancelled.
+    pub cancel_now: Option<CancelNow>,
     pub created_at: DateTime<Utc>,
+}
+
+/// The cost of cancelling a reservation at the moment of the answer, by
+/// the operator's policy: free until `free_until`; later the time already
+/// begun stays charged and a share of the rest is a fee.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CancelNow {
+    /// Until then, cancelling costs nothing.
+    pub free_until: DateTime<Utc>,
+    /// The fee for the time not yet begun.
+    pub fee_micros: i64,
+    /// All it would cost: the time charged up to the cancellation and the
+    /// fee.
+    pub total_micros: i64,
 }
 
 /// A reservation to confirm (or quote): a fixed window, or a length placed
@@ -171,7 +187,7 @@ pub fn reserved_gpu_seconds(
 pub async fn views(
     db: &impl ConnectionTrait,
     catalog: &Catalog,
-    currency: &str,
+    config: &crate::config::Config,
     rows: Vec<reservation::Model>,
     now: DateTime<Utc>,
 ) -> ApiResult<Vec<Reservation>> {
@@ -208,6 +224,30 @@ pub async fn views(
         .into_iter()
         .map(|r| {
             let reserved = reserved_gpu_seconds(&r, r.starts_at, r.billed_until);
+            let state = state_of(&r, now);
+            let cancel_now = matches!(state, ReservationState::Upcoming | ReservationState::Active)
+                .then(|| {
+                    let (billed_until, fee) = service::cancellation(
+                        &r,
+                        config.reservation_free_cancel_hours,
+                        config.reservation_cancel_fee_percent,
+                        now,
+                    );
+                    let charged = crate::billing::rating::amount_per_gpu(
+                        reserved_gpu_seconds(&r, r.starts_at, billed_until),
+                        r.hourly_micros,
+                        r.gpus_per_node,
+                        1000,
+                    );
+                    CancelNow {
+                        free_until: service::free_cancellation_until(
+                            r.starts_at,
+                            config.reservation_free_cancel_hours,
+                        ),
+                        fee_micros: fee,
+                        total_micros: charged.saturating_add(fee),
+                    }
+                });
             let mut placement = placements.remove(&r.id).unwrap_or_default();
             placement.sort_by(|a, b| a.node_name.cmp(&b.node_name));
             Reservation {
@@ -222,7 +262,7 @@ pub async fn views(
                 gpus_per_node: r.gpus_per_node,
                 starts_at: r.starts_at,
                 ends_at: r.ends_at,
-                state: state_of(&r, now),
+                state,
                 hourly_micros: r.hourly_micros,
                 total_micros: crate::billing::rating::amount_per_gpu(
                     reserved,
@@ -231,13 +271,14 @@ pub async fn views(
                     1000,
                 )
                 .saturating_add(r.cancellation_fee_micros),
-                currency: currency.to_owned(),
+                currency: config.currency.clone(),
                 placement,
                 reserved_gpu_seconds: reserved,
                 used_gpu_seconds: used.get(&r.id).copied().unwrap_or(0),
                 billed_until: r.billed_until,
                 cancelled_at: r.cancelled_at,
                 cancellation_fee_micros: r.cancellation_fee_micros,
+                cancel_now,
                 created_at: r.created_at,
             }
         })

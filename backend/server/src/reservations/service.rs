@@ -433,6 +433,11 @@ pub async fn confirm(
     Ok(row)
 }
 
+/// Until when a reservation starting at `starts_at` is cancelled for free.
+pub fn free_cancellation_until(starts_at: DateTime<Utc>, free_hours: u64) -> DateTime<Utc> {
+    starts_at - TimeDelta::hours(i64::try_from(free_hours).unwrap_or(0))
+}
+
 /// What cancelling costs under the operator's policy: nothing at least
 /// `free_hours` before the window; later, `fee_percent` of the reserved
 /// time not yet begun (from the next whole hour), while the time already
@@ -443,7 +448,7 @@ pub fn cancellation(
     fee_percent: u32,
     now: DateTime<Utc>,
 ) -> (DateTime<Utc>, i64) {
-    let free_until = row.starts_at - TimeDelta::hours(i64::try_from(free_hours).unwrap_or(0));
+    let free_until = free_cancellation_until(row.starts_at, free_hours);
     if now <= free_until {
         return (row.starts_at, 0);
     }

@@ -13,6 +13,9 @@ import { useAbilities, useOrgId } from "../../lib/orgId";
 import { AnchorLink, ButtonLink } from "../../components/links";
 import { useTranslation } from "react-i18next";
 
+/** Active orders listed on the overview; the orders page has the rest. */
+const SHOWN = 10;
+
 export function OverviewPage() {
   const orgId = useOrgId();
   const { t } = useTranslation();
@@ -111,7 +114,7 @@ export function OverviewPage() {
                 ) : (
                   <Table aria-label={t("overview.activeOrders")}>
                     <Table.Tbody>
-                      {live.slice(0, 10).map((o) => (
+                      {live.slice(0, SHOWN).map((o) => (
                         <Table.Tr key={o.id}>
                           <Table.Td>
                             <AnchorLink to="/orgs/$orgId/orders/$orderId" params={{ orgId, orderId: o.id }} size="sm">
@@ -130,6 +133,13 @@ export function OverviewPage() {
                         </Table.Tr>
                       ))}
                     </Table.Tbody>
+                    {live.length > SHOWN && (
+                      <Table.Caption>
+                        <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} size="sm">
+                          {t("overview.shownOf", { shown: SHOWN, count: live.length })}
+                        </AnchorLink>
+                      </Table.Caption>
+                    )}
                   </Table>
                 )
               }

@@ -498,7 +498,16 @@ function ReservationRow({
               size="compact-sm"
               label={t("reservations.cancel")}
               title={t("reservations.cancelTitle", { name: r.name })}
-              message={t("reservations.cancelBody")}
+              message={`${t("reservations.cancelBody")} ${
+                !r.cancel_now
+                  ? ""
+                  : r.cancel_now.total_micros === 0
+                    ? t("reservations.cancelFree", { until: dateTime(r.cancel_now.free_until) })
+                    : t("reservations.cancelCosts", {
+                        total: money(r.cancel_now.total_micros, r.currency),
+                        fee: money(r.cancel_now.fee_micros, r.currency),
+                      })
+              }`}
               confirmLabel={t("reservations.cancelConfirm")}
               onConfirm={onCancel}
             />
