@@ -123,9 +123,13 @@ async fn malformed_bodies(engine: Engine) {
     signup(json!({ "email": 5, "password": PASSWORD, "name": "a", "organization": "b" }))
         .await
         .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
-    signup(json!({ "email": "a@example.com", "password": PASSWORD, "name": "a" }))
+    signup(json!({ "email": "a@example.com", "password": PASSWORD, "organization": "b" }))
         .await
         .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
+    // Without an organization only an invited email may sign up.
+    signup(json!({ "email": "a@example.com", "password": PASSWORD, "name": "a" }))
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
     signup(json!({ "email": "a@example.com", "password": PASSWORD, "name": "a", "organization": "b", "is_operator": true }))
         .await
         .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
