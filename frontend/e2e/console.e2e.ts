@@ -480,8 +480,8 @@ describe("the console", () => {
     await page.getByText(/^Reservation launch week now ends /).waitFor();
     await list.getByRole("button", { name: "Cancel", exact: true }).click();
     // What cancelling costs is stated, and that its orders go with it.
-    const cancelling = page.getByRole("dialog");
-    expect(await cancelling.textContent()).toMatch(/orders waiting for it are cancelled\. Cancelling now costs (nothing|\$[\d.,]+ in all)/);
+    const cancelling = page.getByRole("dialog", { name: "Cancel reservation launch week?" });
+    await expect.poll(() => cancelling.textContent()).toMatch(/orders waiting for it are cancelled\. Cancelling now costs (nothing|\$[\d.,]+ in all)/);
     await cancelling.getByRole("button", { name: "Cancel reservation" }).click();
     await list.getByText("cancelled").waitFor({ timeout: 30_000 });
     await page.getByRole("link", { name: "Orders", exact: true }).click();

@@ -1,4 +1,4 @@
-import { Alert, createTheme, ScrollArea } from "@mantine/core";
+import { Alert, Badge, createTheme, ScrollArea } from "@mantine/core";
 
 export const theme = createTheme({
   primaryColor: "indigo",
@@ -16,6 +16,13 @@ export const theme = createTheme({
     // must reach what is out of sight too.
     ScrollArea: ScrollArea.extend({
       defaultProps: { viewportProps: { tabIndex: 0 } },
+    }),
+    // A light badge's text in its own colour misses AA contrast on its tint
+    // for several colours; the darkest shade of the colour meets it.
+    Badge: Badge.extend({
+      vars: (_theme, props) => ({
+        root: props.variant === "light" ? { "--badge-color": `var(--mantine-color-${(props.color ?? "indigo").split(".")[0]}-9)` } : {},
+      }),
     }),
     Alert: Alert.extend({
       vars: (_theme, props) => ({ root: props.color === "yellow" ? { "--alert-color": "var(--mantine-color-dark-7)" } : {} }),
