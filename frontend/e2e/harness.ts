@@ -9,7 +9,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Browser, type BrowserContext, type BrowserContextOptions, chromium, type Page } from "playwright-core";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 
 const FRONTEND = resolve(import.meta.dirname, "..");
 const REPO = resolve(FRONTEND, "..");
@@ -208,4 +208,49 @@ export async function until(what: string, check: () => Promise<boolean>, timeout
 export async function chooseLanguage(page: Page, account: string, language: "English" | "한국어") {
   await page.getByRole("button", { name: account }).click();
   await page.getByRole("menuitem", { name: language }).click();
+}
+
+/** Signs `who` up through the API: their organization's id and a token. */
+export async function apiSignUp(server: Server, who: { name: string; email: string; organization: string; password: string }) {
+  const answer = await fetch(`${server.url}/api/v1/auth/signup`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(who),
+  });
+  if (answer.status !== 201) throw new Error(`sign-up failed: ${answer.status} ${await answer.text()}`);
+  const body = (await answer.json()) as { organization: { id: string }; access_token: string };
+  return { org: body.organization.id, token: body.access_token };
+}
+
+export type Suite = {
+  server: Server;
+  browser: Browser;
+  /** A fresh browser session whose problems fail the file at its end. */
+  session: (viewport?: { width: number; height: number }, options?: BrowserContextOptions) => Promise<Session>;
+};
+
+/**
+ * A test file's server and browser, started before its tests and stopped
+ * after them, with every session's console errors and off-machine
+ * requests failing the file.
+ */
+export function browserSuite(settings: Record<string, string> = {}): Suite {
+  const sessions: Session[] = [];
+  const suite = {
+    session: async (viewport?: { width: number; height: number }, options: BrowserContextOptions = {}) => {
+      const opened = await openSession(suite.browser, suite.server, viewport, [], options);
+      sessions.push(opened);
+      return opened;
+    },
+  } as Suite;
+  beforeAll(async () => {
+    suite.server = await startServer(settings);
+    suite.browser = await launchBrowser();
+  });
+  afterAll(async () => {
+    for (const s of sessions) expect(s.problems).toEqual([]);
+    await suite.browser?.close();
+    await suite.server?.stop();
+  });
+  return suite;
 }

@@ -1,27 +1,15 @@
 // Every page at 390 px, in English and in Korean, for a tenant with work
 // and for the operator: nothing wider than the screen, and no serious
 // accessibility violation.
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { accessible, apiCall, apiToken, chooseLanguage, launchBrowser, OPERATOR, openSession, screenshot, type Server, type Session, signIn, startServer, until } from "./harness";
+import type { Page } from "playwright-core";
+import { describe, expect, test } from "vitest";
+import { accessible, apiCall, apiSignUp, apiToken, browserSuite, chooseLanguage, OPERATOR, screenshot, signIn, until } from "./harness";
 
 const JUNO = { name: "Juno", email: "juno@example.com", organization: "Juliet Labs", password: "juliet labs passphrase" };
 const PHONE = { width: 390, height: 844 };
 
-let server: Server;
-let browser: Browser;
-const sessions: Session[] = [];
+const suite = browserSuite();
 
-beforeAll(async () => {
-  server = await startServer();
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  for (const s of sessions) expect(s.problems).toEqual([]);
-  await browser?.close();
-  await server?.stop();
-});
 
 /** Visits each page at phone width: it fits, and passes the accessibility check. */
 async function walk(page: Page, pages: [string, string][], language: string) {
@@ -38,21 +26,14 @@ async function walk(page: Page, pages: [string, string][], language: string) {
 
 describe("at 390 px", () => {
   test("every tenant and operator page fits and passes axe, in English and in Korean", async () => {
-    const signedUp = await fetch(`${server.url}/api/v1/auth/signup`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(JUNO),
-    });
-    expect(signedUp.status).toBe(201);
-    const org = ((await signedUp.json()) as { organization: { id: string } }).organization.id;
-    const token = await apiToken(server, JUNO);
-    const order = await apiCall<{ id: string }>(server, token, "POST", `/orgs/${org}/orders`, { instance_type: "h100x8", ports: [8888] });
-    const job = await apiCall<{ id: string }>(server, token, "POST", `/orgs/${org}/orders`, {
+    const { org, token } = await apiSignUp(suite.server, JUNO);
+    const order = await apiCall<{ id: string }>(suite.server, token, "POST", `/orgs/${org}/orders`, { instance_type: "h100x8", ports: [8888] });
+    const job = await apiCall<{ id: string }>(suite.server, token, "POST", `/orgs/${org}/orders`, {
       instance_type: "h100x1",
       job: { command: "python", args: ["train.py", "--a-very-long-argument-that-does-not-fit-on-a-phone-screen=1"], env: { LEARNING_RATE: "0.1", EPOCHS: "3" } },
     });
-    await until("the instance runs", async () => (await apiCall<{ status: string }>(server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running");
-    const nodes = await apiCall<{ items: { id: string }[] }>(server, await apiToken(server, OPERATOR), "GET", "/admin/nodes?limit=1");
+    await until("the instance runs", async () => (await apiCall<{ status: string }>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running");
+    const nodes = await apiCall<{ items: { id: string }[] }>(suite.server, await apiToken(suite.server, OPERATOR), "GET", "/admin/nodes?limit=1");
 
     const tenantPages: [string, string][] = [
       ["overview", `/orgs/${org}`],
@@ -68,15 +49,14 @@ describe("at 390 px", () => {
       ["ssh-keys", `/orgs/${org}/settings?tab=ssh`],
       ["catalog", "/catalog"],
     ];
-    const tenant = await openSession(browser, server, PHONE);
-    sessions.push(tenant);
+    const tenant = await suite.session(PHONE);
     await signIn(tenant.page, JUNO);
     await tenant.page.getByRole("heading", { name: "Overview" }).waitFor();
     await walk(tenant.page, tenantPages, "en");
     await chooseLanguage(tenant.page, "Account", "한국어");
     await expect.poll(() => tenant.page.evaluate(() => document.documentElement.lang)).toBe("ko");
     await walk(tenant.page, tenantPages, "ko");
-    await apiCall(server, token, "PATCH", "/me", { locale: null });
+    await apiCall(suite.server, token, "PATCH", "/me", { locale: null });
 
     const operatorPages: [string, string][] = [
       ["capacity", "/admin/capacity"],
@@ -91,14 +71,13 @@ describe("at 390 px", () => {
       ["sla-reports", "/admin/sla"],
       ["audit", "/admin/audit"],
     ];
-    const operator = await openSession(browser, server, PHONE);
-    sessions.push(operator);
+    const operator = await suite.session(PHONE);
     await signIn(operator.page, OPERATOR);
     await operator.page.getByRole("heading", { name: "Capacity map" }).waitFor();
     await walk(operator.page, operatorPages, "en");
     await chooseLanguage(operator.page, "Account", "한국어");
     await expect.poll(() => operator.page.evaluate(() => document.documentElement.lang)).toBe("ko");
     await walk(operator.page, operatorPages, "ko");
-    await apiCall(server, await apiToken(server, OPERATOR), "PATCH", "/me", { locale: null });
+    await apiCall(suite.server, await apiToken(suite.server, OPERATOR), "PATCH", "/me", { locale: null });
   });
 });

@@ -3,24 +3,9 @@
 // let it make because the API would refuse it, and what happened to an
 // order whose node an operator drained: each stop, requeue and move on its
 // timeline, and a runtime that counts only running time.
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import {
-  accessible,
-  apiCall,
-  apiToken,
-  chooseLanguage,
-  launchBrowser,
-  OPERATOR,
-  openSession,
-  screenshot,
-  type Server,
-  type Session,
-  signIn,
-  signUp,
-  startServer,
-  until,
-} from "./harness";
+import type { Page } from "playwright-core";
+import { describe, expect, test } from "vitest";
+import { accessible, apiCall, apiToken, browserSuite, chooseLanguage, OPERATOR, screenshot, signIn, signUp, until } from "./harness";
 
 const DORA = { name: "Dora", email: "dora@example.com", organization: "Delta Dynamics", password: "delta dynamics passphrase" };
 const ERIN = { name: "Erin", email: "erin@example.com", organization: "Echo Robotics", password: "echo robotics passphrase" };
@@ -38,43 +23,25 @@ type Order = {
 };
 type Node = { id: string; name: string; region: string; instance_type: string | null };
 
-let server: Server;
-let browser: Browser;
-const sessions: Session[] = [];
-
-async function session(): Promise<Session> {
-  const opened = await openSession(browser, server);
-  sessions.push(opened);
-  return opened;
-}
+const suite = browserSuite();
+const session = () => suite.session();
 
 /** A new tenant's organization id and a token, after signing up in the browser. */
 async function tenant(page: Page, who: typeof DORA): Promise<{ org: string; token: string }> {
   await signUp(page, who);
   const org = new URL(page.url()).pathname.split("/")[2] ?? "";
-  return { org, token: await apiToken(server, who) };
+  return { org, token: await apiToken(suite.server, who) };
 }
-
-beforeAll(async () => {
-  server = await startServer();
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  for (const s of sessions) expect(s.problems).toEqual([]);
-  await browser?.close();
-  await server?.stop();
-});
 
 describe("what the console says about an order", () => {
   test("a waiting order names the quota as its organization's and says what to do; the operator reads the organization's name", async () => {
     const { page } = await session();
     const { org, token } = await tenant(page, DORA);
-    const operator = await apiToken(server, OPERATOR);
-    await apiCall(server, operator, "PUT", `/admin/orgs/${org}/quotas`, { quotas: [{ gpu_model: H100, guaranteed_gpus: 0, max_gpus: 8 }] });
+    const operator = await apiToken(suite.server, OPERATOR);
+    await apiCall(suite.server, operator, "PUT", `/admin/orgs/${org}/quotas`, { quotas: [{ gpu_model: H100, guaranteed_gpus: 0, max_gpus: 8 }] });
     const order = { instance_type: "h100x8", region: "us-east" };
-    await apiCall(server, token, "POST", `/orgs/${org}/orders`, order);
-    const waiting = await apiCall<Order>(server, token, "POST", `/orgs/${org}/orders`, order);
+    await apiCall(suite.server, token, "POST", `/orgs/${org}/orders`, order);
+    const waiting = await apiCall<Order>(suite.server, token, "POST", `/orgs/${org}/orders`, order);
 
     // In the list, the overview and the order's page: the quota is the
     // tenant's own, with what it can do, and no id in sight.
@@ -128,7 +95,7 @@ describe("what the console says about an order", () => {
     await page.getByRole("button", { name: "Launch", exact: true }).click();
     await page.getByRole("heading", { name: /^h100x1-/ }).waitFor();
     const orderId = new URL(page.url()).pathname.split("/").at(-1) ?? "";
-    const placed = await apiCall<{ pricing_class: string; priority_class: string }>(server, token, "GET", `/orgs/${org}/orders/${orderId}`);
+    const placed = await apiCall<{ pricing_class: string; priority_class: string }>(suite.server, token, "GET", `/orgs/${org}/orders/${orderId}`);
     expect(placed).toMatchObject({ pricing_class: "spot", priority_class: "preemptible" });
 
     // A share of one GPU runs on one node: the node count is fixed at 1.
@@ -145,19 +112,19 @@ describe("what the console says about an order", () => {
   test("a drained node's instance: the timeline shows the stop with why, the requeue and the move; runtime stops while it waits", async () => {
     const { page } = await session();
     const { org, token } = await tenant(page, FINN);
-    const operator = await apiToken(server, OPERATOR);
-    const order = await apiCall<Order>(server, token, "POST", `/orgs/${org}/orders`, { instance_type: "l40sx4", region: "eu-central" });
+    const operator = await apiToken(suite.server, OPERATOR);
+    const order = await apiCall<Order>(suite.server, token, "POST", `/orgs/${org}/orders`, { instance_type: "l40sx4", region: "eu-central" });
     let current = order;
     await until("the instance runs", async () => {
-      current = await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+      current = await apiCall<Order>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`);
       return current.status === "running";
     });
     const first = current.placement[0]?.node_name ?? "";
     // Nowhere else to go: every other node of its shape is cordoned.
-    const nodes = (await apiCall<{ items: Node[] }>(server, operator, "GET", "/admin/nodes?limit=200")).items;
+    const nodes = (await apiCall<{ items: Node[] }>(suite.server, operator, "GET", "/admin/nodes?limit=200")).items;
     const others = nodes.filter((n) => n.name !== first && n.region === "eu-central" && n.instance_type === "l40sx4");
     expect(others.length).toBeGreaterThan(0);
-    for (const n of others) await apiCall(server, operator, "POST", `/admin/nodes/${n.id}/cordon`, {});
+    for (const n of others) await apiCall(suite.server, operator, "POST", `/admin/nodes/${n.id}/cordon`, {});
 
     // The operator drains it from the console, as an operator would.
     const ops = await session();
@@ -180,22 +147,22 @@ describe("what the console says about an order", () => {
     const held = await runtime.textContent();
     await new Promise((r) => setTimeout(r, 2_500));
     expect(await runtime.textContent()).toBe(held);
-    const waiting = await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+    const waiting = await apiCall<Order>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`);
     expect(waiting.running_since).toBeNull();
     expect(waiting.run_seconds).toBeGreaterThanOrEqual(0);
     await screenshot(page, "plain-drained-waiting");
     await accessible(page, "drained order");
 
     // Room elsewhere: it moves, and says so.
-    for (const n of others) await apiCall(server, operator, "POST", `/admin/nodes/${n.id}/uncordon`, {});
+    for (const n of others) await apiCall(suite.server, operator, "POST", `/admin/nodes/${n.id}/uncordon`, {});
     await timeline.getByText(/^Moved to .* \(from /).waitFor({ timeout: 30_000 });
-    const moved = await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+    const moved = await apiCall<Order>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`);
     const second = moved.placement[0]?.node_name ?? "";
     expect(second).not.toBe(first);
     expect(await timeline.textContent()).toContain(`Moved to ${second} (from ${first})`);
     expect(await timeline.textContent()).toContain("Its SSH host and ports are now on the new node.");
     await until("the moved instance runs", async () =>
-      (await apiCall<Order>(server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running",
+      (await apiCall<Order>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running",
     );
     await screenshot(page, "plain-drained-moved");
   });

@@ -2,9 +2,9 @@
 // billing, each tenant page is walked; what it offers matches the role,
 // what it may not read says so, and no page load draws a refusal (4xx)
 // from the API.
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { accessible, apiCall, apiToken, launchBrowser, openSession, type Server, type Session, signIn, signUp, startServer } from "./harness";
+import type { Page } from "playwright-core";
+import { beforeAll, describe, expect, test } from "vitest";
+import { accessible, apiCall, apiSignUp, apiToken, browserSuite, signIn, signUp } from "./harness";
 
 const OWNER = { name: "Gina", email: "gina@example.com", organization: "Golf Robotics", password: "golf robotics passphrase" };
 type Role = "admin" | "member" | "viewer" | "billing";
@@ -16,9 +16,7 @@ const person = (role: Role) => ({
   password: `golf robotics passphrase for the ${role.length} letter role`,
 });
 
-let server: Server;
-let browser: Browser;
-const sessions: Session[] = [];
+const suite = browserSuite();
 let org = "";
 let order = "";
 
@@ -35,29 +33,15 @@ function refusals(page: Page): string[] {
 }
 
 beforeAll(async () => {
-  server = await startServer();
-  browser = await launchBrowser();
-  const owner = await openSession(browser, server);
-  sessions.push(owner);
+  const owner = await suite.session();
   await signUp(owner.page, OWNER);
   org = new URL(owner.page.url()).pathname.split("/")[2] ?? "";
-  const token = await apiToken(server, OWNER);
-  order = (await apiCall<{ id: string }>(server, token, "POST", `/orgs/${org}/orders`, { instance_type: "h100x1" })).id;
+  const token = await apiToken(suite.server, OWNER);
+  order = (await apiCall<{ id: string }>(suite.server, token, "POST", `/orgs/${org}/orders`, { instance_type: "h100x1" })).id;
   for (const role of ROLES) {
-    const signedUp = await fetch(`${server.url}/api/v1/auth/signup`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(person(role)),
-    });
-    expect(signedUp.status, await signedUp.text()).toBe(201);
-    await apiCall(server, token, "POST", `/orgs/${org}/members`, { email: person(role).email, role });
+    await apiSignUp(suite.server, person(role));
+    await apiCall(suite.server, token, "POST", `/orgs/${org}/members`, { email: person(role).email, role });
   }
-});
-
-afterAll(async () => {
-  for (const s of sessions) expect(s.problems).toEqual([]);
-  await browser?.close();
-  await server?.stop();
 });
 
 type Expectation = { order: boolean; manage: boolean; billing: boolean };
@@ -128,16 +112,14 @@ async function walk(page: Page, role: "owner" | Role) {
 
 describe("roles", () => {
   test.each(["owner", ...ROLES] as const)("%s sees only what its role may do, and no page draws a refusal", async (role) => {
-    const opened = await openSession(browser, server);
-    sessions.push(opened);
+    const opened = await suite.session();
     await signIn(opened.page, role === "owner" ? OWNER : person(role));
     await opened.page.getByRole("heading", { name: "Overview" }).waitFor();
     await walk(opened.page, role);
   });
 
   test("an invited teammate signs up from the invitation's link, owns no organization and lands in the one that invited them", async () => {
-    const owner = await openSession(browser, server);
-    sessions.push(owner);
+    const owner = await suite.session();
     await signIn(owner.page, OWNER);
     await owner.page.getByRole("heading", { name: "Overview" }).waitFor();
     await owner.page.goto(`/orgs/${org}/settings`);
@@ -148,8 +130,7 @@ describe("roles", () => {
     await pending.getByText(invited).waitFor();
     await pending.getByRole("button", { name: "Copy sign-up link" }).waitFor();
 
-    const hank = await openSession(browser, server);
-    sessions.push(hank);
+    const hank = await suite.session();
     await hank.page.goto(`/sign-up?invited=${encodeURIComponent(invited)}`);
     await hank.page.getByTestId("invited").waitFor();
     expect(await hank.page.getByLabel("Organization").count()).toBe(0);
@@ -160,8 +141,8 @@ describe("roles", () => {
     await hank.page.getByRole("heading", { name: "Overview" }).waitFor();
     expect(new URL(hank.page.url()).pathname).toBe(`/orgs/${org}`);
     const me = await apiCall<{ memberships: { organization: { id: string }; role: string }[] }>(
-      server,
-      await apiToken(server, { email: invited, password: "a long passphrase nobody guesses" }),
+      suite.server,
+      await apiToken(suite.server, { email: invited, password: "a long passphrase nobody guesses" }),
       "GET",
       "/me",
     );

@@ -2,16 +2,14 @@
 // account set to New York, every date the tenant's pages show is New York
 // time, checked against the API's own values, and the reservation form
 // reads and writes New York's clock.
-import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { apiCall, apiToken, launchBrowser, openSession, type Server, type Session, signIn, startServer, until } from "./harness";
+import type { Page } from "playwright-core";
+import { describe, expect, test } from "vitest";
+import { apiCall, apiSignUp, browserSuite, signIn, until } from "./harness";
 
 const IVY = { name: "Ivy", email: "ivy@example.com", organization: "India Imaging", password: "india imaging passphrase" };
 const ZONE = "America/New_York";
 
-let server: Server;
-let browser: Browser;
-const sessions: Session[] = [];
+const suite = browserSuite();
 
 /** A moment as the console writes it, on New York's clock. */
 function newYork(iso: string): string {
@@ -32,33 +30,16 @@ async function shownTimes(page: Page): Promise<string[]> {
   return [...text.matchAll(/\d{1,2}:\d{2}\s?(?:AM|PM)?\s?(?:[A-Z]{2,5}|GMT[+−-]\d+)/g)].map((m) => m[0]);
 }
 
-beforeAll(async () => {
-  server = await startServer();
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  for (const s of sessions) expect(s.problems).toEqual([]);
-  await browser?.close();
-  await server?.stop();
-});
 
 describe("time zones", () => {
   test("in a Seoul browser with the account in New York, every date is New York time", async () => {
-    const signedUp = await fetch(`${server.url}/api/v1/auth/signup`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(IVY),
-    });
-    expect(signedUp.status).toBe(201);
-    const org = ((await signedUp.json()) as { organization: { id: string } }).organization.id;
-    const token = await apiToken(server, IVY);
-    await apiCall(server, token, "PATCH", "/me", { time_zone: ZONE });
-    const order = await apiCall<{ id: string }>(server, token, "POST", `/orgs/${org}/orders`, { instance_type: "h100x1" });
-    await until("the order runs", async () => (await apiCall<{ status: string }>(server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running");
+    const { org, token } = await apiSignUp(suite.server, IVY);
+    await apiCall(suite.server, token, "PATCH", "/me", { time_zone: ZONE });
+    const order = await apiCall<{ id: string }>(suite.server, token, "POST", `/orgs/${org}/orders`, { instance_type: "h100x1" });
+    await until("the order runs", async () => (await apiCall<{ status: string }>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`)).status === "running");
     const start = new Date(Math.ceil(Date.now() / 3_600_000) * 3_600_000 + 26 * 3_600_000).toISOString().replace(".000Z", "Z");
     const end = new Date(Date.parse(start) + 4 * 3_600_000).toISOString().replace(".000Z", "Z");
-    const reservation = await apiCall<{ starts_at: string; ends_at: string }>(server, token, "POST", `/orgs/${org}/reservations`, {
+    const reservation = await apiCall<{ starts_at: string; ends_at: string }>(suite.server, token, "POST", `/orgs/${org}/reservations`, {
       name: "zone check",
       instance_type: "h100x8",
       count: 1,
@@ -67,14 +48,12 @@ describe("time zones", () => {
       ends_at: end,
     });
 
-    const seoul = await openSession(browser, server, undefined, [], { timezoneId: "Asia/Seoul", locale: "en-US" });
-    sessions.push(seoul);
-    const { page } = seoul;
+    const { page } = await suite.session(undefined, { timezoneId: "Asia/Seoul", locale: "en-US" });
     expect(await page.evaluate(() => Intl.DateTimeFormat().resolvedOptions().timeZone)).toBe("Asia/Seoul");
     await signIn(page, IVY);
     await page.getByRole("heading", { name: "Overview" }).waitFor();
 
-    const detail = await apiCall<{ created_at: string; started_at: string }>(server, token, "GET", `/orgs/${org}/orders/${order.id}`);
+    const detail = await apiCall<{ created_at: string; started_at: string }>(suite.server, token, "GET", `/orgs/${org}/orders/${order.id}`);
     const pages: [string, string, string[]][] = [
       ["overview", `/orgs/${org}`, []],
       ["orders", `/orgs/${org}/orders`, [newYork(detail.created_at)]],

@@ -411,7 +411,9 @@ async fn a_gang_meets_on_its_private_network(engine: Engine, runtime: &str) {
             }),
         )
         .await;
-    let met = printed_starting(&node, &tenant, gang, "rank 0 got").await;
+    printed_starting(&node, &tenant, gang, "rank 0 got").await;
+    // Each node's agent sends its own lines: rank 1's may land after rank 0's.
+    let met = printed_starting(&node, &tenant, gang, "rank=1 ").await;
     let ranks: Vec<&String> = met.iter().filter(|l| l.starts_with("rank=")).collect();
     assert_eq!(ranks.len(), 2, "{met:?}");
     let address = |rank: usize| {

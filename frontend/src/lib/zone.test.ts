@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { instantOf, offsetAt, utcOffset, wallOf, zoneLabel } from "./zone";
+import { instantOf, instantOfInput, offsetAt, utcOffset, wallOf, zoneLabel } from "./zone";
 
 describe("wall-clock time in a zone", () => {
   test("an instant reads as the zone's day and hour", () => {
@@ -15,6 +15,8 @@ describe("wall-clock time in a zone", () => {
     expect(instantOf("2026-03-08", 3, 0, "America/New_York")).toBe("2026-03-08T07:00:00Z");
     expect(instantOf("2026-03-07", 23, 0, "America/New_York")).toBe("2026-03-08T04:00:00Z");
     expect(instantOf("2026-12-06", 0, 0, "UTC")).toBe("2026-12-06T00:00:00Z");
+    expect(instantOfInput("2026-12-07T01:30", "Asia/Seoul")).toBe("2026-12-06T16:30:00Z");
+    expect(instantOfInput("2026-12-07", "Asia/Seoul")).toBeNull();
   });
 
   test("offsets read as people write them", () => {

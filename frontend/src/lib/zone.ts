@@ -50,6 +50,12 @@ export function instantOf(day: string, hour: number, minute = 0, zone = readerZo
   return new Date(at).toISOString().replace(".000Z", "Z");
 }
 
+/** A `datetime-local` input's value (`YYYY-MM-DDTHH:MM`, the reader's clock) as an instant; null when incomplete. */
+export function instantOfInput(value: string, zone = readerZone()): string | null {
+  const parts = /^(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2})$/.exec(value);
+  return parts ? instantOf(parts[1] ?? "", Number(parts[2]), Number(parts[3]), zone) : null;
+}
+
 /** An offset from UTC as people write it: `UTC`, `UTC+9`, `UTC−4:30`. */
 export function utcOffset(ms: number): string {
   if (ms === 0) return "UTC";

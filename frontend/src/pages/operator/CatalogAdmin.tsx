@@ -20,7 +20,7 @@ import { keys, useGpuModelNames, useInstanceTypes, useRegions } from "../../api/
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
-import { instantOf, zoneLabel } from "../../lib/zone";
+import { instantOfInput, zoneLabel } from "../../lib/zone";
 import { notifySuccess } from "../../lib/notify";
 import { ImagePolicy, ImagesTable, NewImage } from "./ImagesAdmin";
 import { t } from "../../i18n";
@@ -105,10 +105,7 @@ function NewPrice({ types }: { types: Schemas["InstanceType"][] }) {
             pricing_class: v.pricingClass as Schemas["PricingClass"],
             region: v.region || null,
             hourly_micros: Math.round(Number(v.hourly) * 1_000_000),
-            // The picker's value is a wall-clock time in the reader's zone.
-            effective_from: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(v.effectiveFrom)
-              ? instantOf(v.effectiveFrom.slice(0, 10), Number(v.effectiveFrom.slice(11, 13)), Number(v.effectiveFrom.slice(14, 16)))
-              : null,
+            effective_from: instantOfInput(v.effectiveFrom),
           },
         }),
       ),

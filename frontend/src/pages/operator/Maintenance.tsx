@@ -10,7 +10,7 @@ import { dateTime } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
 import { t } from "../../i18n";
 import { holdersOf } from "./NodeActions";
-import { instantOf, zoneLabel } from "../../lib/zone";
+import { instantOfInput, zoneLabel } from "../../lib/zone";
 
 /** Maintenance windows: schedule one on a node, see and cancel them. */
 export function MaintenancePanel() {
@@ -22,8 +22,7 @@ export function MaintenancePanel() {
   const [start, setStart] = useState("");
   const [hours, setHours] = useState<number | string>(4);
   const [reason, setReason] = useState("");
-  // The picker's value is a wall-clock time in the reader's zone.
-  const startsAt = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(start) ? instantOf(start.slice(0, 10), Number(start.slice(11, 13)), Number(start.slice(14, 16))) : null;
+  const startsAt = instantOfInput(start);
   const ask =
     node && reason.trim() && typeof hours === "number" && hours > 0
       ? {

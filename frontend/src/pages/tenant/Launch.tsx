@@ -100,6 +100,11 @@ const FIELDS: Record<string, keyof Values> = {
   reservation_id: "reservationId",
 };
 
+/** A share of one GPU (a fraction or a MIG instance) runs on one node: the API refuses a gang of them. */
+function sharesOneGpu(type: { gpu_milli?: number | null; mig_profile?: string | null }): boolean {
+  return Boolean(type.gpu_milli || type.mig_profile);
+}
+
 /** The form field an API field error belongs to, if the form shows one. */
 function fieldOf(apiField: string): keyof Values | undefined {
   return FIELDS[apiField.replace(/\[\d+\]$/, "").replace(/^job\.env\..*/, "job.env")];
@@ -178,8 +183,7 @@ export function LaunchPage() {
   const chosenReservation = values.pricingClass === "reserved" ? live.find((r) => r.id === values.reservationId) : undefined;
 
   const selected = types.data?.find((t) => t.name === values.instanceType);
-  // A share of one GPU runs on one node: the API refuses a gang of them.
-  const sharesGpu = Boolean(selected && (selected.gpu_milli || selected.mig_profile));
+  const sharesGpu = Boolean(selected && sharesOneGpu(selected));
   const region = values.region || null;
   const durationSeconds = typeof values.durationHours === "number" ? Math.round(values.durationHours * 3600) : null;
   const price = selected ? priceInForce(selected.prices, values.pricingClass, region) : undefined;
@@ -283,7 +287,7 @@ export function LaunchPage() {
                   onChange={(name) => {
                     form.setFieldValue("instanceType", name ?? "");
                     const type = types.data?.find((t) => t.name === name);
-                    if (type && (type.gpu_milli || type.mig_profile)) form.setFieldValue("nodeCount", 1);
+                    if (type && sharesOneGpu(type)) form.setFieldValue("nodeCount", 1);
                   }}
                 />
                 <Group grow align="flex-start">
