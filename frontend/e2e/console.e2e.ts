@@ -101,7 +101,7 @@ describe("the console", () => {
     await page.getByRole("option", { name: /^h100x8 / }).click();
     await expect.poll(() => page.getByTestId("estimate-hourly").textContent()).toMatch(/\/ hour/);
     // Before launching: the price per GPU-hour and what is free now, per region.
-    const byRegion = page.getByRole("table", { name: "Price per GPU-hour by region" });
+    const byRegion = page.getByRole("table", { name: "Prices and room now by region" });
     await byRegion.getByRole("columnheader", { name: "Start now" }).waitFor();
     await expect.poll(() => byRegion.getByText(/^\d+ free now$/).count()).toBeGreaterThan(0);
     await screenshot(page, "launch");
@@ -179,6 +179,12 @@ describe("the console", () => {
     await page.getByText("Job (runs a command to completion)").click();
     await page.getByRole("textbox", { name: "Command" }).fill("python sweep.py");
     await page.getByRole("textbox", { name: "Arguments" }).fill("--lr\n0.1");
+    await page.getByRole("textbox", { name: "Environment" }).fill("EPOCHS=3");
+    // A token goes in as a secret variable, typed once and never shown.
+    await page.getByRole("button", { name: "Add a secret variable" }).click();
+    await page.getByRole("textbox", { name: "Name of secret 1" }).fill("EPOCHS");
+    await page.getByLabel("Value of EPOCHS").fill("hf_console_s3cret");
+    expect(await page.getByLabel("Value of EPOCHS").getAttribute("type")).toBe("password");
     await page.getByRole("textbox", { name: "Array size" }).fill("3");
     await page.getByRole("combobox", { name: "Instance type" }).click();
     await page.getByRole("option", { name: /^h100x1 / }).click();
@@ -202,10 +208,20 @@ describe("the console", () => {
     await page.getByRole("textbox", { name: "Duration (hours)" }).fill("0.0005");
     await screenshot(page, "launch-job");
     await page.getByRole("button", { name: "Submit job" }).click();
+    // A name given twice is caught before the order is sent.
+    await page.getByText("EPOCHS is given twice").waitFor();
+    await page.getByRole("textbox", { name: "Name of secret 1" }).fill("HF_TOKEN");
+    await page.getByRole("button", { name: "Submit job" }).click();
 
     // Members carry the array's name and their index.
     await page.getByRole("heading", { name: /^h100x1-[a-z]+-[a-z]+-0$/ }).waitFor();
     expect(await page.getByTestId("job-command").textContent()).toBe('python sweep.py "--lr" "0.1"');
+    expect(await page.getByTestId("job-env").textContent()).toBe("EPOCHS=3\nHF_TOKEN=(secret, not shown)");
+    expect(await page.content()).not.toContain("hf_console_s3cret");
+    const jobId = new URL(page.url()).pathname.split("/").at(-1) ?? "";
+    const submitted = await apiCall<{ job: { secret_env: string[] } }>(server, await apiToken(server, ALICE), "GET", `/orgs/${alphaOrg}/orders/${jobId}`);
+    expect(submitted.job.secret_env).toEqual(["HF_TOKEN"]);
+    expect(JSON.stringify(submitted)).not.toContain("hf_console_s3cret");
     // The simulated node runs it for its two seconds, then it completes;
     // the page follows it to the end without a reload.
     await page.getByRole("heading", { name: "Status" }).locator("..").getByText("completed").waitFor({ timeout: 30_000 });
@@ -379,6 +395,19 @@ describe("the console", () => {
       await page.getByRole("combobox", { name: "Instance type" }).click();
       await page.getByRole("option", { name: new RegExp(`^${type} — ${shape}`) }).click();
       await expect.poll(() => page.getByTestId("estimate-hourly").textContent()).toMatch(/\/ hour/);
+      // Priced per instance and counted per slice, as the API counts them.
+      const room = page.getByRole("table", { name: "Prices and room now by region" });
+      await room.getByRole("columnheader", { name: "Per instance-hour" }).waitFor();
+      const token = await apiToken(server, ALICE);
+      const types = await apiCall<{ items: { id: string; name: string }[] }>(server, token, "GET", "/catalog/instance-types");
+      const typeId = types.items.find((t) => t.name === type)?.id;
+      const counted = async () => {
+        const now = await apiCall<{ regions: { instances_now: number | null }[] }>(server, token, "GET", `/catalog/instance-types/${typeId}/availability`);
+        const shown = await room.getByText(/ free now$/).allTextContents();
+        const free = now.regions.map((r) => r.instances_now ?? 0).filter((n) => n > 0);
+        return free.length > 0 && free.every((n) => shown.includes(`${n} free now`));
+      };
+      await expect.poll(counted, { message: `${type}: the free count of each region with room` }).toBe(true);
       await page.getByRole("button", { name: "Launch", exact: true }).click();
       await page.getByRole("heading", { name: new RegExp(`^${type}-`) }).waitFor();
       launched.push(new URL(page.url()).pathname.split("/").at(-1) ?? "");

@@ -167,7 +167,7 @@ describe("what the console says about an order", () => {
     await screenshot(page, "plain-drained-moved");
   });
 
-  test("a price change set for later stays in view, in the operator's zone, after it is added", async () => {
+  test("a price change set for later stays in view, in the operator's zone, and can be withdrawn", async () => {
     const ops = await session();
     await signIn(ops.page, OPERATOR);
     await ops.page.getByRole("link", { name: "Queues" }).waitFor();
@@ -190,5 +190,19 @@ describe("what the console says about an order", () => {
     expect(await versions.getByText("in force").count()).toBeGreaterThan(0);
     // The chosen type stays chosen, whole, for the next version.
     expect(await form.getByRole("combobox", { name: "Instance type" }).inputValue()).toBe("l40sx1");
+
+    // A change set for later can be withdrawn; a price in force cannot.
+    expect(await versions.getByRole("row").filter({ hasText: "in force" }).getByRole("button").count()).toBe(0);
+    await row.getByRole("button", { name: /^Withdraw \$1\.77 from / }).click();
+    const confirm = ops.page.getByRole("dialog", { name: "Withdraw this scheduled price?" });
+    await confirm.getByText("the price in force now stays").waitFor();
+    await confirm.getByRole("button", { name: "Withdraw" }).click();
+    await ops.page.getByText("Scheduled price withdrawn.").waitFor();
+    await row.waitFor({ state: "detached" });
+    const token = await apiToken(suite.server, OPERATOR);
+    const types = await apiCall<{ items: { id: string; name: string }[] }>(suite.server, token, "GET", "/catalog/instance-types");
+    const l40s = types.items.find((t) => t.name === "l40sx1")?.id;
+    const left = await apiCall<{ hourly_micros: number }[]>(suite.server, token, "GET", `/catalog/instance-types/${l40s}/prices`);
+    expect(left.map((p) => p.hourly_micros)).not.toContain(1_770_000);
   });
 });

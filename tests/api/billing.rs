@@ -172,19 +172,54 @@ async fn a_month_of_orders_is_invoiced_to_the_micro_unit(engine: Engine) {
         .expect("id")
         .to_owned();
     let price_change = server.state.clock.now() + TimeDelta::days(2) + TimeDelta::seconds(17);
-    server
+    let prices = format!("/api/v1/admin/catalog/instance-types/{h100x8}/prices");
+    let price_change_id = server
         .post(
-            &format!("/api/v1/admin/catalog/instance-types/{h100x8}/prices"),
+            &prices,
             &operator.token,
             json!({ "pricing_class": "on_demand", "hourly_micros": 20_000_000, "effective_from": price_change }),
         )
         .await
-        .expect(StatusCode::CREATED);
+        .expect(StatusCode::CREATED)
+        .body["id"]
+        .as_str()
+        .expect("price id")
+        .to_owned();
+    // A second change, scheduled by mistake and withdrawn before it starts:
+    // the invoice below must not know it.
+    let mistaken = server
+        .post(
+            &prices,
+            &operator.token,
+            json!({ "pricing_class": "on_demand", "hourly_micros": 99_000_000, "effective_from": price_change + TimeDelta::days(1) }),
+        )
+        .await
+        .expect(StatusCode::CREATED)
+        .body["id"]
+        .as_str()
+        .expect("price id")
+        .to_owned();
+    server
+        .delete(&format!("{prices}/{mistaken}"), &tenant.token)
+        .await
+        .expect(StatusCode::FORBIDDEN);
+    server
+        .delete(&format!("{prices}/{mistaken}"), &operator.token)
+        .await
+        .expect(StatusCode::NO_CONTENT);
+    server
+        .delete(&format!("{prices}/{mistaken}"), &operator.token)
+        .await
+        .expect(StatusCode::NOT_FOUND);
 
     // Day 4: the agent has been silent past the deadline; its dev instance
     // fails, the time since its last heartbeat is not billed.
     advance(&server, TimeDelta::days(3));
     server.wait_status(&tenant, dev, "failed").await;
+    server
+        .delete(&format!("{prices}/{price_change_id}"), &operator.token)
+        .await
+        .expect_problem(StatusCode::CONFLICT, "price_in_force");
 
     // A production order needs a whole node and preempts the spot work.
     let production = server

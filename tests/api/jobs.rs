@@ -405,6 +405,18 @@ async fn bad_job_input_is_refused_and_changes_nothing(engine: Engine) {
             "validation_failed",
         ),
         (
+            job(json!({ "job": { "secret_env": { "GANTRY_ORG_ID": "x" } } })),
+            "validation_failed",
+        ),
+        (
+            job(json!({ "job": { "secret_env": { "EPOCHS": "4" } } })),
+            "validation_failed",
+        ),
+        (
+            job(json!({ "job": { "secret_env": { "TOKEN": 7 } } })),
+            "invalid_body",
+        ),
+        (
             job(json!({ "job": { "working_dir": "relative/path" } })),
             "validation_failed",
         ),

@@ -47,10 +47,9 @@ impl Attack {
     }
 }
 
-/// Tenant B keeps a job running with a secret in its environment, its
-/// output and its files; tenant A's job, root in its own image, then tries
-/// every way there is from inside its workload, each probe printing one
-/// verdict line.
+/// Tenant B keeps a job running with a secret variable, its output and its
+/// files; tenant A's job, root in its own image, then tries every way there
+/// is from inside its workload, each probe printing one verdict line.
 async fn attack(node: &Node, agent: u32) -> Attack {
     let (a, b) = (
         node.server.signup("tenant-a").await,
@@ -66,7 +65,7 @@ async fn attack(node: &Node, agent: u32) -> Attack {
                     "command": format!("trap 'sleep 0.5; echo stopped-gracefully; exit 0' TERM; \
                         python3 -c \"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {b_port})); s.listen(); time.sleep(61)\" & \
                         echo secret-of-b > /scratch/secret; echo \"output-of-b $HF_TOKEN\"; sleep 61 & wait"),
-                    "env": { "HF_TOKEN": "hf_secret_of_b" }
+                    "secret_env": { "HF_TOKEN": "hf_secret_of_b" }
                 }
             }),
         )

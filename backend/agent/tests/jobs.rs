@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use lab::Agent;
 use reqwest::StatusCode;
+use sea_orm::EntityTrait;
 use serde_json::{Value, json};
 use support::{Engine, Tenant, TestServer};
 use uuid::Uuid;
@@ -134,9 +135,10 @@ async fn a_job_sees_exactly_its_gpus_and_its_output_is_kept(engine: Engine) {
         .submit(json!({
             "instance_type": "h100x2",
             "job": {
-                "command": "echo \"gpus=$CUDA_VISIBLE_DEVICES rank=$NODE_RANK of $WORLD_SIZE\"; echo to-stderr >&2; printf '[%s]' \"$GREETING\"",
+                "command": "echo \"gpus=$CUDA_VISIBLE_DEVICES rank=$NODE_RANK of $WORLD_SIZE\"; echo \"token=$API_TOKEN\"; echo to-stderr >&2; printf '[%s]' \"$GREETING\"",
                 "args": ["two words", "it's"],
                 "env": { "GREETING": "hello" },
+                "secret_env": { "API_TOKEN": "tok-9f2c" },
                 "working_dir": "/tmp"
             }
         }))
@@ -159,6 +161,24 @@ async fn a_job_sees_exactly_its_gpus_and_its_output_is_kept(engine: Engine) {
     assert!(
         output.contains(&"stderr: to-stderr".to_owned()),
         "{output:?}"
+    );
+    // A secret variable reaches the job's processes; the order shows its
+    // name only, and the database holds it sealed.
+    assert!(
+        output.contains(&"stdout: token=tok-9f2c".to_owned()),
+        "{output:?}"
+    );
+    assert_eq!(done["job"]["secret_env"], json!(["API_TOKEN"]));
+    assert!(!done.to_string().contains("tok-9f2c"), "{done}");
+    let stored = gantry_server::entities::order::Entity::find_by_id(job)
+        .one(lab.server.db())
+        .await
+        .expect("read")
+        .expect("order");
+    let stored = stored.job.unwrap_or_default();
+    assert!(
+        stored.contains("API_TOKEN") && !stored.contains("tok-9f2c"),
+        "{stored}"
     );
 
     // Following an ended job's output streams every line, then `end`.

@@ -7,6 +7,7 @@
 //! command: torchrun train.py
 //! args: [--epochs, "3"]
 //! env: { WANDB_MODE: offline }
+//! secret_env: [HF_TOKEN]       # values from this shell; stored sealed, never shown
 //! walltime: 12h                # stopped and marked timed_out past it
 //! retries: { on_failure: true, max: 2 }
 //! array: 16                    # 16 copies, each told GANTRY_ARRAY_INDEX
@@ -45,6 +46,10 @@ pub struct JobFile {
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables whose values come from the environment `job submit` runs
+    /// in, so that no token is written into a file.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
     pub working_dir: Option<String>,
     pub image: Option<String>,
     #[serde(default, deserialize_with = "duration")]
@@ -164,9 +169,36 @@ pub fn parse(text: &str) -> Result<JobFile, String> {
 }
 
 impl JobFile {
+    /// The values of `secret_env` in `environment`; the error names each
+    /// one that is not set there.
+    pub fn secrets(
+        &self,
+        environment: impl Fn(&str) -> Option<String>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let mut values = BTreeMap::new();
+        let mut missing = Vec::new();
+        for name in &self.secret_env {
+            match environment(name) {
+                Some(value) => {
+                    values.insert(name.clone(), value);
+                }
+                None => missing.push(name.as_str()),
+            }
+        }
+        if missing.is_empty() {
+            Ok(values)
+        } else {
+            Err(format!(
+                "secret_env names {} but this shell does not set it; export it first",
+                missing.join(", ")
+            ))
+        }
+    }
+
     /// The order to create, with `dependencies` the ids its `depends_on`
-    /// entries name, in the same order.
-    pub fn order(&self, dependencies: &[Uuid]) -> Value {
+    /// entries name, in the same order, and `secrets` the values of its
+    /// secret variables.
+    pub fn order(&self, dependencies: &[Uuid], secrets: &BTreeMap<String, String>) -> Value {
         let depends_on: Vec<Value> = self
             .depends_on
             .iter()
@@ -179,6 +211,9 @@ impl JobFile {
             "env": self.env,
             "depends_on": depends_on,
         });
+        if !secrets.is_empty() {
+            job["secret_env"] = json!(secrets);
+        }
         let fields = [
             ("working_dir", json!(self.working_dir)),
             ("image", json!(self.image)),
@@ -236,14 +271,20 @@ mod tests {
     fn a_full_job_file_becomes_the_order_the_api_takes() {
         let file = parse(
             "name: train\ninstance_type: h100x8\nnodes: 2\ncommand: torchrun train.py\n\
-             args: [--epochs, \"3\"]\nenv: { MODE: fast }\nwalltime: 2h\n\
+             args: [--epochs, \"3\"]\nenv: { MODE: fast }\nsecret_env: [HF_TOKEN]\nwalltime: 2h\n\
              retries: { on_failure: true, max: 2 }\narray: 4\npriority: batch\n\
              depends_on: [prep, { order: base, condition: after_any }]\n",
         )
         .expect("parses");
         let first = Uuid::now_v7();
         let second = Uuid::now_v7();
-        let order = file.order(&[first, second]);
+        let secrets = file
+            .secrets(|name| (name == "HF_TOKEN").then(|| "hf_abc".to_owned()))
+            .expect("set");
+        let order = file.order(&[first, second], &secrets);
+        assert_eq!(order["job"]["secret_env"], json!({ "HF_TOKEN": "hf_abc" }));
+        let unset = file.secrets(|_| None).expect_err("unset");
+        assert!(unset.contains("HF_TOKEN"), "{unset}");
         assert_eq!(order["name"], "train");
         assert_eq!(order["node_count"], 2);
         assert_eq!(order["priority_class"], "batch");

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::policy::Policy;
 use crate::schedule::{Snapshot, prepared};
-use crate::state::{NodeState, State, View, bits};
+use crate::state::{NodeState, Room, State, View, WHOLE, bits};
 use crate::workload::GpuRequest;
 
 /// Single-node shapes the report counts slots for.
@@ -169,13 +169,47 @@ pub struct RegionRoom {
     pub region: String,
     /// Instances of the shape that could start side by side now and keep
     /// running: free GPUs, CPU and memory on schedulable nodes, less what
-    /// advance reservations hold now or later. Fractions count only on
-    /// GPUs nobody shares yet, so this is a floor for them; MIG instances
-    /// are not counted (`None`).
+    /// advance reservations hold now or later. Fractions count on free
+    /// GPUs and on what shared GPUs have left, MIG instances on the free
+    /// slices of MIG GPUs laid out for their size; `None` for work without
+    /// GPUs, which is not counted.
     pub instances: Option<u32>,
     /// GPUs of the model that waiting work may take in the region: what a
     /// launch that does not fit now may queue behind.
     pub waiting_gpus: u32,
+}
+
+/// How many instances asking for `gpus` the node's GPUs of `model` take
+/// side by side, within `room`.
+fn by_gpus(node: &NodeState<'_>, model: u32, room: &Room, gpus: GpuRequest) -> u32 {
+    let open = node
+        .gpus
+        .iter()
+        .enumerate()
+        .filter(|(position, gpu)| {
+            gpu.model == model && gpu.healthy && room.held & (1 << position) == 0
+        })
+        .map(|(_, gpu)| gpu);
+    match gpus {
+        GpuRequest::Whole(0) => 0,
+        GpuRequest::Whole(k) => bits(room.mask) / k,
+        GpuRequest::Milli(milli) => {
+            let milli = milli.clamp(1, u32::from(WHOLE));
+            let shared: u32 = open
+                .filter(|gpu| gpu.mig_slices.is_none() && gpu.used > 0 && gpu.used < WHOLE)
+                .map(|gpu| u32::from(WHOLE - gpu.used) / milli)
+                .sum();
+            bits(room.mask) * (u32::from(WHOLE) / milli) + shared
+        }
+        GpuRequest::Mig(slices) if slices > 0 => open
+            .filter(|gpu| {
+                gpu.mig_slices.is_some()
+                    && gpu.mig_instance_slices.is_none_or(|size| size == slices)
+            })
+            .map(|gpu| u32::from(gpu.capacity().saturating_sub(gpu.used) / u16::from(slices)))
+            .sum(),
+        GpuRequest::Mig(_) => 0,
+    }
 }
 
 /// Per region holding the shape's GPU model, ordered by region name, what a
@@ -196,11 +230,7 @@ pub fn launch_room(snapshot: &Snapshot<'_>, shape: &LaunchShape) -> Vec<RegionRo
         tentative: false,
         binding: true,
     };
-    let per_gpu = match shape.gpus {
-        GpuRequest::Whole(0) | GpuRequest::Mig(_) => None,
-        GpuRequest::Whole(gpus) => Some((gpus, 1)),
-        GpuRequest::Milli(milli) => Some((1, 1000 / milli.clamp(1, 1000))),
-    };
+    let counted = !matches!(shape.gpus, GpuRequest::Whole(0));
     let mut rooms: BTreeMap<&str, RegionRoom> = BTreeMap::new();
     for node in &state.nodes {
         if !node.has_model(model) {
@@ -210,10 +240,10 @@ pub fn launch_room(snapshot: &Snapshot<'_>, shape: &LaunchShape) -> Vec<RegionRo
             .entry(node.node.region.as_str())
             .or_insert_with(|| RegionRoom {
                 region: node.node.region.clone(),
-                instances: per_gpu.map(|_| 0),
+                instances: counted.then_some(0),
                 waiting_gpus: 0,
             });
-        let (Some((gpus, each_gpu)), Some(instances)) = (per_gpu, entry.instances.as_mut()) else {
+        let Some(instances) = entry.instances.as_mut() else {
             continue;
         };
         if !node.node.schedulable {
@@ -224,9 +254,11 @@ pub fn launch_room(snapshot: &Snapshot<'_>, shape: &LaunchShape) -> Vec<RegionRo
             free.checked_div(each)
                 .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX))
         };
-        *instances += (bits(room.mask) / gpus * each_gpu)
-            .min(by_resource(room.cpu, shape.cpu_milli))
-            .min(by_resource(room.mem, shape.memory_mib));
+        *instances = instances.saturating_add(
+            by_gpus(node, model, &room, shape.gpus)
+                .min(by_resource(room.cpu, shape.cpu_milli))
+                .min(by_resource(room.mem, shape.memory_mib)),
+        );
     }
     for work in snapshot.pending {
         if !work.gpu_models.iter().any(|m| m == &shape.model) {

@@ -161,17 +161,72 @@ fn a_launch_sees_room_per_region_after_running_work_reservations_cpu_and_the_que
     };
     let rooms = launch_room(&world.snapshot(), &quarter);
     assert_eq!(rooms[0].instances, Some(15 + 2));
+    // No GPU here is in MIG mode.
     let mig = LaunchShape {
         gpus: GpuRequest::Mig(1),
         ..shape.clone()
     };
-    assert_eq!(launch_room(&world.snapshot(), &mig)[0].instances, None);
+    assert_eq!(launch_room(&world.snapshot(), &mig)[0].instances, Some(0));
 
     let unknown = LaunchShape {
         model: "B200".into(),
         ..shape
     };
     assert!(launch_room(&world.snapshot(), &unknown).is_empty());
+}
+
+#[test]
+fn a_launch_counts_slices_left_on_shared_and_mig_gpus() {
+    // GPU 0 is shared and 600 of it is held; GPU 1 is free; GPUs 2 and 3
+    // are in MIG mode: seven 1-slice instances (two held) and two 3-slice
+    // ones; GPU 4 is sick, GPUs 5 to 7 are held by a reservation.
+    let mut n = node("n", "r1", H100, 8);
+    n.gpus[2].mig_slices = Some(7);
+    n.gpus[2].mig_instance_slices = Some(1);
+    n.gpus[3].mig_slices = Some(6);
+    n.gpus[3].mig_instance_slices = Some(3);
+    n.gpus[4].healthy = false;
+    let mut world = World::new(vec![n]);
+    let mut shared = job("shared", "q", 0, 1);
+    shared.gpus = GpuRequest::Milli(600);
+    shared.cpu_milli_per_node = 1_000;
+    let mut slices = job("slices", "q", 0, 1);
+    slices.gpus = GpuRequest::Mig(1);
+    slices.cpu_milli_per_node = 1_000;
+    world.running = vec![
+        running(shared, &[("n", &[0])], NOON),
+        running(slices.clone(), &[("n", &[2])], NOON),
+        running(slices, &[("n", &[2])], NOON),
+    ];
+    world.reservations = vec![AdvanceReservation {
+        id: "held".into(),
+        queue: "other".into(),
+        start: NOON,
+        end: NOON + 3_600,
+        placements: vec![Placement {
+            node: "n".into(),
+            gpus: vec![5, 6, 7],
+        }],
+    }];
+    let shape = |gpus| LaunchShape {
+        model: H100.into(),
+        gpus,
+        cpu_milli: 1_000,
+        memory_mib: 1_024,
+    };
+    let count = |gpus| launch_room(&world.snapshot(), &shape(gpus))[0].instances;
+    // A fifth: two on what GPU 0 has left, five on GPU 1.
+    assert_eq!(count(GpuRequest::Milli(200)), Some(2 + 5));
+    // Half a GPU: none on GPU 0's 400 left.
+    assert_eq!(count(GpuRequest::Milli(500)), Some(2));
+    assert_eq!(count(GpuRequest::Mig(1)), Some(5));
+    assert_eq!(count(GpuRequest::Mig(3)), Some(2));
+    assert_eq!(
+        count(GpuRequest::Mig(2)),
+        Some(0),
+        "no GPU has 2-slice instances"
+    );
+    assert_eq!(count(GpuRequest::Whole(1)), Some(1));
 }
 
 #[test]

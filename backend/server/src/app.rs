@@ -50,7 +50,9 @@ pub struct Shared {
     /// Where webhook deliveries may go.
     pub webhook_targets: crate::webhooks::target::Targets,
     /// Seals organizations' registry passwords.
-    pub registry_sealer: crate::tenancy::registry_credentials::Sealer,
+    pub registry_sealer: crate::sealing::Sealer,
+    /// Seals jobs' secret variables.
+    pub secret_env_sealer: crate::sealing::Sealer,
     pub config: Config,
 }
 
@@ -109,7 +111,11 @@ impl AppState {
             clock: crate::clock::Clock::default(),
             trusted_proxies,
             webhook_targets,
-            registry_sealer: crate::tenancy::registry_credentials::Sealer::new(&secret)?,
+            registry_sealer: crate::sealing::Sealer::new(
+                &secret,
+                crate::tenancy::registry_credentials::PURPOSE,
+            )?,
+            secret_env_sealer: crate::sealing::Sealer::new(&secret, crate::jobs::SECRETS_PURPOSE)?,
             config,
         })))
     }

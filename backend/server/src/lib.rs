@@ -30,6 +30,7 @@ pub mod queue_limits;
 pub mod quotas;
 pub mod reservations;
 pub mod scheduling;
+pub mod sealing;
 pub mod sla;
 pub mod ssh_keys;
 pub mod tenancy;

@@ -183,6 +183,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/catalog/instance-types/{instance_type_id}/prices/{price_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Withdraws a price version that has not taken effect yet; one in force
+         *     stays, since usage was rated at it (a new version replaces it).
+         */
+        delete: operations["withdraw_price"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/catalog/regions": {
         parameters: {
             query?: never;
@@ -2605,16 +2625,6 @@ export interface components {
             /** Format: int64 */
             credits_micros: number;
         };
-        /** @description What is stored in `orders.job` and handed to agents. */
-        Command: {
-            command: string;
-            args: string[];
-            env: {
-                [key: string]: string;
-            };
-            working_dir?: string | null;
-            image?: string | null;
-        };
         /** @enum {string} */
         Condition: "after_ok" | "after_any";
         Correction: {
@@ -3329,6 +3339,14 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            /**
+             * @description Variables whose values are taken once and never shown again (tokens,
+             *     passwords): stored sealed, given only to the job's own processes;
+             *     the order shows their names. At most 128 with `env`.
+             */
+            secret_env?: {
+                [key: string]: string;
+            };
             /** @description An absolute path on the node; the agent's own when absent. */
             working_dir?: string | null;
             /**
@@ -3354,7 +3372,16 @@ export interface components {
             array_count?: number | null;
         };
         /** @description A job as tenants see it, beside the order's own fields. */
-        JobView: components["schemas"]["Command"] & {
+        JobView: {
+            command: string;
+            args: string[];
+            env: {
+                [key: string]: string;
+            };
+            /** @description The names of its secret variables; their values are never shown. */
+            secret_env: string[];
+            working_dir?: string | null;
+            image?: string | null;
             /** Format: int64 */
             max_runtime_seconds?: number | null;
             retry: components["schemas"]["RetryPolicy"];
@@ -4786,8 +4813,9 @@ export interface components {
              * Format: int32
              * @description Instances that could start side by side now and keep running: free
              *     GPUs, vCPUs and memory on nodes taking work, less what reservations
-             *     hold now or later. For GPU fractions a floor (only GPUs nobody
-             *     shares yet count); `null` for MIG instances, which are not counted.
+             *     hold now or later. Fractions count on free GPUs and on what shared
+             *     GPUs have left, MIG instances on the free slices of MIG GPUs laid
+             *     out for their size; `null` for types without GPUs.
              */
             instances_now?: number | null;
             /**
@@ -6103,6 +6131,47 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Price"];
                 };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    withdraw_price: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Instance type id */
+                instance_type_id: string;
+                /** @description Price version id */
+                price_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Withdrawn */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

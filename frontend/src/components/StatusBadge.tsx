@@ -1,4 +1,4 @@
-import { Badge } from "@mantine/core";
+import { Badge, type MantineSize } from "@mantine/core";
 import { words } from "../lib/format";
 
 // Light shades: the theme's automatic contrast puts black text on them,
@@ -28,10 +28,10 @@ const COLOURS: Record<string, string> = {
   confirmed: "blue.3",
 };
 
-export function StatusBadge({ status }: { status: string }) {
+export function StatusBadge({ status, size }: { status: string; size?: MantineSize }) {
   return (
     // Never narrower than its word: a table column squeezes it otherwise.
-    <Badge color={COLOURS[status] ?? "gray.3"} variant="filled" miw="max-content">
+    <Badge color={COLOURS[status] ?? "gray.3"} variant="filled" miw="max-content" size={size}>
       {words(status)}
     </Badge>
   );

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { i18n } from "../i18n";
-import { dateTime, duration, gpuHours, money, shortId, words } from "./format";
+import { billingPeriod, dateTime, duration, gpuHours, money, shortId, words } from "./format";
 
 describe("format", () => {
   test("Korean reads numbers, durations and words its own way", async () => {
@@ -33,5 +33,17 @@ describe("format", () => {
     expect(words("fine_tuning")).toBe("fine-tuning");
     expect(words("not_yet_translated")).toBe("not yet translated");
     expect(words(null)).toBe("—");
+  });
+
+  test("a billing period reads as its UTC days, the exclusive end left out", () => {
+    // Intl puts thin spaces around the dash.
+    const plain = (text: string) => text.replace(/\s/g, " ");
+    expect(plain(billingPeriod("2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z"))).toBe("Nov 1 – 30, 2026 (UTC)");
+    expect(plain(billingPeriod("2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z"))).toBe("Dec 1 – 31, 2026 (UTC)");
+  });
+
+  test("money keeps its sign and never reads minus zero", () => {
+    expect(money(-2_500_000)).toBe("-$2.50");
+    expect(money(0)).toBe("$0.00");
   });
 });

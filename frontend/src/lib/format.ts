@@ -22,6 +22,17 @@ export function money(micros: number, currency = "USD"): string {
   }).format(micros / MICROS);
 }
 
+/**
+ * A billing period as days: periods are whole UTC months with an exclusive
+ * end, so Nov 1 00:00 to Dec 1 00:00 UTC reads "Nov 1 – 30, 2026 (UTC)"
+ * in every reader's zone.
+ */
+export function billingPeriod(start: string, end: string): string {
+  const last = new Date(Math.max(Date.parse(start), Date.parse(end) - 1));
+  const range = new Intl.DateTimeFormat(locale(), { dateStyle: "medium", timeZone: "UTC" }).formatRange(new Date(start), last);
+  return `${range} (UTC)`;
+}
+
 /** A moment with its time zone, such as "Dec 4, 2026, 09:30 UTC". */
 export function dateTime(iso: string | null | undefined): string {
   if (!iso) return "—";

@@ -24,6 +24,9 @@ pub async fn submit(api: &mut Api, output: Output, args: SubmitJob) -> CliResult
             .map_err(|e| CliError::Usage(format!("reading {name}: {e}")))?
     };
     let job = jobfile::parse(&text).map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+    let secrets = job
+        .secrets(|variable| std::env::var(variable).ok())
+        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
     let org = api.org_id().await?;
     let mut dependencies = Vec::with_capacity(job.depends_on.len());
     for entry in &job.depends_on {
@@ -34,7 +37,7 @@ pub async fn submit(api: &mut Api, output: Output, args: SubmitJob) -> CliResult
         .call(
             routes::CREATE_ORDER,
             &routes::CREATE_ORDER.path(&[&org]),
-            Some(&job.order(&dependencies)),
+            Some(&job.order(&dependencies, &secrets)),
         )
         .await?;
     let order: Order = read(created.clone())?;

@@ -917,7 +917,7 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                         (g.id, at)
                     })
                     .collect();
-                crate::jobs::launch(order, a.id, &gang)
+                crate::jobs::launch(order, a.id, &gang, &state.secret_env_sealer)
             });
             let gpu_ids = a.gpu_list();
             let mut env = BTreeMap::from([

@@ -31,8 +31,9 @@ pub struct RegionAvailability {
     pub region: String,
     /// Instances that could start side by side now and keep running: free
     /// GPUs, vCPUs and memory on nodes taking work, less what reservations
-    /// hold now or later. For GPU fractions a floor (only GPUs nobody
-    /// shares yet count); `null` for MIG instances, which are not counted.
+    /// hold now or later. Fractions count on free GPUs and on what shared
+    /// GPUs have left, MIG instances on the free slices of MIG GPUs laid
+    /// out for their size; `null` for types without GPUs.
     pub instances_now: Option<u32>,
     /// GPUs of the model that waiting orders (every tenant's, as one sum)
     /// may take in the region: what a launch may queue behind.

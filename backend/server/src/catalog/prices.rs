@@ -72,6 +72,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_prices))
         .routes(routes!(create_price))
+        .routes(routes!(withdraw_price))
 }
 
 /// The prices in force at `at` for each instance type: per pricing class
@@ -218,4 +219,61 @@ async fn create_price(
         .into_iter()
         .collect::<HashMap<_, _>>();
     Ok((StatusCode::CREATED, Json(Price::new(row, &names))))
+}
+
+/// Withdraws a price version that has not taken effect yet; one in force
+/// stays, since usage was rated at it (a new version replaces it).
+#[utoipa::path(
+    delete,
+    path = "/admin/catalog/instance-types/{instance_type_id}/prices/{price_id}",
+    tag = "admin",
+    params(
+        ("instance_type_id" = Uuid, Path, description = "Instance type id"),
+        ("price_id" = Uuid, Path, description = "Price version id"),
+    ),
+    responses((status = 204, description = "Withdrawn"), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn withdraw_price(
+    State(state): State<AppState>,
+    _operator: Operator,
+    actor: Actor,
+    params: RawPathParams,
+) -> ApiResult<StatusCode> {
+    let now = state.clock.now();
+    let id = path_uuid(&params, "price_id", Resource::Price)?;
+    let txn = crate::db::write(&state.db).await?;
+    let instance = find_type(&txn, &params).await?;
+    let row = price::Entity::find_by_id(id)
+        .filter(price::Column::InstanceTypeId.eq(instance.id))
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Price, id))?;
+    if row.effective_from <= now {
+        return Err(ApiError::conflict(
+            "price_in_force",
+            format!(
+                "this price took effect at {} and usage may have been rated at it; \
+                 add a new version to change it",
+                row.effective_from.to_rfc3339()
+            ),
+        ));
+    }
+    price::Entity::delete_by_id(row.id).exec(&txn).await?;
+    audit::platform(
+        &txn,
+        &actor,
+        "price.withdraw",
+        "instance_type",
+        instance.id,
+        serde_json::json!({
+            "instance_type": instance.name,
+            "pricing_class": row.pricing_class,
+            "hourly_micros": row.hourly_micros,
+            "effective_from": row.effective_from,
+        }),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::classes::StopCause;
 use crate::entities::order;
+use crate::sealing::Sealer;
 use crate::validate::Fields;
 
 pub const KIND: &str = "job";
@@ -37,6 +38,8 @@ pub const DEPENDENCIES_MAX: usize = 64;
 pub const ARRAY_MAX: i32 = 10_000;
 /// The variable that tells each member of an array its index.
 pub const ARRAY_INDEX_ENV: &str = "GANTRY_ARRAY_INDEX";
+/// What secret variables are sealed for: the key derived for them.
+pub const SECRETS_PURPOSE: &str = "gantry job secrets v1";
 /// Variables Gantry sets itself on every node of a job.
 const RESERVED_ENV: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
@@ -59,6 +62,11 @@ pub struct JobSpec {
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables whose values are taken once and never shown again (tokens,
+    /// passwords): stored sealed, given only to the job's own processes;
+    /// the order shows their names. At most 128 with `env`.
+    #[serde(default)]
+    pub secret_env: BTreeMap<String, String>,
     /// An absolute path on the node; the agent's own when absent.
     #[schema(max_length = 1024)]
     pub working_dir: Option<String>,
@@ -147,21 +155,42 @@ fn after_ok() -> Condition {
     Condition::AfterOk
 }
 
-/// What is stored in `orders.job` and handed to agents.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// What is stored in `orders.job`, from which agents are handed the launch.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Command {
     pub command: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// Sealed values once stored (see [`seal_secrets`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, String>,
     pub working_dir: Option<String>,
     pub image: Option<String>,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Command")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env)
+            .field("secret_env", &self.secret_env.keys().collect::<Vec<_>>())
+            .field("working_dir", &self.working_dir)
+            .field("image", &self.image)
+            .finish()
+    }
 }
 
 /// A job as tenants see it, beside the order's own fields.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobView {
-    #[serde(flatten)]
-    pub command: Command,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// The names of its secret variables; their values are never shown.
+    pub secret_env: Vec<String>,
+    pub working_dir: Option<String>,
+    pub image: Option<String>,
     pub max_runtime_seconds: Option<i64>,
     pub retry: RetryPolicy,
     pub depends_on: Vec<Dependency>,
@@ -184,22 +213,19 @@ impl JobSpec {
         for (i, arg) in self.args.iter().enumerate() {
             fields.text(&format!("job.args[{i}]"), arg, COMMAND_MAX);
         }
-        if self.env.len() > ENV_MAX {
-            fields.push("job.env", format!("at most {ENV_MAX} variables"));
+        if self.env.len() + self.secret_env.len() > ENV_MAX {
+            fields.push(
+                "job.env",
+                format!("at most {ENV_MAX} variables, secret ones included"),
+            );
         }
-        for (name, value) in &self.env {
-            let valid = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.len() <= 128
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                fields.push("job.env", format!("{name:?} is not a valid variable name"));
-            } else if RESERVED_ENV.contains(&name.as_str()) || name.starts_with("GANTRY_") {
-                fields.push("job.env", format!("{name} is set by Gantry"));
-            }
-            fields.text(&format!("job.env.{name}"), value, ENV_VALUE_MAX);
+        check_variables(fields, "job.env", &self.env);
+        check_variables(fields, "job.secret_env", &self.secret_env);
+        for name in self.secret_env.keys().filter(|n| self.env.contains_key(*n)) {
+            fields.push(
+                "job.secret_env",
+                format!("{name} is also in env: give it once"),
+            );
         }
         if let Some(dir) = &self.working_dir
             && (!dir.starts_with('/') || dir.len() > PATH_MAX || dir.contains('\0'))
@@ -241,10 +267,65 @@ impl JobSpec {
             command: self.command.clone(),
             args: self.args.clone(),
             env: self.env.clone(),
+            secret_env: self.secret_env.clone(),
             working_dir: self.working_dir.clone(),
             image: self.image.clone(),
         }
     }
+}
+
+/// Variable names a shell takes, not set by Gantry, values within bounds.
+fn check_variables(fields: &mut Fields, field: &str, variables: &BTreeMap<String, String>) {
+    for (name, value) in variables {
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.len() <= 128
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            fields.push(field, format!("{name:?} is not a valid variable name"));
+        } else if RESERVED_ENV.contains(&name.as_str()) || name.starts_with("GANTRY_") {
+            fields.push(field, format!("{name} is set by Gantry"));
+        }
+        fields.text(&format!("{field}.{name}"), value, ENV_VALUE_MAX);
+    }
+}
+
+/// What a secret variable's seal is bound to: its organization and name,
+/// so it opens for no other.
+fn secret_context(org_id: Uuid, name: &str) -> String {
+    format!("{org_id}/{name}")
+}
+
+/// Replaces the secret variables' values by their seals, before storing.
+pub fn seal_secrets(command: &mut Command, sealer: &Sealer, org_id: Uuid) -> anyhow::Result<()> {
+    for (name, value) in &mut command.secret_env {
+        *value = sealer.seal(value, &secret_context(org_id, name))?;
+    }
+    Ok(())
+}
+
+/// The secret variables opened, for the job's own processes. One that does
+/// not open (the server's secret changed) is left out and logged: the job
+/// meets an unset variable rather than a seal.
+fn open_secrets(command: &Command, sealer: &Sealer, org_id: Uuid) -> Vec<(String, String)> {
+    command
+        .secret_env
+        .iter()
+        .filter_map(|(name, sealed)| {
+            let value = sealer.open(sealed, &secret_context(org_id, name));
+            if value.is_none() {
+                tracing::warn!(
+                    %org_id,
+                    variable = %name,
+                    "a secret job variable does not open with this server's secret; \
+                     the job runs without it"
+                );
+            }
+            Some((name.clone(), value?))
+        })
+        .collect()
 }
 
 /// The stored command of a job order.
@@ -258,7 +339,12 @@ pub fn command_of(order: &order::Model) -> Option<Command> {
 pub fn view(order: &order::Model, depends_on: Vec<Dependency>) -> Option<JobView> {
     let command = command_of(order)?;
     Some(JobView {
-        command,
+        command: command.command,
+        args: command.args,
+        env: command.env,
+        secret_env: command.secret_env.into_keys().collect(),
+        working_dir: command.working_dir,
+        image: command.image,
         max_runtime_seconds: order.max_runtime_seconds,
         retry: RetryPolicy {
             on_failure: order.retry_on_failure,
@@ -337,7 +423,12 @@ pub struct Launch {
 /// The launch of `job` on the node of `this`, one of `allocations` (all of
 /// the job's live allocations, each with its node's name). Every node gets
 /// the same rendezvous: rank 0 is the first allocation's node.
-pub fn launch(job: &order::Model, this: Uuid, allocations: &[(Uuid, &str)]) -> Option<Launch> {
+pub fn launch(
+    job: &order::Model,
+    this: Uuid,
+    allocations: &[(Uuid, &str)],
+    sealer: &Sealer,
+) -> Option<Launch> {
     let command = command_of(job)?;
     let mut ranked: Vec<&(Uuid, &str)> = allocations.iter().collect();
     ranked.sort_by_key(|(id, _)| *id);
@@ -346,6 +437,7 @@ pub fn launch(job: &order::Model, this: Uuid, allocations: &[(Uuid, &str)]) -> O
     // One port per job, so jobs sharing a master node do not collide.
     let port = 20_000 + (job.id.as_u128() % 10_000) as u32;
     let mut env: Vec<(String, String)> = command.env.clone().into_iter().collect();
+    env.extend(open_secrets(&command, sealer, job.org_id));
     env.extend([
         ("MASTER_ADDR".to_owned(), master.to_owned()),
         ("MASTER_PORT".to_owned(), port.to_string()),

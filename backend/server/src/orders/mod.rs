@@ -637,10 +637,13 @@ async fn create_order(
     };
     let catalog = state.catalog.current(&state.db).await?;
     let created = service::create(
-        &state.db,
-        &catalog,
-        &state.intake,
-        &state.config,
+        service::Services {
+            db: &state.db,
+            catalog: &catalog,
+            intake: &state.intake,
+            config: &state.config,
+            sealer: &state.secret_env_sealer,
+        },
         &caller,
         request,
         state.clock.now(),

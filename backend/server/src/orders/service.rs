@@ -15,6 +15,7 @@ use crate::classes::{OrderStatus, PricingClass, PriorityClass, WorkloadClass};
 use crate::config::Config;
 use crate::entities::order;
 use crate::error::{ApiError, ApiResult};
+use crate::sealing::Sealer;
 use crate::tenancy::access::OrgScope;
 use crate::validate::Fields;
 
@@ -54,19 +55,34 @@ fn check_ports(fields: &mut Fields, ports: &[u16], allowed: &[u16]) {
     }
 }
 
+/// What creating an order reads and writes through.
+#[derive(Clone, Copy)]
+pub struct Services<'a> {
+    pub db: &'a DatabaseConnection,
+    pub catalog: &'a Catalog,
+    pub intake: &'a Intake,
+    pub config: &'a Config,
+    /// Seals a job's secret variables.
+    pub sealer: &'a Sealer,
+}
+
 /// Validates, admits and stores an order (or a job array), or answers the
 /// order an earlier call with the same key made. Every read comes before
 /// the intake's write transaction, which then holds the organization's lock
 /// (and SQLite's single write lock) only for the inserts.
 pub async fn create(
-    db: &DatabaseConnection,
-    catalog: &Catalog,
-    intake: &Intake,
-    config: &Config,
+    services: Services<'_>,
     caller: &Caller<'_>,
     request: CreateOrder,
     now: DateTime<Utc>,
 ) -> ApiResult<Created> {
+    let Services {
+        db,
+        catalog,
+        intake,
+        config,
+        sealer,
+    } = services;
     let scope = caller.scope;
     let node_count = request.node_count.unwrap_or(1);
     let pricing_class = request.pricing_class.unwrap_or(PricingClass::OnDemand);
@@ -236,9 +252,14 @@ pub async fn create(
     let array_id = job
         .filter(|j| j.array_count.is_some())
         .map(|_| Uuid::now_v7());
-    let stored = command
-        .as_ref()
-        .map(|c| serde_json::to_string(c).unwrap_or_default());
+    let stored = match command {
+        Some(mut command) => {
+            crate::jobs::seal_secrets(&mut command, sealer, scope.org_id)
+                .map_err(ApiError::internal)?;
+            Some(serde_json::to_string(&command).map_err(ApiError::internal)?)
+        }
+        None => None,
+    };
     let json = |ids: String| (ids != "[]").then_some(ids);
     let stored_keys = json(serde_json::to_string(&ssh_key_ids).unwrap_or_default());
     let stored_ports = json(serde_json::to_string(&ports).unwrap_or_default());

@@ -1,17 +1,13 @@
 //! Registry credentials: an organization's logins to the container
 //! registries its images come from. The password is taken once, stored
-//! sealed (AES-256-GCM, with a key derived from the server's secret, bound
-//! to its organization and registry), never shown again, and opened only to
-//! hand a node the login for a pull of that organization's order.
+//! sealed (bound to its organization and registry), never shown again, and
+//! opened only to hand a node the login for a pull of that organization's
+//! order.
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
 use axum::http::StatusCode;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, Mac};
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -27,73 +23,15 @@ use crate::entities::registry_credential;
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::http::pagination::{Page, PageQuery};
+use crate::sealing::Sealer;
 use crate::validate::Fields;
 
 const USERNAME_MAX: usize = 255;
 /// Registry tokens (JWTs, cloud access tokens) run to a few kilobytes.
 const PASSWORD_MAX: usize = 8192;
 
-/// Seals and opens passwords with the server's key.
-#[derive(Clone)]
-pub struct Sealer {
-    key: std::sync::Arc<LessSafeKey>,
-}
-
-impl std::fmt::Debug for Sealer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Sealer")
-    }
-}
-
-impl Sealer {
-    /// A key of its own derived from the server's secret, so replicas
-    /// sharing the secret open each other's seals.
-    pub fn new(server_secret: &[u8]) -> anyhow::Result<Self> {
-        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(server_secret)
-            .map_err(|e| anyhow::anyhow!("deriving the registry credentials key: {e}"))?;
-        mac.update(b"gantry registry credentials v1");
-        let derived = mac.finalize().into_bytes();
-        let key = UnboundKey::new(&AES_256_GCM, &derived)
-            .map_err(|_| anyhow::anyhow!("deriving the registry credentials key"))?;
-        Ok(Self {
-            key: std::sync::Arc::new(LessSafeKey::new(key)),
-        })
-    }
-
-    /// `nonce ‖ ciphertext ‖ tag`, base64; `context` (its organization and
-    /// registry) must be given again to open it.
-    fn seal(&self, plain: &str, context: &str) -> ApiResult<String> {
-        let mut nonce = [0u8; NONCE_LEN];
-        rand::Rng::fill_bytes(&mut rand::rng(), &mut nonce);
-        let mut data = plain.as_bytes().to_vec();
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(context.as_bytes()),
-                &mut data,
-            )
-            .map_err(|_| ApiError::internal(anyhow::anyhow!("sealing a registry password")))?;
-        let mut all = nonce.to_vec();
-        all.extend(data);
-        Ok(STANDARD.encode(all))
-    }
-
-    /// The password, or None where the seal does not open (another
-    /// server secret, or another organization's or registry's row).
-    fn open(&self, sealed: &str, context: &str) -> Option<String> {
-        let mut all = STANDARD.decode(sealed).ok()?;
-        if all.len() < NONCE_LEN {
-            return None;
-        }
-        let mut data = all.split_off(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(&all).ok()?;
-        let plain = self
-            .key
-            .open_in_place(nonce, Aad::from(context.as_bytes()), &mut data)
-            .ok()?;
-        String::from_utf8(plain.to_vec()).ok()
-    }
-}
+/// What registry passwords are sealed for: the key derived for them.
+pub const PURPOSE: &str = "gantry registry credentials v1";
 
 /// What a seal is bound to.
 fn context(org_id: Uuid, registry: &str) -> String {
@@ -278,7 +216,8 @@ async fn create_registry_credential(
         org_id: Set(scope.org_id),
         secret: Set(state
             .registry_sealer
-            .seal(&request.password, &context(scope.org_id, &registry))?),
+            .seal(&request.password, &context(scope.org_id, &registry))
+            .map_err(ApiError::internal)?),
         registry: Set(registry),
         username: Set(username),
         created_by: Set(match scope.principal {
@@ -356,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_seal_opens_only_with_its_key_and_context() {
-        let sealer = Sealer::new(b"0123456789abcdef0123456789abcdef").expect("key");
+        let sealer = Sealer::new(b"0123456789abcdef0123456789abcdef", PURPOSE).expect("key");
         let org = Uuid::now_v7();
         let sealed = sealer
             .seal("hunter2", &context(org, "registry.example"))
@@ -373,7 +312,7 @@ mod tests {
             sealer.open(&sealed, &context(Uuid::now_v7(), "registry.example")),
             None
         );
-        let other = Sealer::new(b"another-secret-another-secret-xx").expect("key");
+        let other = Sealer::new(b"another-secret-another-secret-xx", PURPOSE).expect("key");
         assert_eq!(other.open(&sealed, &context(org, "registry.example")), None);
     }
 }

@@ -4,18 +4,20 @@ import { useAllNodes } from "../../api/admin";
 import type { Schemas } from "../../api/client";
 import { useOrgNames } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
+import { StatusBadge } from "../../components/StatusBadge";
 import { PageHeader } from "../../components/PageHeader";
 import {
   capacityByModel,
   cellOf,
   groupNodes,
+  nodeState,
   reservationOn,
   SHAPES,
   shareBackground,
   tenantColour,
   type GpuCell,
 } from "../../lib/capacity";
-import { dateTime, shortId, words } from "../../lib/format";
+import { dateTime, shortId } from "../../lib/format";
 import classes from "./Capacity.module.css";
 import { t } from "../../i18n";
 import { Trans } from "react-i18next";
@@ -93,11 +95,7 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
           );
         })}
       </div>
-      {blocked && (
-        <Badge size="xs" color={node.state === "unhealthy" ? "red.4" : "orange.4"}>
-          {words(node.state)}
-        </Badge>
-      )}
+      {blocked && <StatusBadge status={nodeState(node)} size="xs" />}
     </div>
   );
 }

@@ -11,17 +11,19 @@ import {
   Table,
   TextInput,
   Title,
+  VisuallyHidden,
 } from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { api, type Schemas, unwrap } from "../../api/client";
 import { keys, useGpuModelNames, useInstanceTypes, useRegions } from "../../api/queries";
+import { ConfirmButton } from "../../components/ConfirmButton";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { dateTime, money, words } from "../../lib/format";
 import { instantOfInput, zoneLabel } from "../../lib/zone";
-import { notifySuccess } from "../../lib/notify";
+import { notifyError, notifySuccess } from "../../lib/notify";
 import { ImagePolicy, ImagesTable, NewImage } from "./ImagesAdmin";
 import { t } from "../../i18n";
 
@@ -162,6 +164,20 @@ function PriceVersions({ typeId, name }: { typeId: string; name: string }) {
     queryFn: () => unwrap(api.GET("/api/v1/catalog/instance-types/{instance_type_id}/prices", { params: { path: { instance_type_id: typeId } } })),
   });
   const [now] = useState(() => Date.now());
+  const queryClient = useQueryClient();
+  const withdraw = useMutation({
+    mutationFn: (priceId: string) =>
+      unwrap(
+        api.DELETE("/api/v1/admin/catalog/instance-types/{instance_type_id}/prices/{price_id}", {
+          params: { path: { instance_type_id: typeId, price_id: priceId } },
+        }),
+      ),
+    onSuccess: () => {
+      notifySuccess(t("catalogAdmin.priceWithdrawn"));
+      void queryClient.invalidateQueries({ queryKey: keys.catalog("price-versions", typeId) });
+    },
+    onError: (error) => notifyError(error),
+  });
   return (
     <Loadable query={versions}>
       {(list) => {
@@ -174,6 +190,9 @@ function PriceVersions({ typeId, name }: { typeId: string; name: string }) {
                 <Table.Th>{t("catalogAdmin.class")}</Table.Th>
                 <Table.Th ta="right">{t("catalogAdmin.perNodeHour")}</Table.Th>
                 <Table.Th>{t("catalogAdmin.effectiveFrom")}</Table.Th>
+                <Table.Th>
+                  <VisuallyHidden>{t("catalogAdmin.actions")}</VisuallyHidden>
+                </Table.Th>
               </Table.Tr>
             </Table.Thead>
             <Table.Tbody>
@@ -194,6 +213,20 @@ function PriceVersions({ typeId, name }: { typeId: string; name: string }) {
                         <Badge size="xs" variant="light" color={scheduled ? "blue" : "green"}>
                           {t(scheduled ? "catalogAdmin.scheduled" : "catalogAdmin.inForce")}
                         </Badge>
+                      )}
+                    </Table.Td>
+                    <Table.Td>
+                      {scheduled && (
+                        <ConfirmButton
+                          size="compact-xs"
+                          label={t("catalogAdmin.withdraw")}
+                          aria-label={t("catalogAdmin.withdrawAria", { price: money(p.hourly_micros), from: dateTime(p.effective_from) })}
+                          title={t("catalogAdmin.withdrawTitle")}
+                          message={t("catalogAdmin.withdrawMessage", { price: money(p.hourly_micros), from: dateTime(p.effective_from) })}
+                          confirmLabel={t("catalogAdmin.withdraw")}
+                          loading={withdraw.isPending && withdraw.variables === p.id}
+                          onConfirm={() => withdraw.mutate(p.id)}
+                        />
                       )}
                     </Table.Td>
                   </Table.Tr>

@@ -9,7 +9,7 @@ import { AnchorLink } from "../../components/links";
 import { Loadable } from "../../components/Loadable";
 import { StatusBadge } from "../../components/StatusBadge";
 import { t } from "../../i18n";
-import { date, money } from "../../lib/format";
+import { billingPeriod, money } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 
 type Action = "rate" | "finalize" | "pay" | "void";
@@ -33,7 +33,7 @@ export function OrgInvoices({ orgId }: { orgId: string }) {
     mutationFn: () =>
       unwrap(api.POST("/api/v1/admin/orgs/{org_id}/invoices", { params: { path: { org_id: orgId } }, body: lastMonth(new Date()) })),
     onSuccess: (invoice) => {
-      notifySuccess(t("orgInvoices.issued", { from: date(invoice.period_start), to: date(invoice.period_end) }));
+      notifySuccess(t("orgInvoices.issued", { period: billingPeriod(invoice.period_start, invoice.period_end) }));
       refresh();
     },
     onError: (error) => notifyError(error),
@@ -81,7 +81,7 @@ export function OrgInvoices({ orgId }: { orgId: string }) {
                     <Table.Tr key={invoice.id}>
                       <Table.Td>
                         <AnchorLink to="/orgs/$orgId/invoices/$invoiceId" params={{ orgId, invoiceId: invoice.id }} size="sm">
-                          {date(invoice.period_start)} – {date(invoice.period_end)}
+                          {billingPeriod(invoice.period_start, invoice.period_end)}
                         </AnchorLink>
                       </Table.Td>
                       <Table.Td>

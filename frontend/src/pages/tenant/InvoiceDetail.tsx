@@ -6,7 +6,7 @@ import { keys } from "../../api/queries";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
-import { date, dateTime, duration, money, words } from "../../lib/format";
+import { billingPeriod, dateTime, duration, money, words } from "../../lib/format";
 import { notifyError } from "../../lib/notify";
 import classes from "./InvoiceDetail.module.css";
 import { AnchorLink } from "../../components/links";
@@ -48,7 +48,7 @@ export function InvoiceDetailPage() {
       {(i) => (
         <div className={classes.printable}>
           <PageHeader
-            title={t("invoice.title", { from: date(i.period_start), to: date(i.period_end) })}
+            title={t("invoice.title", { period: billingPeriod(i.period_start, i.period_end) })}
             subtitle={
               <AnchorLink to="/orgs/$orgId/invoices" params={{ orgId }} size="sm" className={classes.noPrint}>
                 {t("invoice.all")}
@@ -59,7 +59,7 @@ export function InvoiceDetailPage() {
                 <Button variant="default" onClick={() => csv.mutate()} loading={csv.isPending}>
                   {t("invoice.downloadCsv")}
                 </Button>
-                <Button onClick={() => window.print()}>Print</Button>
+                <Button onClick={() => window.print()}>{t("invoice.print")}</Button>
               </Group>
             }
           />
@@ -67,7 +67,7 @@ export function InvoiceDetailPage() {
             <Group justify="space-between" mb="md">
               <div>
                 <Text size="sm" c="dimmed">
-                  Invoice {i.id}
+                  {t("invoice.number", { id: i.id })}
                 </Text>
                 <Text size="sm">{t("invoice.rated", { at: dateTime(i.rated_at) })}</Text>
                 {i.finalized_at && <Text size="sm">{t("invoice.finalized", { at: dateTime(i.finalized_at) })}</Text>}
@@ -109,8 +109,9 @@ export function InvoiceDetailPage() {
                 </Table.Tbody>
                 <Table.Tfoot>
                   <Total label={t("invoice.subtotal")} amount={money(i.subtotal_micros, i.currency)} />
-                  <Total label={t("invoice.discount")} amount={money(-i.discount_micros, i.currency)} />
-                  <Total label={t("invoice.credits")} amount={money(-i.credits_micros, i.currency)} />
+                  {/* Both are signed as they change the total: a discount or credit is negative, a charge positive. */}
+                  <Total label={t("invoice.discount")} amount={money(i.discount_micros, i.currency)} />
+                  <Total label={t("invoice.credits")} amount={money(i.credits_micros, i.currency)} />
                   <Total label={t("invoice.total")} amount={money(i.total_micros, i.currency)} strong />
                 </Table.Tfoot>
               </Table>

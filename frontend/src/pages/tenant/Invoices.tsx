@@ -7,7 +7,7 @@ import { EmptyState } from "../../components/EmptyState";
 import { Loadable } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
-import { date, money } from "../../lib/format";
+import { billingPeriod, money } from "../../lib/format";
 import { useOrgId } from "../../lib/orgId";
 import { AnchorLink } from "../../components/links";
 import { t } from "../../i18n";
@@ -44,7 +44,7 @@ export function InvoicesPage() {
                       <Table.Tr key={i.id}>
                         <Table.Td>
                           <AnchorLink to="/orgs/$orgId/invoices/$invoiceId" params={{ orgId, invoiceId: i.id }}>
-                            {date(i.period_start)} – {date(i.period_end)}
+                            {billingPeriod(i.period_start, i.period_end)}
                           </AnchorLink>
                         </Table.Td>
                         <Table.Td>

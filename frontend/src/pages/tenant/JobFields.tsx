@@ -1,4 +1,4 @@
-import { Checkbox, Group, NumberInput, Select, Stack, Textarea, TextInput } from "@mantine/core";
+import { ActionIcon, Button, Checkbox, Group, Input, NumberInput, PasswordInput, Select, Stack, Textarea, TextInput } from "@mantine/core";
 import type { UseFormReturnType } from "@mantine/form";
 import type { Values } from "./Launch";
 import { t } from "../../i18n";
@@ -36,6 +36,7 @@ export function JobFields({ form }: { form: UseFormReturnType<Values> }) {
           {...form.getInputProps("env")}
         />
       </Group>
+      <SecretFields form={form} />
       <Group grow align="flex-start">
         <TextInput label={t("jobFields.workingDir")} placeholder={t("jobFields.workingDirExample")} key={form.key("workingDir")} {...form.getInputProps("workingDir")} />
         <NumberInput
@@ -82,5 +83,48 @@ export function JobFields({ form }: { form: UseFormReturnType<Values> }) {
         />
       </Group>
     </Stack>
+  );
+}
+
+/** Secret variables: a name shown, a value typed once and never shown again. */
+function SecretFields({ form }: { form: UseFormReturnType<Values> }) {
+  const secrets = form.getValues().secrets;
+  return (
+    <Input.Wrapper label={t("jobFields.secrets")} description={t("jobFields.secretsHint")} error={form.errors.secrets}>
+      <Stack gap="xs" mt={4}>
+        {secrets.map((secret, i) => (
+          <Group key={form.key(`secrets.${i}`)} align="flex-start" wrap="nowrap" gap="xs">
+            <TextInput
+              aria-label={t("jobFields.secretName", { n: i + 1 })}
+              placeholder="HF_TOKEN"
+              ff="monospace"
+              style={{ flex: 1 }}
+              autoComplete="off"
+              key={form.key(`secrets.${i}.name`)}
+              {...form.getInputProps(`secrets.${i}.name`)}
+            />
+            <PasswordInput
+              aria-label={t("jobFields.secretValue", { name: secret.name || i + 1 })}
+              style={{ flex: 2 }}
+              autoComplete="new-password"
+              key={form.key(`secrets.${i}.value`)}
+              {...form.getInputProps(`secrets.${i}.value`)}
+            />
+            <ActionIcon
+              variant="subtle"
+              color="gray"
+              size="lg"
+              aria-label={t("jobFields.removeSecret", { name: secret.name || i + 1 })}
+              onClick={() => form.removeListItem("secrets", i)}
+            >
+              ×
+            </ActionIcon>
+          </Group>
+        ))}
+        <Button variant="default" size="xs" w="fit-content" onClick={() => form.insertListItem("secrets", { name: "", value: "" })}>
+          {t("jobFields.addSecret")}
+        </Button>
+      </Stack>
+    </Input.Wrapper>
   );
 }

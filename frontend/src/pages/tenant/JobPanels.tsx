@@ -34,15 +34,13 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
         {job.working_dir && <Fact label={t("job.workingDir")} value={job.working_dir} />}
         {job.image && <Fact label={t("job.image")} value={job.image} />}
       </SimpleGrid>
-      {Object.keys(job.env ?? {}).length > 0 && (
+      {(Object.keys(job.env ?? {}).length > 0 || job.secret_env.length > 0) && (
         <>
           <Text size="xs" c="dimmed" mt="xs">
             {t("job.environment")}
           </Text>
           <Code block data-testid="job-env" style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere" }}>
-            {Object.entries(job.env ?? {})
-              .map(([k, v]) => `${k}=${v}`)
-              .join("\n")}
+            {[...Object.entries(job.env ?? {}).map(([k, v]) => `${k}=${v}`), ...job.secret_env.map((name) => `${name}=${t("job.secretShown")}`)].join("\n")}
           </Code>
         </>
       )}

@@ -6,6 +6,7 @@ const values: Values = {
   command: "python train.py",
   args: "--lr\n 0.1 \n\n",
   env: "EPOCHS=3\nTOKEN=a=b",
+  secrets: [{ name: "HF_TOKEN", value: "hf_x" }],
   workingDir: " /workspace ",
   walltimeMinutes: 90,
   retryOnFailure: true,
@@ -34,6 +35,7 @@ describe("jobOf", () => {
       command: "python train.py",
       args: ["--lr", "0.1"],
       env: { EPOCHS: "3", TOKEN: "a=b" },
+      secret_env: { HF_TOKEN: "hf_x" },
       working_dir: "/workspace",
       max_runtime_seconds: 5400,
       retry: { on_failure: true, max_retries: 2 },
@@ -46,8 +48,8 @@ describe("jobOf", () => {
   });
 
   test("leaves out what was left empty", () => {
-    const job = jobOf({ ...values, args: "", env: "", workingDir: "", walltimeMinutes: "", arrayCount: "", dependsOn: "" });
-    expect(job).toMatchObject({ args: [], env: {}, working_dir: null, max_runtime_seconds: null, depends_on: [], array_count: null });
+    const job = jobOf({ ...values, args: "", env: "", secrets: [], workingDir: "", walltimeMinutes: "", arrayCount: "", dependsOn: "" });
+    expect(job).toMatchObject({ args: [], env: {}, secret_env: {}, working_dir: null, max_runtime_seconds: null, depends_on: [], array_count: null });
   });
 });
 

@@ -53,6 +53,8 @@ export type Values = {
   command: string;
   args: string;
   env: string;
+  /** Variables whose values the API never shows again. */
+  secrets: { name: string; value: string }[];
   workingDir: string;
   walltimeMinutes: number | string;
   retryOnFailure: boolean;
@@ -90,6 +92,7 @@ const FIELDS: Record<string, keyof Values> = {
   "job.command": "command",
   "job.args": "args",
   "job.env": "env",
+  "job.secret_env": "secrets",
   "job.working_dir": "workingDir",
   "job.max_runtime_seconds": "walltimeMinutes",
   "job.retry.max_retries": "maxRetries",
@@ -107,7 +110,7 @@ function sharesOneGpu(type: { gpu_milli?: number | null; mig_profile?: string | 
 
 /** The form field an API field error belongs to, if the form shows one. */
 function fieldOf(apiField: string): keyof Values | undefined {
-  return FIELDS[apiField.replace(/\[\d+\]$/, "").replace(/^job\.env\..*/, "job.env")];
+  return FIELDS[apiField.replace(/\[\d+\]$/, "").replace(/^job\.(env|secret_env)\..*/, "job.$1")];
 }
 
 /** `8888, 6006` as port numbers; null when empty. */
@@ -138,6 +141,7 @@ export function LaunchPage() {
       command: "",
       args: "",
       env: "",
+      secrets: [],
       workingDir: "",
       walltimeMinutes: "",
       retryOnFailure: false,
@@ -169,6 +173,15 @@ export function LaunchPage() {
           .every((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line))
           ? null
           : t("launch.envFormat"),
+      secrets: {
+        name: (name, all, path) => {
+          const at = Number(path.split(".")[1]);
+          if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return t("launch.secretName");
+          if (all.secrets.some((s, i) => i < at && s.name === name) || envNames(all.env).includes(name)) return t("launch.secretTwice", { name });
+          return null;
+        },
+        value: (value) => (value ? null : t("launch.secretValue")),
+      },
       instanceType: (v) => (v ? null : t("launch.typeRequired")),
       nodeCount: (v) => (Number.isInteger(v) && v >= 1 && v <= 64 ? null : t("launch.nodeRange")),
       durationHours: (v) => (v === "" || (typeof v === "number" && v > 0) ? null : t("launch.durationFormat")),
@@ -451,7 +464,7 @@ export function LaunchPage() {
                       </Text>
                     )}
                     {selected && (
-                      <Table mt="xs" aria-label={t("launch.perGpuHourAria")}>
+                      <Table mt="xs" aria-label={t("launch.roomByRegionAria")}>
                         <Table.Thead>
                           <Table.Tr>
                             <Table.Th>{t("launch.region")}</Table.Th>
@@ -472,7 +485,6 @@ export function LaunchPage() {
                                   <RoomNow
                                     room={availability.data?.regions.find((a) => a.region === r.name)}
                                     loaded={availability.isSuccess}
-                                    shared={sharesGpu}
                                   />
                                 </Table.Td>
                               </Table.Tr>
@@ -519,15 +531,15 @@ export function LaunchPage() {
 }
 
 /** What a launch would meet in one region now: instances free, GPUs already queued. */
-function RoomNow({ room, loaded, shared }: { room: Schemas["RegionAvailability"] | undefined; loaded: boolean; shared: boolean }) {
+function RoomNow({ room, loaded }: { room: Schemas["RegionAvailability"] | undefined; loaded: boolean }) {
   if (!loaded) return "…";
   if (room === undefined) return t("launch.noneHere");
-  // MIG instances are not counted ahead of placement: say so instead of a dash.
+  // Types without GPUs are not counted ahead of placement: say so instead of a dash.
   if (room.instances_now === null || room.instances_now === undefined) return t("launch.notCounted");
   const free =
     room.instances_now > 0 ? (
       <Text span size="sm" fw={600}>
-        {t(shared ? "launch.freeSharesNow" : "launch.freeNow", { count: room.instances_now })}
+        {t("launch.freeNow", { count: room.instances_now })}
       </Text>
     ) : (
       <Text span size="sm">
@@ -546,9 +558,19 @@ function RoomNow({ room, loaded, shared }: { room: Schemas["RegionAvailability"]
   );
 }
 
+const lines = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
+
+/** The names the environment field sets. */
+function envNames(env: string): string[] {
+  return lines(env).map((line) => line.slice(0, line.indexOf("=")));
+}
+
 /** The job section of the order body, from the form's text fields. */
 export function jobOf(v: Values): Schemas["JobSpec"] {
-  const lines = (text: string) => text.split("\n").map((l) => l.trim()).filter(Boolean);
   const dependencies = v.dependsOn
     .split(/[\s,]+/)
     .filter(Boolean)
@@ -562,6 +584,7 @@ export function jobOf(v: Values): Schemas["JobSpec"] {
         return [line.slice(0, at), line.slice(at + 1)];
       }),
     ),
+    secret_env: Object.fromEntries(v.secrets.map((secret) => [secret.name, secret.value])),
     working_dir: v.workingDir.trim() || null,
     max_runtime_seconds: typeof v.walltimeMinutes === "number" ? Math.round(v.walltimeMinutes * 60) : null,
     retry: { on_failure: v.retryOnFailure, max_retries: typeof v.maxRetries === "number" ? v.maxRetries : 3 },
