@@ -146,6 +146,8 @@ describe("the console", () => {
 
     await page.getByRole("link", { name: "Usage", exact: true }).click();
     await page.getByTestId("usage-total").waitFor();
+    // The period's cost beside its GPU-hours.
+    await expect.poll(() => page.getByTestId("usage-total").textContent()).toMatch(/GPU-hours billable.*, costing \$\d/);
     await screenshot(page, "usage");
     await accessible(page);
 
@@ -567,10 +569,19 @@ describe("the console", () => {
     await page.getByRole("table", { name: "Reservations on this node" }).getByText("eval sweep").waitFor();
     await page.getByRole("button", { name: "Cordon", exact: true }).click();
     expect(await page.getByRole("dialog").textContent()).toContain("reservations eval sweep");
+    // Why it is cordoned goes with it, for the next operator to read.
+    await page.getByRole("dialog").getByRole("textbox", { name: "Reason (optional)" }).fill("NVLink errors on GPU 3");
+    await accessible(page, "cordon dialog");
     await page.getByRole("dialog").getByRole("button", { name: "Cordon", exact: true }).click();
     await page.getByText(`${reservedNode} is cordoned.`).waitFor();
+    await page.getByText("Because: NVLink errors on GPU 3").waitFor();
+    await page.getByRole("link", { name: "Nodes", exact: true }).click();
+    const nodeRow = page.getByRole("row").filter({ has: page.getByRole("link", { name: reservedNode, exact: true }) });
+    expect(await nodeRow.getByTestId("node-reason").textContent()).toBe("NVLink errors on GPU 3");
+    await nodeRow.getByRole("link", { name: reservedNode, exact: true }).click();
     await page.getByRole("button", { name: "Return to service" }).click();
     await page.getByText(`${reservedNode} is ready.`).waitFor();
+    await expect.poll(() => page.getByText("Because: NVLink errors on GPU 3").count()).toBe(0);
   });
 
   test("an operator views a tenant's organization read-only and follows links to its orders", async () => {

@@ -5,7 +5,7 @@
 // they were on, and signing out ends the session on the server.
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { apiToken, launchBrowser, openSession, screenshot, type Server, signIn, startServer } from "./harness";
+import { accessible, apiSignUp, apiToken, launchBrowser, openSession, screenshot, type Server, signIn, startServer } from "./harness";
 
 const TENANT = { email: "tenant@demo.gantry.dev", password: "gantry tenant demo" };
 const TOKEN_SECONDS = 4;
@@ -114,6 +114,40 @@ describe("a session", () => {
     await account.click();
     await page.getByRole("menuitem", { name: "Sign out" }).click();
     await page.getByRole("button", { name: "Sign in" }).waitFor();
+    expect(problems).toEqual([]);
+  });
+
+  test("a user changes their password from the account menu, and signs in again with it", async () => {
+    const who = { name: "Rae", email: "rae@pw.example", organization: "Rae Labs", password: "amber quarry signal 41" };
+    await apiSignUp(server, who);
+    const { page, problems } = await openSession(browser, server);
+    await signIn(page, who);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.getByRole("button", { name: "Account" }).click();
+    await page.getByRole("menuitem", { name: "Change password…" }).click();
+    const dialog = page.getByRole("dialog", { name: "Change your password" });
+    await accessible(page, "password dialog");
+    const next = "copper meadow falcon 58";
+    // A wrong current password, and a common new one, are named on their fields.
+    await dialog.getByLabel("Current password").fill("not my password at all");
+    await dialog.getByLabel("New password", { exact: true }).fill(next);
+    await dialog.getByLabel("New password again").fill(next);
+    await dialog.getByRole("button", { name: "Change password" }).click();
+    await dialog.getByText("This is not your current password").waitFor();
+    await dialog.getByLabel("Current password").fill(who.password);
+    await dialog.getByLabel("New password", { exact: true }).fill("password12345");
+    await dialog.getByLabel("New password again").fill("password12345");
+    await dialog.getByRole("button", { name: "Change password" }).click();
+    await dialog.getByText("is too common").waitFor();
+    await dialog.getByLabel("New password", { exact: true }).fill(next);
+    await dialog.getByLabel("New password again").fill(next);
+    await dialog.getByRole("button", { name: "Change password" }).click();
+    // Every session ends, this one too: the console asks to sign in again.
+    await page.getByText("Password changed. Sign in with the new one.").waitFor();
+    await page.getByRole("button", { name: "Sign in" }).waitFor();
+    await expect(apiToken(server, who)).rejects.toThrow(/login failed: 401/);
+    await signIn(page, { ...who, password: next });
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
     expect(problems).toEqual([]);
   });
 });

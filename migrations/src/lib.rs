@@ -32,6 +32,7 @@ mod m20261210_000025_images;
 mod m20261211_000026_private_networks;
 mod m20261212_000027_project_networks;
 mod m20261213_000028_stop_causes;
+mod m20261214_000029_node_state_reasons;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261211_000026_private_networks::Migration),
             Box::new(m20261212_000027_project_networks::Migration),
             Box::new(m20261213_000028_stop_causes::Migration),
+            Box::new(m20261214_000029_node_state_reasons::Migration),
         ]
     }
 }

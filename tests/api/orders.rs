@@ -813,15 +813,33 @@ async fn draining_a_node_moves_its_work(engine: Engine) {
         .expect("name")
         .to_owned();
 
+    // A reason past its limit is refused, and the node is left as it was.
+    server
+        .post(
+            &format!(
+                "/api/v1/admin/nodes/{node_id}/drain?reason={}",
+                "x".repeat(501)
+            ),
+            &operator.token,
+            json!({}),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    let untouched = server
+        .get(&format!("/api/v1/admin/nodes/{node_id}"), &operator.token)
+        .await;
+    assert_eq!(untouched.body["state"], "ready");
+    assert_eq!(untouched.body["state_reason"], Value::Null);
     let drained = server
         .post(
-            &format!("/api/v1/admin/nodes/{node_id}/drain"),
+            &format!("/api/v1/admin/nodes/{node_id}/drain?reason=PSU%20swap%20in%20rack%203"),
             &operator.token,
             json!({}),
         )
         .await;
     drained.expect(StatusCode::OK);
     assert_eq!(drained.body["state"], "draining");
+    assert_eq!(drained.body["state_reason"], "PSU swap in rack 3");
     let moved = server
         .wait_order(&tenant, id, "running elsewhere", |o| {
             o["status"] == "running"

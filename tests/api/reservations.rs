@@ -777,21 +777,34 @@ async fn operators_see_reservations_on_nodes_and_the_calendar_and_are_warned_bef
     }
     let forced = server
         .post(
-            &format!("/api/v1/admin/nodes/{node_id}/cordon?force=true"),
+            &format!("/api/v1/admin/nodes/{node_id}/cordon?force=true&reason=NVLink%20errors"),
             &operator.token,
             json!({}),
         )
         .await;
     forced.expect(StatusCode::OK);
     assert_eq!(forced.body["state"], "cordoned");
-    server
+    assert_eq!(forced.body["state_reason"], "NVLink errors");
+    // Drained without a new reason, it keeps the one it had.
+    let drained = server
+        .post(
+            &format!("/api/v1/admin/nodes/{node_id}/drain?force=true"),
+            &operator.token,
+            json!({}),
+        )
+        .await;
+    drained.expect(StatusCode::OK);
+    assert_eq!(drained.body["state_reason"], "NVLink errors");
+    // Back in service, the reason goes with the state it explained.
+    let back = server
         .post(
             &format!("/api/v1/admin/nodes/{node_id}/uncordon"),
             &operator.token,
             json!({}),
         )
-        .await
-        .expect(StatusCode::OK);
+        .await;
+    back.expect(StatusCode::OK);
+    assert_eq!(back.body["state_reason"], Value::Null);
 }
 
 async fn maintenance_keeps_work_off_a_node_and_stops_what_runs_there(engine: Engine) {

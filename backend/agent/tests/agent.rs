@@ -290,6 +290,13 @@ async fn agent_runs_work_on_exact_gpus_and_its_death_requeues_it(engine: Engine)
         .get(&format!("/api/v1/admin/nodes/{node_id}"), op)
         .await;
     assert_eq!(unhealthy.body["state"], "unhealthy");
+    assert!(
+        unhealthy.body["state_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("its agent stopped sending heartbeats after ")),
+        "{}",
+        unhealthy.body
+    );
     assert_eq!(
         server
             .count("SELECT COUNT(*) FROM node_events WHERE kind = 'allocation_lost'")

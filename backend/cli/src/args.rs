@@ -271,6 +271,9 @@ pub struct NodeAction {
     /// Go ahead although it breaks reservations that hold its GPUs.
     #[arg(long)]
     pub force: bool,
+    /// Why, for other operators and the audit log.
+    #[arg(long)]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -100,6 +100,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                 routes::DRAIN,
                 &args.node,
                 args.force,
+                args.reason.as_deref(),
             )
             .await
         }
@@ -110,11 +111,20 @@ async fn run(cli: Cli) -> CliResult<()> {
                 routes::CORDON,
                 &args.node,
                 args.force,
+                args.reason.as_deref(),
             )
             .await
         }
         Command::Uncordon { node } => {
-            operator::act(&mut signed_in()?, output, routes::UNCORDON, &node, false).await
+            operator::act(
+                &mut signed_in()?,
+                output,
+                routes::UNCORDON,
+                &node,
+                false,
+                None,
+            )
+            .await
         }
         Command::WhatIf(args) => operator::what_if(&mut signed_in()?, output, args).await,
     }

@@ -198,6 +198,8 @@ pub struct Node {
     pub name: String,
     pub region: String,
     pub state: String,
+    #[serde(default)]
+    pub state_reason: Option<String>,
     pub runtime: Option<String>,
     pub gpus: Vec<NodeGpu>,
     pub last_heartbeat_at: Option<DateTime<Utc>>,

@@ -505,10 +505,13 @@ async fn tenant_and_operator_commands_read_what_the_api_says() {
         table.contains("n1") && table.contains("n2") && table.contains("8 × H100"),
         "{table}"
     );
-    let cordoned = ops.run(&["cordon", "n2"]).await;
+    let cordoned = ops
+        .run(&["cordon", "n2", "--reason", "fan swap & reseat"])
+        .await;
     exits(&cordoned, 0);
     assert!(
-        text(&cordoned.stdout).contains("cordoned"),
+        text(&cordoned.stdout).contains("cordoned")
+            && text(&cordoned.stdout).contains("fan swap & reseat"),
         "{}",
         text(&cordoned.stdout)
     );

@@ -29,17 +29,22 @@ export function useNodeAction() {
   const queryClient = useQueryClient();
   return useMutation({
     // `force` takes the node out of service although reservations hold its GPUs.
-    mutationFn: ({ nodeId, action, force = false }: { nodeId: string; action: NodeAction; force?: boolean }) => {
+    mutationFn: ({ nodeId, action, force = false, reason }: { nodeId: string; action: NodeAction; force?: boolean; reason?: string }) => {
       const path = { node_id: nodeId };
+      const query = { force, reason: reason?.trim() || undefined };
       switch (action) {
         case "cordon":
-          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/cordon", { params: { path, query: { force } } }));
+          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/cordon", { params: { path, query } }));
         case "drain":
-          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/drain", { params: { path, query: { force } } }));
+          return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/drain", { params: { path, query } }));
         case "uncordon":
           return unwrap(api.POST("/api/v1/admin/nodes/{node_id}/uncordon", { params: { path } }));
       }
     },
-    onSuccess: () => void queryClient.invalidateQueries({ queryKey: keys.admin("nodes") }),
+    // The answer is the node as it is now: its own page shows it at once.
+    onSuccess: (node) => {
+      queryClient.setQueryData(keys.admin("node", node.id), node);
+      void queryClient.invalidateQueries({ queryKey: keys.admin("nodes") });
+    },
   });
 }

@@ -82,8 +82,17 @@ export function runtimeSeconds(order: Order, now = Date.now()): number | null {
   return order.run_seconds + current;
 }
 
-export function gpuCount(order: Order): number {
-  return order.gpus_per_node * order.node_count;
+/** A MIG GPU's compute slices: a `3g.40gb` instance is three of them. */
+const MIG_SLICES = 7;
+
+/**
+ * How many GPUs it takes, shares counted as the part of a GPU they are (a
+ * quarter as 0.25, MIG `1g.10gb` as 1/7), to two decimals.
+ */
+export function gpuCount(order: Pick<Order, "gpus_per_node" | "node_count" | "gpu_milli" | "mig_profile">): number {
+  const slices = Number(/^(\d+)g\./.exec(order.mig_profile ?? "")?.[1] ?? 0);
+  const perNode = order.mig_profile ? slices / MIG_SLICES : order.gpu_milli ? order.gpu_milli / 1000 : order.gpus_per_node;
+  return Math.round(perNode * order.node_count * 100) / 100;
 }
 
 /** Where it runs, or was asked to: `eu-central`, `any (runs in us-east)`, `any`. */

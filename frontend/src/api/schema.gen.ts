@@ -3571,6 +3571,11 @@ export interface components {
             instance_type?: string | null;
             driver: components["schemas"]["DriverKind"];
             state: components["schemas"]["NodeState"];
+            /**
+             * @description Why it is out of service: the operator's words when it was cordoned
+             *     or drained, or what was seen when it was marked unhealthy.
+             */
+            state_reason?: string | null;
             labels: string[];
             /** Format: int64 */
             cpu_milli: number;
@@ -4116,6 +4121,11 @@ export interface components {
                 instance_type?: string | null;
                 driver: components["schemas"]["DriverKind"];
                 state: components["schemas"]["NodeState"];
+                /**
+                 * @description Why it is out of service: the operator's words when it was cordoned
+                 *     or drained, or what was seen when it was marked unhealthy.
+                 */
+                state_reason?: string | null;
                 labels: string[];
                 /** Format: int64 */
                 cpu_milli: number;
@@ -7044,6 +7054,8 @@ export interface operations {
                  *     are refused otherwise, with the reservations named.
                  */
                 force?: boolean;
+                /** @description Why, for other operators and the audit log (up to 500 characters). */
+                reason?: string;
             };
             header?: never;
             path: {
@@ -7169,6 +7181,8 @@ export interface operations {
                  *     are refused otherwise, with the reservations named.
                  */
                 force?: boolean;
+                /** @description Why, for other operators and the audit log (up to 500 characters). */
+                reason?: string;
             };
             header?: never;
             path: {

@@ -31,14 +31,15 @@ export function ConfirmButton({
       <Button color={tone} variant="light" onClick={open} loading={loading} {...button}>
         {label}
       </Button>
-      <Modal opened={opened} onClose={close} title={title} centered>
-        <Text size="sm">{message}</Text>
+      <Modal opened={opened} onClose={close} title={title} centered closeButtonProps={{ "aria-label": t("common.close") }}>
+        {typeof message === "string" ? <Text size="sm">{message}</Text> : message}
         <Group justify="flex-end" mt="lg">
           <Button variant="default" onClick={close}>
             {t("common.keepIt")}
           </Button>
+          {/* A darker shade than the trigger's, so white on it meets AA contrast. */}
           <Button
-            color={tone}
+            color={`${tone}.8`}
             onClick={() => {
               close();
               onConfirm();

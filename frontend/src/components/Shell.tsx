@@ -17,6 +17,7 @@ import { preferences, setPreferences } from "../lib/preferences";
 import { notifyError } from "../lib/notify";
 import { zoneLabel } from "../lib/zone";
 import { AnchorLink } from "./links";
+import { ChangePassword } from "./ChangePassword";
 
 // Filled when active: the light variant's tinted text misses AA contrast.
 const NavAnchor = (props: NavLinkProps & ComponentPropsWithRef<"a">) => <NavLink component="a" variant="filled" {...props} />;
@@ -27,6 +28,7 @@ const BROWSER_ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone;
 export function Shell() {
   const { t, i18n } = useTranslation();
   const [opened, { toggle, close }] = useDisclosure();
+  const [passwordOpened, { open: openPassword, close: closePassword }] = useDisclosure();
   const { state, expired } = useSession();
   const navigate = useNavigate();
   const router = useRouter();
@@ -169,6 +171,9 @@ export function Shell() {
                 allowDeselect={false}
               />
               <Menu.Divider />
+              <Menu.Item closeMenuOnClick onClick={openPassword}>
+                {t("nav.changePassword")}
+              </Menu.Item>
               <Menu.Item onClick={() => void session.signOut()}>{t("nav.signOut")}</Menu.Item>
             </Menu.Dropdown>
           </Menu>
@@ -251,6 +256,7 @@ export function Shell() {
           <Outlet />
         )}
       </AppShell.Main>
+      <ChangePassword opened={passwordOpened} onClose={closePassword} />
     </AppShell>
   );
 }

@@ -77,17 +77,32 @@ pub async fn act(
     route: Route,
     reference: &str,
     force: bool,
+    reason: Option<&str>,
 ) -> CliResult<()> {
     let id = find_node(api, reference).await?;
-    let mut path = route.path(&[&id]);
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
     if force {
-        path.push_str("?force=true");
+        query.append_pair("force", "true");
+    }
+    if let Some(reason) = reason {
+        query.append_pair("reason", reason);
+    }
+    let query = query.finish();
+    let mut path = route.path(&[&id]);
+    if !query.is_empty() {
+        path.push('?');
+        path.push_str(&query);
     }
     let node = api.call(route, &path, Some(&json!({}))).await?;
     output::show(output, node, |value| {
         let node: Node = read(value)?;
-        let mut table = output::table(&["NAME", "STATE", "ID"]);
-        table.add_row([node.name, node.state, node.id.to_string()]);
+        let mut table = output::table(&["NAME", "STATE", "REASON", "ID"]);
+        table.add_row([
+            node.name,
+            node.state,
+            node.state_reason.unwrap_or_default(),
+            node.id.to_string(),
+        ]);
         Ok(table)
     })
 }

@@ -572,6 +572,7 @@ async fn heartbeat(
     row.fabric_address = Set(request.fabric_address.map(|a| a.to_string()));
     if recovered {
         row.state = Set(NodeState::Ready);
+        row.state_reason = Set(None);
         health::record(
             &txn,
             node.id,

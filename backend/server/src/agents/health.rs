@@ -61,8 +61,16 @@ pub async fn mark_silent(
         .await?;
     for n in &silent {
         let txn = crate::db::write(db).await?;
+        let reason = match n.last_heartbeat_at {
+            Some(at) => format!(
+                "its agent stopped sending heartbeats after {}",
+                at.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            None => "its agent never sent a heartbeat".to_owned(),
+        };
         let marked = node::Entity::update_many()
             .col_expr(node::Column::State, Expr::value(NodeState::Unhealthy))
+            .col_expr(node::Column::StateReason, Expr::value(Some(reason)))
             .col_expr(node::Column::UpdatedAt, Expr::value(now))
             .filter(node::Column::Id.eq(n.id))
             .filter(node::Column::State.ne(NodeState::Unhealthy))

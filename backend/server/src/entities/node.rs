@@ -16,6 +16,8 @@ pub struct Model {
     /// A JSON array of labels.
     pub labels: String,
     pub state: NodeState,
+    /// Why it is out of service: the operator's words, or what was seen.
+    pub state_reason: Option<String>,
     pub driver: DriverKind,
     pub credential_hash: Option<String>,
     pub last_heartbeat_at: Option<DateTimeUtc>,

@@ -86,6 +86,9 @@ pub struct Node {
     pub instance_type: Option<String>,
     pub driver: DriverKind,
     pub state: NodeState,
+    /// Why it is out of service: the operator's words when it was cordoned
+    /// or drained, or what was seen when it was marked unhealthy.
+    pub state_reason: Option<String>,
     pub labels: Vec<String>,
     pub cpu_milli: i64,
     pub memory_mib: i64,
@@ -225,6 +228,7 @@ pub async fn insert(
         memory_mib: Set(spec.memory_mib),
         labels: Set(serde_json::to_string(&spec.labels).unwrap_or_else(|_| "[]".into())),
         state: Set(NodeState::Ready),
+        state_reason: Set(None),
         driver: Set(spec.driver),
         credential_hash: Set(None),
         runtime: Set(None),
@@ -426,6 +430,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             rack: n.rack,
             driver: n.driver,
             state: n.state,
+            state_reason: n.state_reason,
             cpu_milli: n.cpu_milli,
             memory_mib: n.memory_mib,
             last_heartbeat_at: n.last_heartbeat_at,
@@ -589,13 +594,35 @@ pub struct Breaking {
     pub force: Option<bool>,
 }
 
+/// How a node is taken out of service.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OutOfService {
+    /// Go ahead although confirmed reservations hold GPUs on the node; they
+    /// are refused otherwise, with the reservations named.
+    pub force: Option<bool>,
+    /// Why, for other operators and the audit log (up to 500 characters).
+    #[param(max_length = 500)]
+    pub reason: Option<String>,
+}
+
+/// The longest reason a node keeps.
+const STATE_REASON_MAX: usize = 500;
+
 async fn set_state(
     state: &AppState,
     actor: &Actor,
     params: &RawPathParams,
     to: NodeState,
-    force: bool,
+    change: OutOfService,
 ) -> ApiResult<Json<Node>> {
+    let force = change.force.unwrap_or(false);
+    let mut fields = Fields::default();
+    let reason = change
+        .reason
+        .map(|r| fields.text("reason", r.trim(), STATE_REASON_MAX))
+        .filter(|r| !r.is_empty());
+    fields.finish()?;
     let txn = crate::db::write(&state.db).await?;
     let current = find(&txn, params).await?;
     let broken = crate::reservations::held_on(&txn, &[current.id])
@@ -633,8 +660,15 @@ async fn set_state(
             ),
         ));
     }
+    // A cordoned node drained without a new reason keeps the one it had;
+    // back in service, it has none.
+    let reason = match to {
+        NodeState::Ready => None,
+        _ => reason.or_else(|| current.state_reason.clone()),
+    };
     let mut row: node::ActiveModel = current.clone().into();
     row.state = Set(to);
+    row.state_reason = Set(reason.clone());
     row.updated_at = Set(Utc::now());
     let updated = row.update(&txn).await?;
     let action = match to {
@@ -644,7 +678,8 @@ async fn set_state(
     };
     let broken: Vec<Uuid> = broken.iter().map(|r| r.id).collect();
     let details = serde_json::json!({
-        "name": updated.name, "from": current.state, "to": to, "reservations_broken": broken,
+        "name": updated.name, "from": current.state, "to": to, "reason": reason,
+        "reservations_broken": broken,
     });
     audit::platform(&txn, actor, action, "node", updated.id, details).await?;
     txn.commit().await?;
@@ -657,7 +692,7 @@ async fn set_state(
     post,
     path = "/admin/nodes/{node_id}/cordon",
     tag = "admin",
-    params(("node_id" = Uuid, Path, description = "Node id"), Breaking),
+    params(("node_id" = Uuid, Path, description = "Node id"), OutOfService),
     responses((status = 200, description = "The node", body = Node), ProblemResponses),
     security(("bearer" = []))
 )]
@@ -666,16 +701,9 @@ async fn cordon_node(
     _operator: Operator,
     actor: Actor,
     params: RawPathParams,
-    ApiQuery(breaking): ApiQuery<Breaking>,
+    ApiQuery(change): ApiQuery<OutOfService>,
 ) -> ApiResult<Json<Node>> {
-    set_state(
-        &state,
-        &actor,
-        &params,
-        NodeState::Cordoned,
-        breaking.force.unwrap_or(false),
-    )
-    .await
+    set_state(&state, &actor, &params, NodeState::Cordoned, change).await
 }
 
 /// Stops placing work on a node and moves its work elsewhere: each order
@@ -684,7 +712,7 @@ async fn cordon_node(
     post,
     path = "/admin/nodes/{node_id}/drain",
     tag = "admin",
-    params(("node_id" = Uuid, Path, description = "Node id"), Breaking),
+    params(("node_id" = Uuid, Path, description = "Node id"), OutOfService),
     responses((status = 200, description = "The node", body = Node), ProblemResponses),
     security(("bearer" = []))
 )]
@@ -693,16 +721,9 @@ async fn drain_node(
     _operator: Operator,
     actor: Actor,
     params: RawPathParams,
-    ApiQuery(breaking): ApiQuery<Breaking>,
+    ApiQuery(change): ApiQuery<OutOfService>,
 ) -> ApiResult<Json<Node>> {
-    set_state(
-        &state,
-        &actor,
-        &params,
-        NodeState::Draining,
-        breaking.force.unwrap_or(false),
-    )
-    .await
+    set_state(&state, &actor, &params, NodeState::Draining, change).await
 }
 
 /// Returns a cordoned, drained or repaired node to service.
@@ -720,7 +741,14 @@ async fn uncordon_node(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<Json<Node>> {
-    set_state(&state, &actor, &params, NodeState::Ready, false).await
+    set_state(
+        &state,
+        &actor,
+        &params,
+        NodeState::Ready,
+        OutOfService::default(),
+    )
+    .await
 }
 
 /// Removes a node that holds no work (drain it first).

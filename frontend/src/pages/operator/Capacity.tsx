@@ -1,4 +1,4 @@
-import { Badge, Group, Paper, SimpleGrid, Stack, Table, Text, Title, Tooltip } from "@mantine/core";
+import { Badge, Group, Paper, SimpleGrid, Stack, Table, Text, Title, Tooltip, VisuallyHidden } from "@mantine/core";
 import { Link } from "@tanstack/react-router";
 import { useAllNodes } from "../../api/admin";
 import type { Schemas } from "../../api/client";
@@ -95,7 +95,14 @@ function NodeRow({ node, names }: { node: Schemas["Node"]; names: Map<string, st
           );
         })}
       </div>
-      {blocked && <StatusBadge status={nodeState(node)} size="xs" />}
+      {blocked && (
+        <Tooltip label={node.state_reason} disabled={!node.state_reason}>
+          <span>
+            <StatusBadge status={nodeState(node)} size="xs" />
+            {node.state_reason && <VisuallyHidden>{node.state_reason}</VisuallyHidden>}
+          </span>
+        </Tooltip>
+      )}
     </div>
   );
 }
@@ -124,11 +131,13 @@ function describe(cell: GpuCell, names: Map<string, string>, index: number): str
 }
 
 function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string, string> }) {
+  // GPUs each tenant holds, a share counted as the part of its GPU it is.
   const tenants = new Map<string, number>();
   for (const node of nodes)
     for (const gpu of node.gpus) {
-      const holders = new Set([gpu.org_id, ...gpu.shares.map((s) => s.org_id)].filter((o): o is string => !!o));
-      for (const org of holders) tenants.set(org, (tenants.get(org) ?? 0) + 1);
+      const cell = cellOf(gpu);
+      const parts = cell.kind === "held" ? [{ orgId: cell.orgId, share: 1 }] : cell.kind === "shared" ? cell.parts : [];
+      for (const { orgId, share } of parts) if (orgId) tenants.set(orgId, (tenants.get(orgId) ?? 0) + share);
     }
   return (
     <Group gap="md" aria-label={t("shape.legend")}>
@@ -159,7 +168,7 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
         <Group gap={4} key={org}>
           <div className={classes.gpu} style={{ background: tenantColour(org) }} />
           <Text size="sm">
-            {names.get(org) ?? shortId(org)} ({count})
+            {names.get(org) ?? shortId(org)} ({t("overview.gpus", { count: Math.round(count * 100) / 100 })})
           </Text>
         </Group>
       ))}

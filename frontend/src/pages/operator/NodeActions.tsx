@@ -1,5 +1,6 @@
-import { Badge, Button, Group } from "@mantine/core";
+import { Badge, Button, Group, Stack, Text, TextInput } from "@mantine/core";
 import { useMutation } from "@tanstack/react-query";
+import { useState } from "react";
 import { useNodeAction } from "../../api/admin";
 import { api, type Schemas, unwrap } from "../../api/client";
 import { ConfirmButton } from "../../components/ConfirmButton";
@@ -32,11 +33,15 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
   const breaks = reserved.length
     ? t("nodeActions.breaks", { names: reserved.join(", ") })
     : "";
+  const [reason, setReason] = useState("");
   const run = (action: "cordon" | "drain" | "uncordon") =>
     act.mutate(
-      { nodeId: node.id, action, force: reserved.length > 0 },
+      { nodeId: node.id, action, force: reserved.length > 0, reason: action === "uncordon" ? undefined : reason },
       {
-        onSuccess: (n) => notifySuccess(t("nodeActions.done", { node: n.name, state: words(n.state) })),
+        onSuccess: (n) => {
+          setReason("");
+          notifySuccess(t("nodeActions.done", { node: n.name, state: words(n.state) }));
+        },
         onError: (error) => notifyError(error),
       },
     );
@@ -45,32 +50,32 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
   const holders = holdersOf(node, names);
   return (
     <Group gap="xs" wrap="nowrap">
-      {node.state === "ready" &&
-        (reserved.length ? (
-          <ConfirmButton
-            size="xs"
-            label={t("nodeActions.cordon")}
-            title={t("nodeActions.cordonTitle", { node: node.name })}
-            message={t("nodeActions.noNewWork") + breaks}
-            confirmLabel={t("nodeActions.cordon")}
-            onConfirm={() => run("cordon")}
-          />
-        ) : (
-          <Button size="xs" variant="default" onClick={() => run("cordon")} loading={act.isPending}>
-            {t("nodeActions.cordon")}
-          </Button>
-        ))}
+      {node.state === "ready" && (
+        <ConfirmButton
+          size="xs"
+          tone="blue"
+          label={t("nodeActions.cordon")}
+          title={t("nodeActions.cordonTitle", { node: node.name })}
+          message={<WithReason message={t("nodeActions.noNewWork") + breaks} reason={reason} onReason={setReason} />}
+          confirmLabel={t("nodeActions.cordon")}
+          loading={act.isPending && act.variables?.action === "cordon"}
+          onConfirm={() => run("cordon")}
+        />
+      )}
       {(node.state === "ready" || node.state === "cordoned") && (
         <ConfirmButton
           size="xs"
           label={t("nodeActions.drain")}
           title={t("nodeActions.drainTitle", { node: node.name })}
           message={
-            (held > 0
-              ? t("nodeActions.drainBusy", { count: held, holders })
-              : t("nodeActions.noNewWork")) + breaks
+            <WithReason
+              message={(held > 0 ? t("nodeActions.drainBusy", { count: held, holders }) : t("nodeActions.noNewWork")) + breaks}
+              reason={reason}
+              onReason={setReason}
+            />
           }
           confirmLabel={t("nodeActions.drain")}
+          loading={act.isPending && act.variables?.action === "drain"}
           onConfirm={() => run("drain")}
         />
       )}
@@ -80,6 +85,22 @@ export function NodeActions({ node }: { node: Schemas["Node"] }) {
         </Button>
       )}
     </Group>
+  );
+}
+
+/** A confirmation's words with a field for why, kept with the node's state. */
+function WithReason({ message, reason, onReason }: { message: string; reason: string; onReason: (reason: string) => void }) {
+  return (
+    <Stack gap="sm">
+      <Text size="sm">{message}</Text>
+      <TextInput
+        label={t("nodeActions.reason")}
+        description={t("nodeActions.reasonHint")}
+        maxLength={500}
+        value={reason}
+        onChange={(event) => onReason(event.currentTarget.value)}
+      />
+    </Stack>
   );
 }
 

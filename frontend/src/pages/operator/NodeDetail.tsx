@@ -45,6 +45,7 @@ export function NodeDetailPage() {
             <Paper withBorder p="md">
               <Group gap="lg">
                 <StatusBadge status={nodeState(n)} />
+                {n.state !== "ready" && n.state_reason && <Text size="sm">{t("node.because", { reason: n.state_reason })}</Text>}
                 <Text size="sm">
                   {t("node.where", { region: n.region, rack: n.rack || "—", type: n.instance_type ?? t("node.custom"), driver: words(n.driver) })}
                 </Text>

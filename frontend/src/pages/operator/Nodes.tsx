@@ -70,6 +70,11 @@ export function NodesPage() {
                           <Table.Td>{n.instance_type ?? "—"}</Table.Td>
                           <Table.Td>
                             <StatusBadge status={nodeState(n)} />
+                            {n.state !== "ready" && n.state_reason && (
+                              <Text size="xs" c="dimmed" data-testid="node-reason" maw={220}>
+                                {n.state_reason}
+                              </Text>
+                            )}
                           </Table.Td>
                           <Table.Td data-testid="node-gpus">
                             {use.whole} / {use.shared} / {use.free} / {use.unhealthy}

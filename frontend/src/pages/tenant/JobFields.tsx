@@ -96,7 +96,7 @@ function SecretFields({ form }: { form: UseFormReturnType<Values> }) {
           <Group key={form.key(`secrets.${i}`)} align="flex-start" wrap="nowrap" gap="xs">
             <TextInput
               aria-label={t("jobFields.secretName", { n: i + 1 })}
-              placeholder="HF_TOKEN"
+              placeholder={t("jobFields.secretExample")}
               ff="monospace"
               style={{ flex: 1 }}
               autoComplete="off"

@@ -303,7 +303,7 @@ function ApiKeys() {
           {create.isError && <ProblemAlert error={create.error} title={t("settings.createFailed")} />}
         </form>
       </Paper>
-      <Modal opened={secret !== null} onClose={() => setSecret(null)} title={t("settings.newKeyTitle")} centered size="lg">
+      <Modal opened={secret !== null} onClose={() => setSecret(null)} title={t("settings.newKeyTitle")} centered size="lg" closeButtonProps={{ "aria-label": t("common.close") }}>
         <Alert color="yellow" mb="md">
           {t("settings.copyNow")}
         </Alert>

@@ -90,6 +90,13 @@ export function UsagePage() {
                     <Text size="sm" c="dimmed" data-testid="usage-total">
                       {t("usage.billableTotal", { hours: gpuHours(data.totals.billable_gpu_seconds) })}
                       {data.totals.excluded_gpu_seconds > 0 && t("usage.excludedTotal", { hours: gpuHours(data.totals.excluded_gpu_seconds) })}
+                      {spend.data &&
+                        t("usage.costTotal", {
+                          cost: money(
+                            spend.data.days.reduce((sum, d) => sum + d.amount_micros, 0),
+                            spend.data.currency,
+                          ),
+                        })}
                     </Text>
                     <Chart
                       label={t("usage.perDay")}
@@ -100,7 +107,13 @@ export function UsagePage() {
                         xAxis: { type: "category", data: days },
                         yAxis: [
                           { type: "value", name: t("usage.gpuHoursAxis"), nameGap: 12 },
-                          { type: "value", name: spend.data?.currency ?? "USD", nameGap: 12, splitLine: { show: false } },
+                          {
+                            type: "value",
+                            name: spend.data?.currency ?? "USD",
+                            nameGap: 12,
+                            splitLine: { show: false },
+                            axisLabel: { formatter: (v: number) => money(v * 1_000_000, spend.data?.currency) },
+                          },
                         ],
                         series: [
                           { name: t("usage.billableSeries"), type: "bar", stack: "h", data: days.map((d) => +((byKey.get(d)?.billable_gpu_seconds ?? 0) / 3600).toFixed(2)) },
@@ -135,10 +148,10 @@ export function UsagePage() {
                   <Chart
                     label={t("usage.perMonth")}
                     option={{
-                      tooltip: { trigger: "axis", valueFormatter: (v: unknown) => money(Number(v) * 1_000_000) },
+                      tooltip: { trigger: "axis", valueFormatter: (v: unknown) => money(Number(v) * 1_000_000, months[0]?.currency) },
                       grid: { left: 64, right: 16, top: 24, bottom: 32 },
                       xAxis: { type: "category", data: months.map((m) => m.month) },
-                      yAxis: { type: "value" },
+                      yAxis: { type: "value", name: months[0]?.currency, axisLabel: { formatter: (v: number) => money(v * 1_000_000, months[0]?.currency) } },
                       series: [{ name: t("usage.costSeries"), type: "bar", data: months.map((m) => m.total / 1_000_000) }],
                     }}
                   />

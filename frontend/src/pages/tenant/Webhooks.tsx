@@ -104,7 +104,7 @@ export function Webhooks() {
           </Stack>
         </form>
       </Paper>
-      <Modal opened={secret !== null} onClose={() => setSecret(null)} title={t("webhooks.secretTitle")} centered size="lg">
+      <Modal opened={secret !== null} onClose={() => setSecret(null)} title={t("webhooks.secretTitle")} centered size="lg" closeButtonProps={{ "aria-label": t("common.close") }}>
         <Text size="sm" mb="sm">
           {t("webhooks.secretBody")}
         </Text>
