@@ -35,6 +35,7 @@ async fn signup_login_me_and_api_key(engine: Engine) {
     assert_eq!(me.body["user"]["id"], alice.user_id.to_string());
     assert_eq!(me.body["user"]["email"], alice.email);
     assert!(me.body["user"].get("password_hash").is_none());
+    assert_eq!(me.body["user"]["has_password"], true);
     assert_eq!(
         me.body["memberships"][0]["organization"]["id"],
         alice.org_id.to_string()

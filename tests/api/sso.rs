@@ -251,8 +251,8 @@ async fn sign_in_options(server: &TestServer) -> crate::support::Reply {
         .await
 }
 
-/// The signed-in user behind a refresh token, through `/auth/refresh`.
-async fn me(server: &TestServer, refresh: &str) -> Value {
+/// An access token for the session behind a refresh token.
+async fn access(server: &TestServer, refresh: &str) -> String {
     let token: Value = server
         .http
         .post(server.url("/api/v1/auth/refresh"))
@@ -263,11 +263,16 @@ async fn me(server: &TestServer, refresh: &str) -> Value {
         .json()
         .await
         .expect("token");
+    token["access_token"]
+        .as_str()
+        .expect("access token")
+        .to_owned()
+}
+
+/// The signed-in user behind a refresh token, through `/auth/refresh`.
+async fn me(server: &TestServer, refresh: &str) -> Value {
     let me = server
-        .get(
-            "/api/v1/me",
-            token["access_token"].as_str().expect("access token"),
-        )
+        .get("/api/v1/me", &access(server, refresh).await)
         .await;
     me.expect(StatusCode::OK);
     me.body.clone()
@@ -308,8 +313,21 @@ async fn a_provider_signs_people_in_and_every_bad_way_back_is_refused(engine: En
     let users_before = server.count("SELECT COUNT(*) AS n FROM users").await;
     let (location, refresh, callback) = sign_in(&server, "/orders").await;
     assert_eq!(location, "/orders");
-    let ada = me(&server, &refresh.expect("a session")).await;
+    let token = access(&server, &refresh.expect("a session")).await;
+    let ada = server.get("/api/v1/me", &token).await;
+    ada.expect(StatusCode::OK);
+    let ada = ada.body.clone();
     assert_eq!(ada["user"]["email"], "ada@example.com");
+    // No password to change either: the console offers none.
+    assert_eq!(ada["user"]["has_password"], false);
+    server
+        .post(
+            "/api/v1/me/password",
+            &token,
+            json!({ "current_password": "", "new_password": "copper meadow falcon 58" }),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "no_password");
     assert_eq!(ada["user"]["name"], "Ada Lovelace");
     assert_eq!(
         ada["memberships"].as_array().map(Vec::len),

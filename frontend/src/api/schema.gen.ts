@@ -5401,6 +5401,11 @@ export interface components {
             locale?: components["schemas"]["Locale"] | null;
             /** @description The IANA time zone they chose; the browser's when none. */
             time_zone?: string | null;
+            /**
+             * @description False for a user made by an identity provider, who signs in through
+             *     it and has no password to change.
+             */
+            has_password: boolean;
             /** Format: date-time */
             created_at: string;
         };

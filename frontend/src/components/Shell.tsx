@@ -171,9 +171,12 @@ export function Shell() {
                 allowDeselect={false}
               />
               <Menu.Divider />
-              <Menu.Item closeMenuOnClick onClick={openPassword}>
-                {t("nav.changePassword")}
-              </Menu.Item>
+              {/* A user made by an identity provider signs in there and has no password here. */}
+              {user?.has_password && (
+                <Menu.Item closeMenuOnClick onClick={openPassword}>
+                  {t("nav.changePassword")}
+                </Menu.Item>
+              )}
               <Menu.Item onClick={() => void session.signOut()}>{t("nav.signOut")}</Menu.Item>
             </Menu.Dropdown>
           </Menu>

@@ -75,6 +75,9 @@ pub struct User {
     pub locale: Option<Locale>,
     /// The IANA time zone they chose; the browser's when none.
     pub time_zone: Option<String>,
+    /// False for a user made by an identity provider, who signs in through
+    /// it and has no password to change.
+    pub has_password: bool,
     pub created_at: DateTime<Utc>,
 }
 
@@ -128,6 +131,7 @@ impl From<user::Model> for User {
             is_operator: row.is_operator,
             locale: row.locale.as_deref().and_then(Locale::parse),
             time_zone: row.time_zone,
+            has_password: row.password_hash != password::NO_PASSWORD,
             created_at: row.created_at,
         }
     }
@@ -535,6 +539,12 @@ async fn change_password(
         .ok_or_else(|| {
             ApiError::unauthenticated("invalid_token", "the session token's user no longer exists")
         })?;
+    if account.password_hash == password::NO_PASSWORD {
+        return Err(ApiError::conflict(
+            "no_password",
+            "this account signs in through its identity provider and has no password here",
+        ));
+    }
     let mut fields = Fields::default();
     if let Some(weakness) = password::weakness(&request.new_password, &account.email) {
         fields.push("new_password", weakness);

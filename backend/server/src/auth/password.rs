@@ -16,6 +16,10 @@ pub const ITERATIONS: u32 = 2;
 pub const PARALLELISM: u32 = 1;
 
 pub const MIN_LENGTH: usize = 10;
+
+/// A password hash no password matches: users made by an identity provider
+/// sign in through it, and have no password here.
+pub const NO_PASSWORD: &str = "!oidc";
 pub const MAX_LENGTH: usize = 128;
 
 #[derive(Clone)]

@@ -14,10 +14,6 @@ use crate::auth::principal::Actor;
 use crate::entities::{membership, user, user_identity};
 use crate::error::ApiResult;
 
-/// A password hash no password matches: users made by a provider sign in
-/// through it until they set a password.
-const NO_PASSWORD: &str = "!oidc";
-
 pub struct Identity<'a> {
     pub subject: &'a str,
     /// Verified by the provider, normalized.
@@ -63,7 +59,7 @@ pub async fn user_for(
                             id: user_id,
                             email: identity.email.to_owned(),
                             name: name.chars().take(100).collect(),
-                            password_hash: NO_PASSWORD.to_owned(),
+                            password_hash: crate::auth::password::NO_PASSWORD.to_owned(),
                         },
                         serde_json::json!({ "provider": provider.name }),
                     )
