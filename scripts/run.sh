@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Gantry's run command: build the web console, then build and start the
-# server (API, console at /, scheduling loop, simulated demo cluster on
-# SQLite in ./data). Arguments go to `gantry serve` (e.g. --no-demo).
+# Gantry's run command: build the web console and the manual, then build
+# and start the server (API, console at /, manual at /docs, scheduling loop,
+# simulated demo cluster on SQLite in ./data). Arguments go to
+# `gantry serve` (e.g. --no-demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,4 +14,5 @@ cd "$(dirname "$0")/.."
   fi
   npm run -s build
 )
+scripts/book.sh
 exec cargo run --release --bin gantry -- serve "$@"

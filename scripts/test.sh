@@ -70,6 +70,9 @@ vitest_counts() {
 }
 reports=$(mktemp -d)
 
+step "the manual: mdbook build docs, its links"
+scripts/book.sh
+
 step "console: install, generated client, type-check, lint, unit tests"
 (
   cd frontend

@@ -40,6 +40,7 @@ export async function startServer(settings: Record<string, string> = {}): Promis
     GANTRY_DATA_DIR: dataDir,
     GANTRY_LISTEN: `127.0.0.1:${port}`,
     GANTRY_CONSOLE_DIR: join(FRONTEND, "dist"),
+    GANTRY_DOCS_DIR: join(REPO, "docs", "book"),
     GANTRY_DEMO: "true",
     GANTRY_SCHEDULER_INTERVAL_MS: "200",
     GANTRY_SIMULATED_PROVISION_MS: "300",

@@ -150,4 +150,20 @@ describe("a session", () => {
     await page.getByRole("heading", { name: "Overview" }).waitFor();
     expect(problems).toEqual([]);
   });
+
+  test("the account menu opens the manual, served beside the console", async () => {
+    const { page, problems } = await openSession(browser, server);
+    await signIn(page, TENANT);
+    await page.getByRole("heading", { name: "Overview" }).waitFor();
+    await page.getByRole("button", { name: "Account" }).click();
+    await page.getByRole("menuitem", { name: "Documentation" }).click();
+    await page.waitForURL(`${server.url}/docs/`);
+    await page.locator("main").getByRole("heading", { name: "Gantry", level: 1 }).waitFor();
+    // Its pages link to each other inside /docs.
+    await page.getByRole("link", { name: "Jobs", exact: true }).first().click();
+    await page.waitForURL(`${server.url}/docs/jobs.html`);
+    await page.locator("main").getByRole("heading", { name: "Jobs", level: 1 }).waitFor();
+    await screenshot(page, "manual");
+    expect(problems).toEqual([]);
+  });
 });

@@ -232,3 +232,43 @@ async fn without_a_built_console_only_the_api_answers() {
     assert_eq!(root.status(), StatusCode::NOT_FOUND);
     assert_eq!(root.headers()[CONTENT_TYPE], "application/problem+json");
 }
+
+#[tokio::test]
+async fn the_built_manual_is_served_at_docs() {
+    let dir = std::env::temp_dir().join(format!("gantry-docs-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("docs dir");
+    std::fs::write(
+        dir.join("index.html"),
+        "<title>Gantry</title><a href=\"jobs.html\">Jobs</a>",
+    )
+    .expect("index");
+    std::fs::write(dir.join("jobs.html"), "<h1>Jobs</h1>").expect("page");
+    let docs_dir = dir.clone();
+    let server = TestServer::start_with(Engine::Sqlite, move |config| {
+        config.docs_dir = docs_dir;
+    })
+    .await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    // `/docs` is sent to `/docs/`, where the book's relative links resolve.
+    let bare = client.get(server.url("/docs")).send().await.expect("bare");
+    assert_eq!(bare.status(), StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(bare.headers()["location"], "/docs/");
+    for (path, text) in [
+        ("/docs/", "<title>Gantry</title>"),
+        ("/docs/jobs.html", "<h1>Jobs</h1>"),
+    ] {
+        let page = client.get(server.url(path)).send().await.expect("page");
+        assert_eq!(page.status(), StatusCode::OK, "{path}");
+        assert!(page.text().await.expect("body").contains(text), "{path}");
+    }
+    let missing = client
+        .get(server.url("/docs/no-such-page.html"))
+        .send()
+        .await
+        .expect("missing");
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -179,6 +179,13 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         }),
     );
     let config = &state.config;
+    match crate::http::docs::routes(&config.docs_dir) {
+        Some(docs) => router = router.merge(docs),
+        None => tracing::info!(
+            dir = %config.docs_dir.display(),
+            "no built manual there; /docs is not served"
+        ),
+    }
     match crate::http::console::Console::open(&config.console_dir) {
         Some(console) => {
             router = router.fallback(move |request| console.clone().serve(request));

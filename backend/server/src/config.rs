@@ -49,6 +49,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_PRIVATE_NETWORK_PREFIX", "private_network_prefix"),
     ("GANTRY_PREPAID_GRACE_SECONDS", "prepaid_grace_seconds"),
     ("GANTRY_CONSOLE_DIR", "console_dir"),
+    ("GANTRY_DOCS_DIR", "docs_dir"),
     ("GANTRY_JOB_LOG_LIMIT_BYTES", "job_log_limit_bytes"),
     ("GANTRY_JOB_LOG_RETENTION_DAYS", "job_log_retention_days"),
     (
@@ -167,6 +168,9 @@ pub struct Config {
     /// The built web console (`npm run build` in frontend/), served at `/`;
     /// without an `index.html` there only the API is served.
     pub console_dir: PathBuf,
+    /// The built manual (`mdbook build docs`), served at `/docs`; without an
+    /// `index.html` there it is not served.
+    pub docs_dir: PathBuf,
     /// Output kept per job; later lines are dropped.
     pub job_log_limit_bytes: u64,
     /// How long a job's output is kept after it ended.
@@ -258,6 +262,7 @@ impl Default for Config {
             currency: "USD".into(),
             prepaid_grace_seconds: 3600,
             console_dir: PathBuf::from("frontend/dist"),
+            docs_dir: PathBuf::from("docs/book"),
             job_log_limit_bytes: 1024 * 1024,
             job_log_retention_days: 14,
             history_interval_seconds: 60,
@@ -314,6 +319,7 @@ impl std::fmt::Debug for Config {
             .field("currency", &self.currency)
             .field("prepaid_grace_seconds", &self.prepaid_grace_seconds)
             .field("console_dir", &self.console_dir)
+            .field("docs_dir", &self.docs_dir)
             .field("job_log_limit_bytes", &self.job_log_limit_bytes)
             .field("job_log_retention_days", &self.job_log_retention_days)
             .field("history_interval_seconds", &self.history_interval_seconds)

@@ -171,6 +171,10 @@ export function Shell() {
                 allowDeselect={false}
               />
               <Menu.Divider />
+              {/* The manual is served beside the console, in English. */}
+              <Menu.Item component="a" href="/docs/" lang="en">
+                {t("nav.docs")}
+              </Menu.Item>
               {/* A user made by an identity provider signs in there and has no password here. */}
               {user?.has_password && (
                 <Menu.Item closeMenuOnClick onClick={openPassword}>

@@ -4,6 +4,7 @@
 pub mod client_address;
 pub mod console;
 pub mod csv;
+pub mod docs;
 pub mod extract;
 pub mod idempotency;
 pub mod outbound;
