@@ -236,6 +236,8 @@ describe("the console", () => {
     await screenshot(page, "job");
     await accessible(page);
 
+    // The card says how the whole array stands, counted by the server.
+    await expect.poll(() => page.getByTestId("array-standing").textContent(), { timeout: 30_000 }).toBe(": 3 members, 3 completed");
     // The array's three members, listed together.
     await page.getByText(/^Member 0 of array/).getByRole("link").click();
     await expect.poll(() => page.getByRole("table", { name: "Orders" }).locator("tbody tr").count()).toBe(3);

@@ -198,6 +198,19 @@ async fn an_array_runs_every_member_and_cancels_together(engine: Engine) {
         "{:#}",
         finished.body
     );
+    // The array's members by status, counted, in one answer.
+    let summary = server
+        .get(
+            &format!("/api/v1/orgs/{}/job-arrays/{array}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    summary.expect(StatusCode::OK);
+    assert_eq!(summary.body["members"], 50);
+    assert_eq!(
+        summary.body["by_status"],
+        json!([{ "status": "completed", "count": 50 }])
+    );
 
     let long = submit(
         &server,
@@ -244,6 +257,15 @@ async fn an_array_runs_every_member_and_cancels_together(engine: Engine) {
         )
         .await
         .expect(StatusCode::NOT_FOUND);
+    for array_id in [long_array.clone(), uuid::Uuid::now_v7().to_string()] {
+        server
+            .get(
+                &format!("/api/v1/orgs/{}/job-arrays/{array_id}", other.org_id),
+                &other.token,
+            )
+            .await
+            .expect_problem(StatusCode::NOT_FOUND, "order_not_found");
+    }
     let theirs = server
         .get(
             &format!("/api/v1/orgs/{}/orders?array_id={long_array}", other.org_id),

@@ -1,9 +1,10 @@
 // Jobs: attempts, captured output (fetched after the last line seen, while
-// the job runs) and cancelling a whole array.
+// the job runs), an array's members by status and cancelling a whole array.
 import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useRef } from "react";
 import { api, ApiError, type Schemas, unwrap } from "./client";
 import { keys } from "./queries";
+import { TERMINAL } from "../components/StatusBadge";
 
 const OUTPUT_REFRESH_MS = 1_500;
 const LINES_KEPT = 5_000;
@@ -46,6 +47,20 @@ export function useOutput(orgId: string, orderId: string) {
       return { lines: store.current.lines, truncated: page.truncated, ended: page.ended };
     },
     refetchInterval: (query) => (query.state.data?.ended ? false : OUTPUT_REFRESH_MS),
+  });
+}
+
+/** An array's members counted by status, refreshed until every one has ended. */
+export function useArraySummary(orgId: string, arrayId: string) {
+  return useQuery({
+    queryKey: keys.org(orgId, "array", arrayId),
+    queryFn: () =>
+      unwrap(
+        api.GET("/api/v1/orgs/{org_id}/job-arrays/{array_id}", {
+          params: { path: { org_id: orgId, array_id: arrayId } },
+        }),
+      ),
+    refetchInterval: (query) => (query.state.data?.by_status.every((s) => TERMINAL.has(s.status)) ? false : 3_000),
   });
 }
 

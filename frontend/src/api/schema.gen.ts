@@ -1583,6 +1583,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/job-arrays/{array_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * How an array's members stand: counted in the database, so an array of
+         *     10,000 reads as one answer rather than pages of orders.
+         */
+        get: operations["array_summary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/job-arrays/{array_id}/cancel": {
         parameters: {
             query?: never;
@@ -2261,6 +2281,15 @@ export interface components {
             cancelled: number;
             /** @description Members that had already ended. */
             ended: number;
+        };
+        /** @description An array's members by status, however many there are. */
+        ArraySummary: {
+            /** Format: uuid */
+            array_id: string;
+            /** Format: int64 */
+            members: number;
+            /** @description Each status some member has, with how many have it. */
+            by_status: components["schemas"]["StatusCount"][];
         };
         AssignedImage: {
             /** @description The catalog name, when the order named a catalog image. */
@@ -5200,6 +5229,11 @@ export interface components {
             /** Format: uuid */
             order_id: string;
             status: components["schemas"]["OrderStatus"];
+        };
+        StatusCount: {
+            status: components["schemas"]["OrderStatus"];
+            /** Format: int64 */
+            count: number;
         };
         StatusReport: {
             /** Format: uuid */
@@ -10007,6 +10041,49 @@ export interface operations {
                 };
                 content: {
                     "text/html": string;
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    array_summary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description The `job.array_id` its members share */
+                array_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its members by status */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArraySummary"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::{RawPathParams, State};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, Set};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, QueryFilter, QueryOrder, QuerySelect, Set};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::Dependency;
 use crate::app::AppState;
 use crate::audit::{self, Change};
+use crate::classes::OrderStatus;
 use crate::entities::{order, order_dependency};
 use crate::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use crate::http::extract::path_uuid;
@@ -27,8 +28,69 @@ pub struct ArrayCancelled {
     pub ended: usize,
 }
 
+/// An array's members by status, however many there are.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ArraySummary {
+    pub array_id: Uuid,
+    pub members: i64,
+    /// Each status some member has, with how many have it.
+    pub by_status: Vec<StatusCount>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatusCount {
+    pub status: OrderStatus,
+    pub count: i64,
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(cancel_array))
+    OpenApiRouter::new()
+        .routes(routes!(array_summary))
+        .routes(routes!(cancel_array))
+}
+
+/// How an array's members stand: counted in the database, so an array of
+/// 10,000 reads as one answer rather than pages of orders.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org_id}/job-arrays/{array_id}",
+    tag = "orders",
+    params(
+        ("org_id" = Uuid, Path, description = "Organization id"),
+        ("array_id" = Uuid, Path, description = "The `job.array_id` its members share"),
+    ),
+    responses((status = 200, description = "Its members by status", body = ArraySummary), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn array_summary(
+    State(state): State<AppState>,
+    access: OrgAccess<need::AnyRole>,
+    params: RawPathParams,
+) -> ApiResult<Json<ArraySummary>> {
+    let array_id = path_uuid(&params, "array_id", Resource::Order)?;
+    let mut by_status: Vec<StatusCount> = access
+        .scope
+        .select::<order::Entity>()
+        .select_only()
+        .column(order::Column::Status)
+        .column_as(order::Column::Id.count(), "count")
+        .filter(order::Column::ArrayId.eq(array_id))
+        .group_by(order::Column::Status)
+        .into_tuple::<(OrderStatus, i64)>()
+        .all(&state.db)
+        .await?
+        .into_iter()
+        .map(|(status, count)| StatusCount { status, count })
+        .collect();
+    if by_status.is_empty() {
+        return Err(ApiError::not_found(Resource::Order, array_id));
+    }
+    by_status.sort_by_key(|s| std::cmp::Reverse(s.count));
+    Ok(Json(ArraySummary {
+        array_id,
+        members: by_status.iter().map(|s| s.count).sum(),
+        by_status,
+    }))
 }
 
 /// Every dependency names a job of this organization; another

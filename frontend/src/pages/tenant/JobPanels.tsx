@@ -2,7 +2,7 @@
 // attempts and its output, live while it runs.
 import { Alert, Badge, Code, Group, Paper, ScrollArea, SimpleGrid, Table, Text, Title } from "@mantine/core";
 import type { Schemas } from "../../api/client";
-import { useAttempts, useCancelArray, useOutput } from "../../api/jobs";
+import { useArraySummary, useAttempts, useCancelArray, useOutput } from "../../api/jobs";
 import { type Order, settled } from "../../api/orders";
 import { ConfirmButton } from "../../components/ConfirmButton";
 import { AnchorLink } from "../../components/links";
@@ -65,6 +65,7 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
             <AnchorLink to="/orgs/$orgId/orders" params={{ orgId }} search={{ array: job.array_id }} size="sm" ff="monospace">
               {shortId(job.array_id)}
             </AnchorLink>
+            <ArrayStanding orgId={orgId} arrayId={job.array_id} />
           </Text>
           {!TERMINAL.has(order.status) && can.order && (
             <ConfirmButton
@@ -86,6 +87,18 @@ export function JobSummary({ orgId, order, job }: { orgId: string; order: Order;
         </Group>
       )}
     </Paper>
+  );
+}
+
+/** ": 50 members, 48 completed, 2 running", counted by the server. */
+function ArrayStanding({ orgId, arrayId }: { orgId: string; arrayId: string }) {
+  const summary = useArraySummary(orgId, arrayId);
+  if (!summary.data) return null;
+  const parts = summary.data.by_status.map((s) => `${s.count} ${words(s.status)}`).join(", ");
+  return (
+    <Text span size="sm" data-testid="array-standing">
+      {t("job.arrayStanding", { count: summary.data.members, parts })}
+    </Text>
   );
 }
 
