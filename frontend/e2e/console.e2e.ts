@@ -10,6 +10,7 @@ import {
   accessible,
   apiCall,
   apiToken,
+  instanceTypeId,
   chooseLanguage,
   launchBrowser,
   OPERATOR,
@@ -403,8 +404,7 @@ describe("the console", () => {
       const room = page.getByRole("table", { name: "Prices and room now by region" });
       await room.getByRole("columnheader", { name: "Per instance-hour" }).waitFor();
       const token = await apiToken(server, ALICE);
-      const types = await apiCall<{ items: { id: string; name: string }[] }>(server, token, "GET", "/catalog/instance-types");
-      const typeId = types.items.find((t) => t.name === type)?.id;
+      const typeId = await instanceTypeId(server, token, type);
       const counted = async () => {
         const now = await apiCall<{ regions: { instances_now: number | null }[] }>(server, token, "GET", `/catalog/instance-types/${typeId}/availability`);
         const shown = await room.getByText(/ free now$/).allTextContents();

@@ -184,6 +184,12 @@ export async function apiCall<T>(server: Server, token: string, method: string, 
   return (await answer.json()) as T;
 }
 
+/** An instance type's id, by its name. */
+export async function instanceTypeId(server: Server, token: string, name: string): Promise<string | undefined> {
+  const types = await apiCall<{ items: { id: string; name: string }[] }>(server, token, "GET", "/catalog/instance-types");
+  return types.items.find((t) => t.name === name)?.id;
+}
+
 /** No serious accessibility violations on the page as it stands. */
 export async function accessible(page: Page, where = "") {
   // A notification fading in or out is read by axe at part opacity, as a

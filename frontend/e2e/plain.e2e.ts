@@ -5,7 +5,7 @@
 // timeline, and a runtime that counts only running time.
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
-import { accessible, apiCall, apiToken, browserSuite, chooseLanguage, OPERATOR, screenshot, signIn, signUp, until } from "./harness";
+import { accessible, apiCall, apiToken, browserSuite, chooseLanguage, instanceTypeId, OPERATOR, screenshot, signIn, signUp, until } from "./harness";
 
 const DORA = { name: "Dora", email: "dora@example.com", organization: "Delta Dynamics", password: "delta dynamics passphrase" };
 const ERIN = { name: "Erin", email: "erin@example.com", organization: "Echo Robotics", password: "echo robotics passphrase" };
@@ -200,8 +200,7 @@ describe("what the console says about an order", () => {
     await ops.page.getByText("Scheduled price withdrawn.").waitFor();
     await row.waitFor({ state: "detached" });
     const token = await apiToken(suite.server, OPERATOR);
-    const types = await apiCall<{ items: { id: string; name: string }[] }>(suite.server, token, "GET", "/catalog/instance-types");
-    const l40s = types.items.find((t) => t.name === "l40sx1")?.id;
+    const l40s = await instanceTypeId(suite.server, token, "l40sx1");
     const left = await apiCall<{ hourly_micros: number }[]>(suite.server, token, "GET", `/catalog/instance-types/${l40s}/prices`);
     expect(left.map((p) => p.hourly_micros)).not.toContain(1_770_000);
   });

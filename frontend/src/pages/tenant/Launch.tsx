@@ -166,17 +166,11 @@ export function LaunchPage() {
     validate: {
       name: (v) => (v === "" || /^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : t("launch.nameFormat")),
       command: (v, all) => (all.kind === "job" && !v.trim() ? t("launch.commandRequired") : null),
-      env: (v) =>
-        v
-          .split("\n")
-          .filter((line) => line.trim())
-          .every((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line))
-          ? null
-          : t("launch.envFormat"),
+      env: (v) => (lines(v).every((line) => line.includes("=") && VARIABLE_NAME.test(line.slice(0, line.indexOf("=")))) ? null : t("launch.envFormat")),
       secrets: {
         name: (name, all, path) => {
           const at = Number(path.split(".")[1]);
-          if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return t("launch.secretName");
+          if (!VARIABLE_NAME.test(name)) return t("launch.secretName");
           if (all.secrets.some((s, i) => i < at && s.name === name) || envNames(all.env).includes(name)) return t("launch.secretTwice", { name });
           return null;
         },
@@ -557,6 +551,9 @@ function RoomNow({ room, loaded }: { room: Schemas["RegionAvailability"] | undef
     </>
   );
 }
+
+/** A name a shell takes for a variable, as the API checks it. */
+const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 const lines = (text: string) =>
   text
