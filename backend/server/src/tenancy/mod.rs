@@ -8,4 +8,4 @@ pub mod members;
 pub mod orgs;
 pub mod projects;
 pub mod registry_credentials;
-pub mod roles;
+pub use gantry_types::roles;

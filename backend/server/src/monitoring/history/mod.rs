@@ -21,14 +21,12 @@ use crate::classes::{AllocationState, HistoryMetric, OrderStatus};
 use crate::entities::{gpu_telemetry, history_sample, order};
 use crate::scheduling::world::World;
 
-impl HistoryMetric {
-    /// How the intervals inside one chart step combine.
-    fn combine(self, sum: f64, max: f64, count: i64) -> f64 {
-        match self {
-            Self::GpuHours => sum,
-            Self::AdmissionWaitP95Seconds => max,
-            _ => sum / count.max(1) as f64,
-        }
+/// How the intervals of `metric` inside one chart step combine.
+fn combine(metric: HistoryMetric, sum: f64, max: f64, count: i64) -> f64 {
+    match metric {
+        HistoryMetric::GpuHours => sum,
+        HistoryMetric::AdmissionWaitP95Seconds => max,
+        _ => sum / count.max(1) as f64,
     }
 }
 
@@ -346,7 +344,7 @@ pub async fn read(
     for (metric, subject, at, sum, max, count) in rows {
         grouped.entry((metric, subject)).or_default().push(Point {
             at: DateTime::from_timestamp(at, 0).unwrap_or_default(),
-            value: metric.combine(sum, max, count),
+            value: combine(metric, sum, max, count),
         });
     }
     let orgs: Vec<Uuid> = grouped

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::{PricingClass, UsageKind};
+use gantry_types::classes::{PricingClass, UsageKind};
 
 /// A span of one allocation's use of its GPUs: at most an hour, never
 /// across an hour boundary (UTC), so hour-aligned ranges and days are exact.

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::tenancy::roles::OrgRole;
+use gantry_types::roles::OrgRole;
 
 /// An invitation to join an organization, by email, before sign-up.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

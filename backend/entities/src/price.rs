@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::PricingClass;
+use gantry_types::classes::PricingClass;
 
 /// One version of a price; later versions supersede it from their
 /// `effective_from` on, and no row is ever edited.

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::tenancy::roles::OrgRole;
+use gantry_types::roles::OrgRole;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "memberships")]

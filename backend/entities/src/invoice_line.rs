@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::{LineKind, PricingClass};
+use gantry_types::classes::{LineKind, PricingClass};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "invoice_lines")]

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::BalanceKind;
+use gantry_types::classes::BalanceKind;
 
 /// A movement of an organization's prepaid balance.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::PriorityClass;
+use gantry_types::classes::PriorityClass;
 
 /// What a priority class is promised.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

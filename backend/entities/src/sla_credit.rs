@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::PriorityClass;
+use gantry_types::classes::PriorityClass;
 
 /// A service credit one order earned in one month, until an invoice takes it.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::ReservationStatus;
+use gantry_types::classes::ReservationStatus;
 
 /// GPUs of one instance type held for an organization over a window.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

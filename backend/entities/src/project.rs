@@ -9,7 +9,7 @@ pub struct Model {
     pub name: String,
     pub description: String,
     /// Which private network its work is on.
-    pub network: crate::classes::ProjectNetwork,
+    pub network: gantry_types::classes::ProjectNetwork,
     /// The project whose network it joins (`joined`).
     pub network_project_id: Option<Uuid>,
     pub created_at: DateTimeUtc,

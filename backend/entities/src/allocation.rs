@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::{AllocationState, StopCause};
+use gantry_types::classes::{AllocationState, StopCause};
 
 /// The GPUs of one order on one node, for one attempt.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::HistoryMetric;
+use gantry_types::classes::HistoryMetric;
 
 /// One series' mean over one sampling interval: a fleet figure the
 /// scheduling leader saw, by metric and subject (a GPU model, an

@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::ReservationStatus;
+use gantry_types::classes::ReservationStatus;
 
 /// Every GPU of one node held for maintenance over a window.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,6 +1,8 @@
 use sea_orm::entity::prelude::*;
 
-use crate::classes::{EstimateConfidence, OrderStatus, PricingClass, PriorityClass, WorkloadClass};
+use gantry_types::classes::{
+    EstimateConfidence, OrderStatus, PricingClass, PriorityClass, WorkloadClass,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "orders")]
