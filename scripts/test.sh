@@ -19,6 +19,10 @@ step() { printf '\n==> %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all --check
 
+step "the layer table: crates depend only downwards"
+scripts/check-layers.py
+scripts/check-layers-test.sh
+
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

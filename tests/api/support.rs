@@ -136,7 +136,7 @@ impl TestServer {
         tokio::sync::oneshot::Sender<()>,
         tokio::task::JoinHandle<()>,
     ) {
-        let state = AppState::start(config).await.expect("server state");
+        let state = app::start(config).await.expect("server state");
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = state.clone();
         let handle = tokio::spawn(async move {

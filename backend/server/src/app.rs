@@ -2,14 +2,11 @@
 //! server loop with graceful shutdown.
 
 use std::net::SocketAddr;
-use std::ops::Deref;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
-use sea_orm::DatabaseConnection;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -27,98 +24,57 @@ use crate::http::rate_limit::RateLimits;
 use crate::openapi::ApiDoc;
 use crate::scheduling::SchedulerHandle;
 
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
-pub const API_PREFIX: &str = "/api/v1";
+pub use gantry_core::state::{API_PREFIX, AppState, REQUEST_ID_HEADER, Shared};
 
-/// Everything a request handler may need, cheap to clone.
-#[derive(Clone)]
-pub struct AppState(Arc<Shared>);
-
-pub struct Shared {
-    pub db: DatabaseConnection,
-    pub sessions: SessionKeys,
-    pub passwords: PasswordHasher,
-    pub identities: IdentityCache,
-    pub login_throttle: LoginThrottle,
-    pub rate_limits: RateLimits,
-    pub scheduler: SchedulerHandle,
-    pub intake: crate::orders::intake::Intake,
-    pub catalog: crate::catalog::cache::CatalogCache,
-    pub networks: crate::networks::Cache,
-    pub clock: crate::clock::Clock,
-    pub trusted_proxies: crate::http::client_address::TrustedProxies,
-    /// Where webhook deliveries may go.
-    pub webhook_targets: crate::webhooks::target::Targets,
-    /// Seals organizations' registry passwords.
-    pub registry_sealer: crate::sealing::Sealer,
-    /// Seals jobs' secret variables.
-    pub secret_env_sealer: crate::sealing::Sealer,
-    pub config: Config,
-}
-
-impl Deref for AppState {
-    type Target = Shared;
-
-    fn deref(&self) -> &Shared {
-        &self.0
+/// Connects to the database, applies pending migrations, loads (or creates)
+/// the session signing secret and, with `demo` on, seeds an empty database
+/// with the demo installation.
+pub async fn start(config: Config) -> anyhow::Result<AppState> {
+    let scheduler = SchedulerHandle::default();
+    let db = crate::db::connect(
+        &config.database_url(),
+        config.database_max_connections,
+        &crate::scheduling::notify::application_name(scheduler.holder()),
+    )
+    .await?;
+    crate::db::migrate(&db).await?;
+    let secret = session::load_or_create_secret(config.jwt_secret.as_deref(), &config.data_dir)?;
+    let passwords = PasswordHasher::new()?;
+    let trusted_proxies =
+        crate::http::client_address::TrustedProxies::parse(&config.trusted_proxies)?;
+    let webhook_targets = crate::webhooks::target::Targets::new(
+        crate::http::client_address::networks(&config.webhook_allowed_networks, "webhook network")?,
+        config.webhook_allow_http,
+    );
+    if config.demo && crate::demo::seed(&db, &passwords).await? {
+        tracing::info!("seeded the demo catalog, simulated cluster and logins");
     }
-}
-
-impl AppState {
-    /// Connects to the database, applies pending migrations, loads (or
-    /// creates) the session signing secret and, with `demo` on, seeds an
-    /// empty database with the demo installation.
-    pub async fn start(config: Config) -> anyhow::Result<Self> {
-        let scheduler = SchedulerHandle::default();
-        let db = crate::db::connect(
-            &config.database_url(),
-            config.database_max_connections,
-            &crate::scheduling::notify::application_name(scheduler.holder()),
-        )
-        .await?;
-        crate::db::migrate(&db).await?;
-        let secret =
-            session::load_or_create_secret(config.jwt_secret.as_deref(), &config.data_dir)?;
-        let passwords = PasswordHasher::new()?;
-        let trusted_proxies =
-            crate::http::client_address::TrustedProxies::parse(&config.trusted_proxies)?;
-        let webhook_targets = crate::webhooks::target::Targets::new(
-            crate::http::client_address::networks(
-                &config.webhook_allowed_networks,
-                "webhook network",
-            )?,
-            config.webhook_allow_http,
-        );
-        if config.demo && crate::demo::seed(&db, &passwords).await? {
-            tracing::info!("seeded the demo catalog, simulated cluster and logins");
-        }
-        let intake = crate::orders::intake::Intake::start(db.clone(), config.max_waiting_orders);
-        Ok(Self(Arc::new(Shared {
-            db,
-            sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
-            passwords,
-            identities: IdentityCache::new(config.auth_cache_seconds),
-            login_throttle: LoginThrottle::new(config.login_max_failures),
-            rate_limits: RateLimits::new(
-                config.rate_limit_per_second,
-                config.rate_limit_burst,
-                config.failed_auth_per_minute,
-            ),
-            scheduler,
-            intake,
-            catalog: crate::catalog::cache::CatalogCache::default(),
-            networks: crate::networks::Cache::default(),
-            clock: crate::clock::Clock::default(),
-            trusted_proxies,
-            webhook_targets,
-            registry_sealer: crate::sealing::Sealer::new(
-                &secret,
-                crate::tenancy::registry_credentials::PURPOSE,
-            )?,
-            secret_env_sealer: crate::sealing::Sealer::new(&secret, crate::jobs::SECRETS_PURPOSE)?,
-            config,
-        })))
-    }
+    let intake = crate::orders::intake::Intake::start(db.clone(), config.max_waiting_orders);
+    Ok(AppState::from(Shared {
+        db,
+        sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
+        passwords,
+        identities: IdentityCache::new(config.auth_cache_seconds),
+        login_throttle: LoginThrottle::new(config.login_max_failures),
+        rate_limits: RateLimits::new(
+            config.rate_limit_per_second,
+            config.rate_limit_burst,
+            config.failed_auth_per_minute,
+        ),
+        scheduler,
+        intake,
+        catalog: crate::catalog::cache::CatalogCache::default(),
+        networks: crate::networks::Cache::default(),
+        clock: crate::clock::Clock::default(),
+        trusted_proxies,
+        webhook_targets,
+        registry_sealer: crate::sealing::Sealer::new(
+            &secret,
+            crate::tenancy::registry_credentials::PURPOSE,
+        )?,
+        secret_env_sealer: crate::sealing::Sealer::new(&secret, crate::jobs::SECRETS_PURPOSE)?,
+        config,
+    }))
 }
 
 /// Every route, with its OpenAPI description.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use gantry_server::app::{self, AppState};
+use gantry_server::app;
 use gantry_server::config::Config;
 use gantry_server::operators::{self, Outcome};
 use tracing_subscriber::EnvFilter;
@@ -114,7 +114,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let demo = config.demo;
-    let state = AppState::start(config).await?;
+    let state = app::start(config).await?;
     let address = listener.local_addr()?;
     tracing::info!(%address, "serving");
     if demo {

@@ -166,7 +166,7 @@ fn deploy_files_set_only_settings_the_programs_read() {
             .collect()
     };
     let read = |path: &str| std::fs::read_to_string(root.join(path)).expect(path);
-    let mut known = names(&read("backend/server/src/config.rs"));
+    let mut known = names(&read("backend/core/src/config.rs"));
     known.extend(names(&read("backend/server/src/main.rs")));
     known.extend(names(&read("backend/agent/src/main.rs")));
     let mut checked = 0;

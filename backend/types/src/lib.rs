@@ -5,4 +5,7 @@
 pub mod classes;
 pub mod clock;
 pub mod digest;
+pub mod image_refs;
+pub mod job_spec;
+pub mod reasons;
 pub mod roles;

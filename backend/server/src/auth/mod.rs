@@ -1,12 +1,7 @@
 //! Authentication: accounts, passwords, session tokens, API key secrets and
 //! the request principal.
 
-pub mod accounts;
-pub mod api_key_secret;
-pub mod identity;
-pub mod login_throttle;
-pub mod oidc;
-pub mod password;
-pub mod principal;
-pub mod refresh;
-pub mod session;
+pub use gantry_access::auth::{accounts, oidc, refresh};
+pub use gantry_core::auth::{
+    api_key_secret, identity, login_throttle, password, principal, session,
+};

@@ -6,19 +6,21 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::Utc;
-use sea_orm::{ConnectionTrait, EntityTrait, QueryOrder, Set};
+use sea_orm::{ConnectionTrait, EntityTrait, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use super::image_refs::{ImageRef, REFERENCE_MAX};
+use super::image_refs::REFERENCE_MAX;
+pub use gantry_core::catalog::image_policy::{allowed, check};
+
 use crate::app::AppState;
 use crate::audit;
 use crate::auth::principal::{Actor, Authenticated, Operator};
 use crate::entities::allowed_image_prefix;
-use crate::error::{ApiError, ApiResult, ProblemResponses};
+use crate::error::{ApiResult, ProblemResponses};
 use crate::http::extract::ApiJson;
 use crate::validate::Fields;
 
@@ -41,43 +43,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_image_policy))
         .routes(routes!(set_image_policy))
-}
-
-/// The prefixes allowed now, in order.
-pub async fn allowed(db: &impl ConnectionTrait) -> Result<Vec<String>, sea_orm::DbErr> {
-    Ok(allowed_image_prefix::Entity::find()
-        .order_by_asc(allowed_image_prefix::Column::Prefix)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|p| p.prefix)
-        .collect())
-}
-
-/// The reference an order names, if the policy admits it; a 422 naming
-/// `field` otherwise.
-pub fn check(field: &str, text: &str, allowed: &[String]) -> ApiResult<ImageRef> {
-    let reference = ImageRef::parse(text).map_err(|why| {
-        ApiError::validation(vec![crate::error::FieldError {
-            field: field.to_owned(),
-            message: why,
-        }])
-    })?;
-    if allowed.iter().any(|p| reference.allowed_by(p)) {
-        return Ok(reference);
-    }
-    let said = if allowed.is_empty() {
-        "this installation allows only its catalog's images (`GET /catalog/images`)".to_owned()
-    } else {
-        format!(
-            "this installation allows images from {} only, and the catalog's",
-            allowed.join(", ")
-        )
-    };
-    Err(ApiError::validation(vec![crate::error::FieldError {
-        field: field.to_owned(),
-        message: format!("{} is not allowed: {said}", reference.whole()),
-    }]))
 }
 
 /// Whether `prefix` is a registry or a repository prefix below one.

@@ -3,15 +3,16 @@
 //! caller reads it under `/catalog`.
 
 pub mod availability;
-pub mod cache;
 pub mod gpu_models;
 pub mod image_policy;
-pub mod image_refs;
 pub mod images;
 pub mod instance_types;
 pub mod prices;
 pub mod regions;
-pub mod shares;
+
+pub use gantry_core::catalog as cache;
+pub use gantry_core::catalog::shares;
+pub use gantry_types::image_refs;
 
 use std::collections::HashMap;
 

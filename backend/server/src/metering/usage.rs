@@ -553,7 +553,7 @@ mod tests {
             totals: figures,
         };
         assert_eq!(
-            to_csv(&usage).text(),
+            to_csv(&usage).text().expect("CSV as text"),
             "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds\n\
              project,p,\"the \"\"big\"\" run, again\",7200,7000,200,900\n\
              total,,,7200,7000,200,900\n"

@@ -9,9 +9,11 @@
 
 pub mod api;
 
+pub use gantry_core::handles::networks::Cache;
+
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ipnet::Ipv4Net;
 use sea_orm::sea_query::Expr;
@@ -68,38 +70,6 @@ pub struct Scope {
 impl Scope {
     fn id(self) -> Uuid {
         self.project_id.unwrap_or(self.org_id)
-    }
-}
-
-/// Networks already read, by scope and region and by id: a network's
-/// identifier and range never change once made, and every fetch of every
-/// busy node asks for them.
-#[derive(Default)]
-pub struct Cache(Mutex<Kept>);
-
-#[derive(Default)]
-struct Kept {
-    by_scope: HashMap<(Uuid, Uuid), Arc<private_network::Model>>,
-    by_id: HashMap<Uuid, Arc<private_network::Model>>,
-}
-
-impl Cache {
-    fn by_scope(&self, scope: Uuid, region: Uuid) -> Option<Arc<private_network::Model>> {
-        self.0.lock().ok()?.by_scope.get(&(scope, region)).cloned()
-    }
-
-    fn by_id(&self, id: Uuid) -> Option<Arc<private_network::Model>> {
-        self.0.lock().ok()?.by_id.get(&id).cloned()
-    }
-
-    fn keep(&self, network: private_network::Model) -> Arc<private_network::Model> {
-        let network = Arc::new(network);
-        if let Ok(mut kept) = self.0.lock() {
-            kept.by_scope
-                .insert((network.scope_id, network.region_id), Arc::clone(&network));
-            kept.by_id.insert(network.id, Arc::clone(&network));
-        }
-        network
     }
 }
 

@@ -3,12 +3,13 @@
 //! it up, and the tenant cancels it when done.
 
 pub mod admission;
-pub mod intake;
+pub use gantry_core::handles::intake;
 pub mod lifecycle;
 pub mod names;
-pub mod reasons;
 pub mod reconcile;
 pub mod service;
+
+pub use gantry_types::reasons;
 
 use std::collections::HashMap;
 

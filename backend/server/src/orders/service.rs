@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, DatabaseConnection, QueryFilter, Set};
 use uuid::Uuid;
 
-use super::intake::{Intake, Prepared};
+use super::intake::{Created, Intake, Prepared};
 use super::{CreateOrder, DURATION_MAX, DURATION_MIN, NODE_COUNT_MAX, admission};
 use crate::audit::{self, Change};
 use crate::auth::principal::Actor;
@@ -27,12 +27,6 @@ pub struct Caller<'a> {
     pub scope: &'a OrgScope,
     pub actor: &'a Actor,
     pub idempotency_key: Option<String>,
-}
-
-/// The order, and whether this call made it (a replayed key did not).
-pub struct Created {
-    pub order: order::Model,
-    pub new: bool,
 }
 
 /// Checks the ports an order exposes against the operator's list.

@@ -25,8 +25,7 @@ use crate::http::extract::{ApiJson, ApiQuery, path_uuid};
 use crate::inventory::nodes::Breaking;
 use crate::validate::Fields;
 
-/// The queue maintenance holds are made for; no workload is ever in it.
-pub const HOLDER: &str = "maintenance";
+pub use gantry_world::load::MAINTENANCE_HOLDER as HOLDER;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MaintenanceWindow {

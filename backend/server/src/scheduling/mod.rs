@@ -7,13 +7,10 @@
 
 pub mod apply;
 mod defrag;
-pub mod lease;
-pub mod load;
-pub mod notify;
-pub mod scoped;
 pub mod status;
 pub mod what_if;
-pub mod world;
+
+pub use gantry_world::{lease, load, notify, scoped, world};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,7 +21,7 @@ use chrono::{DateTime, Utc};
 use gantry_scheduler::Policy;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -36,129 +33,10 @@ use crate::provisioning::Driver;
 use crate::provisioning::simulated::{SimulatedDriver, Timing};
 use world::{Followed, World};
 
+pub use gantry_core::handles::scheduler::{AssignmentChanges, Checks, SchedulerHandle};
+
 /// The name of the scheduler's lease row.
 pub const LEASE: &str = "scheduler";
-
-/// What request handlers and drivers use to reach the loop.
-#[derive(Clone)]
-pub struct SchedulerHandle {
-    wake: Arc<Notify>,
-    leader: Arc<AtomicBool>,
-    /// This process's name on the lease.
-    holder: Arc<str>,
-    /// Counts the changes of what agents run, for all nodes and per node;
-    /// waiting agent fetches watch it.
-    assignments: Arc<watch::Sender<AssignmentChanges>>,
-    /// Set when the server shuts down: no fetch waits any more.
-    stopping: Arc<AtomicBool>,
-    /// Asks the leader to compare its copy of the rows with a full read at
-    /// its next cycle.
-    check_soon: Arc<AtomicBool>,
-    /// Consistency checks run by this process, and how many found a
-    /// difference.
-    checks: Arc<watch::Sender<Checks>>,
-}
-
-/// How many times agents' assignments may have changed: on every node at
-/// once (`all`) and on single nodes. A waiting fetch looks again when
-/// either count it watches moves.
-#[derive(Debug, Default)]
-pub struct AssignmentChanges {
-    all: u64,
-    nodes: HashMap<Uuid, u64>,
-}
-
-impl AssignmentChanges {
-    /// What a fetch for `node` compares to tell a change that concerns it.
-    pub fn mark(&self, node: Uuid) -> (u64, u64) {
-        (self.all, self.nodes.get(&node).copied().unwrap_or(0))
-    }
-}
-
-/// The consistency checks this process has run as leader.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Checks {
-    pub run: u64,
-    pub differing: u64,
-}
-
-impl Default for SchedulerHandle {
-    fn default() -> Self {
-        Self {
-            wake: Arc::default(),
-            leader: Arc::default(),
-            holder: Uuid::new_v4().to_string().into(),
-            assignments: Arc::new(watch::Sender::new(AssignmentChanges::default())),
-            stopping: Arc::default(),
-            check_soon: Arc::default(),
-            checks: Arc::new(watch::Sender::new(Checks::default())),
-        }
-    }
-}
-
-impl SchedulerHandle {
-    /// This process's name on the scheduler lease.
-    pub fn holder(&self) -> &str {
-        &self.holder
-    }
-
-    /// Asks for a cycle soon; several requests before it runs make one.
-    pub fn wake(&self) {
-        self.wake.notify_one();
-    }
-
-    /// Whether this process runs the loop now.
-    pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::Relaxed)
-    }
-
-    /// Tells when agents' assignments may have changed in this process.
-    pub fn assignment_changes(&self) -> watch::Receiver<AssignmentChanges> {
-        self.assignments.subscribe()
-    }
-
-    /// Wakes every agent fetch waiting on this process to look again.
-    pub fn assignments_may_have_changed(&self) {
-        self.assignments
-            .send_modify(|c| c.all = c.all.wrapping_add(1));
-    }
-
-    /// Wakes the fetches waiting for these nodes' assignments.
-    pub fn assignments_changed_on(&self, nodes: &HashSet<Uuid>) {
-        if nodes.is_empty() {
-            return;
-        }
-        self.assignments.send_modify(|c| {
-            for node in nodes {
-                let count = c.nodes.entry(*node).or_default();
-                *count = count.wrapping_add(1);
-            }
-        });
-    }
-
-    /// Ends every wait for changed assignments, now and from now on.
-    pub fn stop_assignment_waits(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        self.assignments_may_have_changed();
-    }
-
-    /// Whether fetches may still wait for changed assignments.
-    pub fn assignment_waits_allowed(&self) -> bool {
-        !self.stopping.load(Ordering::Relaxed)
-    }
-
-    /// Has the leader check its copy of the rows against a full read in
-    /// its next cycle, and wakes it.
-    pub fn check_consistency_soon(&self) {
-        self.check_soon.store(true, Ordering::Relaxed);
-        self.wake();
-    }
-
-    /// Tells when a consistency check has run, and what it found.
-    pub fn consistency_checks(&self) -> watch::Receiver<Checks> {
-        self.checks.subscribe()
-    }
-}
 
 /// How often the leader meters: spans end on whole seconds, so a cycle woken
 /// by every order need not meter again within one.
@@ -249,14 +127,14 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             world = None;
         }
         tokio::select! {
-            () = state.scheduler.wake.notified() => {}
+            () = state.scheduler.woken() => {}
             () = tokio::time::sleep(interval) => {}
             _ = stop.changed() => break,
         }
     }
     keeper.await.ok();
     if state.scheduler.is_leader() {
-        state.scheduler.leader.store(false, Ordering::Relaxed);
+        state.scheduler.set_leader(false);
         if let Err(error) = lease::release(&state.db, LEASE, state.scheduler.holder()).await {
             tracing::warn!(%error, "could not give the scheduler lease up");
         }
@@ -279,7 +157,7 @@ async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
                 false
             }
         };
-        let was = state.scheduler.leader.swap(leading, Ordering::Relaxed);
+        let was = state.scheduler.set_leader(leading);
         fleet::set_leader(leading);
         if leading && !was {
             tracing::info!(%holder, "this process now runs the scheduling loop");
@@ -498,7 +376,7 @@ async fn follow<'w>(
     world: &'w mut Option<World>,
     due: &mut Due,
 ) -> Result<&'w mut World, DbErr> {
-    let asked = state.scheduler.check_soon.swap(false, Ordering::Relaxed);
+    let asked = state.scheduler.take_consistency_request();
     let Some(kept) = world.take() else {
         due.checked = Some(Instant::now());
         return Ok(world.insert(World::load(&state.db).await?));
@@ -541,10 +419,7 @@ async fn check_consistency(state: &AppState, world: &mut World) -> Result<(), Db
             break;
         }
     }
-    state.scheduler.checks.send_modify(|checks| {
-        checks.run += 1;
-        checks.differing += u64::from(!differences.is_empty());
-    });
+    state.scheduler.record_check(!differences.is_empty());
     if !differences.is_empty() {
         tracing::error!(
             ?differences,

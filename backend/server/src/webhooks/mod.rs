@@ -8,6 +8,6 @@ pub mod api;
 pub mod delivery;
 pub mod events;
 pub mod signing;
-pub mod target;
+pub use gantry_core::handles::webhook_targets as target;
 
 pub use api::routes;

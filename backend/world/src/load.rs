@@ -1,0 +1,440 @@
+//! Builds one scheduling cycle's engine snapshot from the rows the
+//! scheduler plans with, keeping the ids that turn the engine's names back
+//! into rows.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, Offset, TimeZone, Utc};
+use gantry_scheduler as engine;
+use sea_orm::{ConnectionTrait, DbErr};
+use uuid::Uuid;
+
+use crate::world::World;
+use gantry_entities::{
+    allocation, gpu, instance_type, node, order, price, quota, region, reservation,
+};
+use gantry_types::classes::{AllocationState, NodeState, OrderStatus, PricingClass};
+
+/// The queue maintenance holds are made for; no workload is ever in it.
+pub const MAINTENANCE_HOLDER: &str = "maintenance";
+
+/// The snapshot and the lookups its decisions are written back with.
+pub struct Loaded {
+    pub snapshot: engine::OwnedSnapshot,
+    /// Node ids by name, and each node's GPU ids by index.
+    pub nodes: HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
+    /// The free MIG instances of each GPU in MIG mode, by GPU id, of the
+    /// size the engine packs on it: a MIG start takes one of them.
+    pub mig_free: HashMap<Uuid, Vec<String>>,
+    /// Queued orders kept from the engine this cycle by a project or
+    /// regional quota, or by jobs they wait for.
+    pub held: Vec<crate::scoped::Held>,
+    /// Queued jobs whose required dependency failed, with why; the loop
+    /// fails them.
+    pub broken: HashMap<Uuid, String>,
+}
+
+/// Reads everything and builds the engine's snapshot: for callers outside
+/// the loop, which keeps its own copy.
+pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loaded, DbErr> {
+    let world = World::load(db).await?;
+    snapshot(&world, db, now).await
+}
+
+/// Builds the engine's snapshot from the leader's copy of the rows; only
+/// job dependencies are read from the database.
+pub async fn snapshot(
+    world: &World,
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+) -> Result<Loaded, DbErr> {
+    let model_name = |id: &Uuid| {
+        world
+            .gpu_models
+            .get(id)
+            .map(|m| m.name.clone())
+            .unwrap_or_default()
+    };
+    let types = &world.instance_types;
+    let mut regions_rows: Vec<&region::Model> = world.regions.values().collect();
+    regions_rows.sort_by(|a, b| a.name.cmp(&b.name));
+    let region_names: HashMap<Uuid, String> = regions_rows
+        .iter()
+        .map(|r| (r.id, r.name.clone()))
+        .collect();
+    let prices: Vec<&price::Model> = world
+        .prices
+        .values()
+        .filter(|p| p.pricing_class == PricingClass::OnDemand && p.effective_from <= now)
+        .collect();
+    let regions = regions_rows
+        .iter()
+        .map(|r| engine_region(r, &prices, types, &model_name, now))
+        .collect();
+
+    // Sorted, so the engine sees the same cluster in the same order every
+    // cycle and on every replica.
+    let mut node_rows: Vec<&node::Model> = world.nodes.values().collect();
+    node_rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+    let mut gpus_by_node: HashMap<Uuid, Vec<&gpu::Model>> = HashMap::new();
+    for g in world.gpus.values() {
+        gpus_by_node.entry(g.node_id).or_default().push(g);
+    }
+    let mig_held: HashSet<&str> = world
+        .allocations
+        .values()
+        .filter_map(|a| a.mig_device.as_deref())
+        .collect();
+    let mut mig_free = HashMap::new();
+    let mut nodes = HashMap::new();
+    let mut cluster_nodes = Vec::with_capacity(node_rows.len());
+    for n in &node_rows {
+        let mut gpus = gpus_by_node.remove(&n.id).unwrap_or_default();
+        gpus.sort_by_key(|g| g.index);
+        let indices = gpus
+            .iter()
+            .map(|g| (u32::try_from(g.index).unwrap_or(u32::MAX), g.id))
+            .collect();
+        nodes.insert(n.name.clone(), (n.id, indices));
+        cluster_nodes.push(engine::Node {
+            name: n.name.clone(),
+            region: region_names.get(&n.region_id).cloned().unwrap_or_default(),
+            rack: n.rack.clone(),
+            labels: serde_json::from_str::<BTreeSet<String>>(&n.labels).unwrap_or_default(),
+            cpu_milli: u64::try_from(n.cpu_milli).unwrap_or(0),
+            memory_mib: u64::try_from(n.memory_mib).unwrap_or(0),
+            schedulable: n.state == NodeState::Ready,
+            gpus: gpus
+                .iter()
+                .map(|g| {
+                    let layout = mig(g, &mig_held, &mut mig_free);
+                    engine::Gpu {
+                        index: u32::try_from(g.index).unwrap_or(u32::MAX),
+                        model: model_name(&g.gpu_model_id),
+                        nvlink_domain: u32::try_from(g.nvlink_domain).unwrap_or(0),
+                        // A GPU in MIG mode without instances serves nothing
+                        // until its agent reports some.
+                        healthy: g.healthy
+                            && n.state != NodeState::Unhealthy
+                            && (!g.mig_enabled || layout.is_some()),
+                        mig_slices: layout.map(|(slices, _)| slices),
+                        mig_instance_slices: layout.map(|(_, size)| size),
+                    }
+                })
+                .collect(),
+        });
+    }
+
+    let mut quota_rows: Vec<quota::Model> = world.quotas.values().cloned().collect();
+    quota_rows.sort_by_key(|q| q.id);
+    let mut queues = queues(&quota_rows, &model_name);
+    let mut live: Vec<&allocation::Model> = world.allocations.values().collect();
+    live.sort_by_key(|a| a.id);
+    let orders = &world.orders;
+    // Every organization with work gets a queue; one without quota rows
+    // has no limits.
+    let with_quota: HashSet<String> = queues.iter().map(|q| q.name.clone()).collect();
+    let unlimited: BTreeSet<String> = orders
+        .values()
+        .map(|o| o.org_id.to_string())
+        .filter(|org| !with_quota.contains(org))
+        .collect();
+    queues.extend(unlimited.iter().map(|org| engine::Queue::new(org)));
+    let node_names: HashMap<Uuid, &str> =
+        node_rows.iter().map(|n| (n.id, n.name.as_str())).collect();
+    let names = Names {
+        types,
+        model: &model_name,
+        regions: &region_names,
+    };
+    let mut running: BTreeMap<Uuid, engine::Running> = BTreeMap::new();
+    for a in &live {
+        let Some(o) = orders.get(&a.order_id) else {
+            continue;
+        };
+        let entry = running.entry(o.id).or_insert_with(|| engine::Running {
+            workload: workload(o, &names, &world.reservations, now),
+            placements: Vec::new(),
+            started_at: o.started_at.unwrap_or(a.created_at).timestamp(),
+            last_checkpoint_at: None,
+            stopping_at: None,
+        });
+        if let Some(stop_at) = a.stop_at.filter(|_| a.state == AllocationState::Stopping) {
+            entry.stopping_at = Some(stop_at.timestamp());
+        }
+        entry.placements.push(engine::Placement {
+            node: node_names
+                .get(&a.node_id)
+                .copied()
+                .unwrap_or_default()
+                .to_owned(),
+            gpus: a.gpu_list(),
+        });
+    }
+    // Jobs waiting on other jobs are not the engine's to place yet.
+    let gate = crate::gate::gate(db).await?;
+    let mut pending: Vec<engine::Workload> = orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Queued)
+        .filter(|o| !gate.blocked.contains_key(&o.id) && !gate.broken.contains_key(&o.id))
+        .map(|o| workload(o, &names, &world.reservations, now))
+        .collect();
+    pending.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut used: crate::scoped::Use = HashMap::new();
+    let node_regions: HashMap<Uuid, Uuid> = node_rows.iter().map(|n| (n.id, n.region_id)).collect();
+    for a in &live {
+        if let (Some(o), Some(region)) = (orders.get(&a.order_id), node_regions.get(&a.node_id)) {
+            *used
+                .entry((o.org_id, o.gpu_model_id, *region, o.project_id))
+                .or_default() += a.gpu_count();
+        }
+    }
+    let mut held = crate::scoped::hold_back(&mut pending, orders, &quota_rows, used, &region_names);
+    held.extend(gate.blocked.into_values());
+    Ok(Loaded {
+        mig_free,
+        held,
+        broken: gate.broken,
+        snapshot: engine::OwnedSnapshot {
+            cluster: engine::Cluster {
+                nodes: cluster_nodes,
+                regions,
+            },
+            queues,
+            running: running.into_values().collect(),
+            pending,
+            reservations: advance_reservations(world, &node_names, &nodes, now),
+            usage: engine::UsageLedger::default(),
+            now: now.timestamp(),
+        },
+        nodes,
+    })
+}
+
+/// A GPU in MIG mode as the engine packs it: the slices of its instances
+/// of one size, and that size; its free instances go to `free`.
+fn mig(
+    g: &gpu::Model,
+    held: &HashSet<&str>,
+    free: &mut HashMap<Uuid, Vec<String>>,
+) -> Option<(u8, u8)> {
+    if !g.mig_enabled {
+        return None;
+    }
+    let devices = gantry_core::catalog::shares::mig_devices(g.mig_devices.as_deref());
+    let (size, chosen) = gantry_core::catalog::shares::mig_layout(&devices)?;
+    let count = u8::try_from(chosen.len()).unwrap_or(0);
+    free.insert(
+        g.id,
+        chosen
+            .iter()
+            .filter(|d| !held.contains(d.uuid.as_str()))
+            .map(|d| d.uuid.clone())
+            .collect(),
+    );
+    Some((count.saturating_mul(size), size))
+}
+
+fn engine_region(
+    row: &region::Model,
+    prices: &[&price::Model],
+    types: &HashMap<Uuid, instance_type::Model>,
+    model_name: &impl Fn(&Uuid) -> String,
+    now: DateTime<Utc>,
+) -> engine::Region {
+    let utc_offset_minutes = row
+        .time_zone
+        .parse::<chrono_tz::Tz>()
+        .map(|tz| {
+            tz.offset_from_utc_datetime(&now.naive_utc())
+                .fix()
+                .local_minus_utc()
+                / 60
+        })
+        .unwrap_or(0);
+    let off_peak = match (
+        row.off_peak_start_hour,
+        row.off_peak_end_hour,
+        row.off_peak_multiplier_permille,
+    ) {
+        (Some(start), Some(end), Some(permille)) => Some(engine::OffPeak {
+            start_minute: u32::try_from(start).unwrap_or(0) * 60,
+            end_minute: u32::try_from(end).unwrap_or(0) * 60,
+            price_permille: u32::try_from(permille).unwrap_or(1000),
+        }),
+        _ => None,
+    };
+    // The cheapest on-demand GPU-hour per model here, for time-aware
+    // placement of flexible work.
+    let mut gpu_hour_micros: BTreeMap<String, u64> = BTreeMap::new();
+    for p in prices
+        .iter()
+        .filter(|p| p.region_id.is_none_or(|r| r == row.id))
+    {
+        let Some(t) = types.get(&p.instance_type_id) else {
+            continue;
+        };
+        let per_gpu = u64::try_from(p.hourly_micros).unwrap_or(0)
+            / u64::try_from(t.gpus_per_node.max(1)).unwrap_or(1);
+        let entry = gpu_hour_micros
+            .entry(model_name(&t.gpu_model_id))
+            .or_insert(per_gpu);
+        *entry = (*entry).min(per_gpu);
+    }
+    engine::Region {
+        name: row.name.clone(),
+        utc_offset_minutes,
+        off_peak,
+        gpu_hour_micros,
+    }
+}
+
+/// One queue per organization with quotas: its organization-wide quota per
+/// GPU model.
+fn queues(rows: &[quota::Model], model_name: &impl Fn(&Uuid) -> String) -> Vec<engine::Queue> {
+    let mut queues: BTreeMap<Uuid, engine::Queue> = BTreeMap::new();
+    for q in rows
+        .iter()
+        .filter(|q| q.project_id.is_none() && q.region_id.is_none())
+    {
+        let queue = queues
+            .entry(q.org_id)
+            .or_insert_with(|| engine::Queue::new(&q.org_id.to_string()));
+        queue.quotas.insert(
+            model_name(&q.gpu_model_id),
+            engine::Quota {
+                guaranteed: u32::try_from(q.guaranteed_gpus).unwrap_or(0),
+                borrow_limit: None,
+                max: q.max_gpus.map(|m| u32::try_from(m).unwrap_or(0)),
+            },
+        );
+    }
+    queues.into_values().collect()
+}
+
+/// What turns an order's ids into the engine's names.
+struct Names<'a, F: Fn(&Uuid) -> String> {
+    types: &'a HashMap<Uuid, instance_type::Model>,
+    model: &'a F,
+    regions: &'a HashMap<Uuid, String>,
+}
+
+/// The confirmed reservations whose window is not over, with their GPUs,
+/// and the maintenance windows, each holding every GPU of its node.
+fn advance_reservations(
+    world: &World,
+    node_names: &HashMap<Uuid, &str>,
+    nodes: &HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
+    now: DateTime<Utc>,
+) -> Vec<engine::AdvanceReservation> {
+    let mut held = tenant_reservations(world, node_names, now);
+    let mut windows: Vec<_> = world
+        .maintenance
+        .values()
+        .filter(|m| m.ends_at > now)
+        .collect();
+    windows.sort_by_key(|m| m.id);
+    for m in windows {
+        let node = node_names.get(&m.node_id).copied().unwrap_or_default();
+        let mut gpus: Vec<u32> = nodes
+            .get(node)
+            .map(|(_, indices)| indices.keys().copied().collect())
+            .unwrap_or_default();
+        gpus.sort_unstable();
+        held.push(engine::AdvanceReservation {
+            id: format!("{} {}", MAINTENANCE_HOLDER, m.id),
+            queue: MAINTENANCE_HOLDER.to_owned(),
+            start: m.starts_at.timestamp(),
+            end: m.ends_at.timestamp(),
+            placements: vec![engine::Placement {
+                node: node.to_owned(),
+                gpus,
+            }],
+        });
+    }
+    held
+}
+
+fn tenant_reservations(
+    world: &World,
+    node_names: &HashMap<Uuid, &str>,
+    now: DateTime<Utc>,
+) -> Vec<engine::AdvanceReservation> {
+    let mut rows: Vec<&reservation::Model> = world
+        .reservations
+        .values()
+        .filter(|r| r.ends_at > now)
+        .collect();
+    rows.sort_by_key(|r| r.id);
+    rows.into_iter()
+        .map(|r| engine::AdvanceReservation {
+            id: r.id.to_string(),
+            queue: r.org_id.to_string(),
+            start: r.starts_at.timestamp(),
+            end: r.ends_at.timestamp(),
+            placements: world
+                .reservation_nodes
+                .get(&r.id)
+                .into_iter()
+                .flatten()
+                .map(|held| engine::Placement {
+                    node: node_names
+                        .get(&held.node_id)
+                        .copied()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    gpus: held.gpu_list(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn workload<F: Fn(&Uuid) -> String>(
+    o: &order::Model,
+    names: &Names<'_, F>,
+    reservations: &HashMap<Uuid, reservation::Model>,
+    now: DateTime<Utc>,
+) -> engine::Workload {
+    let (cpu, memory) = names.types.get(&o.instance_type_id).map_or((0, 0), |t| {
+        (
+            u64::try_from(t.vcpus).unwrap_or(0) * 1000,
+            u64::try_from(t.memory_gib).unwrap_or(0) * 1024,
+        )
+    });
+    // Work in a reservation ends with its window, so it is planned to: its
+    // GPUs are free for whoever holds them next.
+    let reservation = o.reservation_id.and_then(|id| reservations.get(&id));
+    let duration_estimate = match reservation {
+        Some(r) => {
+            let begins = o.started_at.unwrap_or(now).max(r.starts_at);
+            let left = (r.ends_at - begins).num_seconds().max(1);
+            Some(o.duration_seconds.map_or(left, |d| d.min(left)))
+        }
+        None => o.duration_seconds,
+    };
+    engine::Workload {
+        id: o.id.to_string(),
+        queue: o.org_id.to_string(),
+        gpu_models: vec![(names.model)(&o.gpu_model_id)],
+        gpus: gantry_core::catalog::shares::GpuShape::of_order(o).request(),
+        node_count: u32::try_from(o.node_count).unwrap_or(1),
+        cpu_milli_per_node: cpu,
+        memory_mib_per_node: memory,
+        priority: o.priority_class.into(),
+        class: o.workload_class.into(),
+        submitted_at: o.created_at.timestamp(),
+        duration_estimate,
+        deadline: o.deadline.map(|d| d.timestamp()),
+        earliest_start: None,
+        min_runtime: 0,
+        checkpointable: o.checkpointable,
+        regions: o
+            .region_id
+            .and_then(|r| names.regions.get(&r).cloned())
+            .into_iter()
+            .collect(),
+        required_labels: BTreeSet::new(),
+        reservation: o.reservation_id.map(|id| id.to_string()),
+    }
+}
