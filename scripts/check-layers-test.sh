@@ -54,6 +54,11 @@ depend backend/sim/Cargo.toml gantry-server
 refuses "gantry-sim -> gantry-server: only test code may depend on the server"
 restore backend/sim/Cargo.toml
 
+# Test support is for test code only.
+depend backend/sim/Cargo.toml gantry-test-support
+refuses "gantry-sim -> gantry-test-support: not allowed"
+restore backend/sim/Cargo.toml
+
 # An edge the table lists but that points up a layer is refused too.
 sed -i '/^\[crates.gantry-sim\]$/,/^uses/ s/^uses = \[\(.*\)\]$/uses = [\1, "gantry-entities"]/' "$copy/backend/layers.toml"
 depend backend/sim/Cargo.toml gantry-entities

@@ -30,6 +30,8 @@ def problems(metadata: dict, table: dict) -> list[str]:
             found.append(f"{name}: not in backend/layers.toml; give it a layer and its uses")
             continue
         row = crates[name]
+        if row.get("test_code"):
+            continue
         seen = set()
         for dependency in package["dependencies"]:
             target = dependency["name"]
@@ -40,9 +42,10 @@ def problems(metadata: dict, table: dict) -> list[str]:
             if target not in crates:
                 found.append(f"{name} -> {target}: {target} is not in backend/layers.toml")
             elif kind == "dev":
-                # Test code may use anything below it, and the server to
-                # test against a running one.
-                if target != SERVER and crates[target]["layer"] >= row["layer"] and target not in row["uses"]:
+                # Test code may use anything below it, the server to test
+                # against a running one, and the crates made for tests.
+                test_code = target == SERVER or crates[target].get("test_code", False)
+                if not test_code and crates[target]["layer"] >= row["layer"] and target not in row["uses"]:
                     found.append(f"{name} -> {target} (dev): {target} is not below {name}")
             elif target == SERVER:
                 found.append(f"{name} -> {SERVER}: only test code may depend on the server")

@@ -1,9 +1,9 @@
 //! The API suite: every test runs against a real server over HTTP, once on
 //! SQLite and once on PostgreSQL.
 
-#[path = "../webhooks/receiver.rs"]
-mod receiver;
-mod support;
+use gantry_test_support as support;
+use gantry_test_support::on_both_engines;
+use gantry_test_support::receiver;
 
 mod backup;
 mod bad_input;

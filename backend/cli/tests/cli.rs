@@ -3,9 +3,8 @@
 //! scripts rely on, sign-in kept and refreshed in the config file, and the
 //! tenant and operator commands.
 
-#[allow(dead_code)]
-#[path = "../../../tests/api/support.rs"]
-mod support;
+use gantry_test_support as support;
+use gantry_test_support::on_both_engines;
 
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;

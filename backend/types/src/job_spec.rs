@@ -1,8 +1,13 @@
-//! How a job names the jobs it waits for.
+//! How a job names the jobs it waits for, and how a retry's waiting
+//! reason begins.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
+
+/// How the waiting reason of a job queued again after a failed attempt
+/// begins, so that events can tell a retry from a preemption.
+pub const RETRY_REASON_PREFIX: &str = "attempt ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

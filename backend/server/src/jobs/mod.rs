@@ -8,7 +8,7 @@ pub mod attempts;
 pub mod dependencies;
 pub mod logs;
 
-pub use gantry_types::job_spec::{Condition, Dependency};
+pub use gantry_types::job_spec::{Condition, Dependency, RETRY_REASON_PREFIX};
 
 use std::collections::BTreeMap;
 
@@ -22,10 +22,6 @@ use crate::sealing::Sealer;
 use crate::validate::Fields;
 
 pub const KIND: &str = "job";
-
-/// How the waiting reason of a job queued again after a failed attempt
-/// begins, so that events can tell a retry from a preemption.
-pub const RETRY_REASON_PREFIX: &str = "attempt ";
 
 const COMMAND_MAX: usize = 4096;
 const ARGS_MAX: usize = 256;

@@ -1,0 +1,18 @@
+//! The agent as a node runs it, in one test binary: real agent processes
+//! against a real server (`agent`, `jobs`, `instances`), a tenant's
+//! workload attacking the node and its neighbours (`isolation`, `fabric`,
+//! `networks`), and RDMA devices handed to workloads (`rdma`). `lab` starts
+//! agents; `node` prepares a node for instances.
+
+mod lab;
+mod node;
+
+mod agent;
+mod fabric;
+mod instances;
+mod isolation;
+mod jobs;
+mod networks;
+mod rdma;
+
+use gantry_test_support as support;
