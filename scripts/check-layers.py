@@ -2,7 +2,8 @@
 """Fails on a dependency between Gantry's crates that backend/layers.toml
 does not allow: an edge not listed for its crate, an edge to a crate of the
 same or a higher layer, a crate the table does not know, or a crate other
-than the server and test code depending on the server.
+than the server and test code depending on the server. Dev-dependencies
+are test code and may use any crate.
 
 Usage: scripts/check-layers.py [--metadata FILE] [--layers FILE]
 (by default it runs `cargo metadata` in the repository)."""
@@ -42,11 +43,9 @@ def problems(metadata: dict, table: dict) -> list[str]:
             if target not in crates:
                 found.append(f"{name} -> {target}: {target} is not in backend/layers.toml")
             elif kind == "dev":
-                # Test code may use anything below it, the server to test
-                # against a running one, and the crates made for tests.
-                test_code = target == SERVER or crates[target].get("test_code", False)
-                if not test_code and crates[target]["layer"] >= row["layer"] and target not in row["uses"]:
-                    found.append(f"{name} -> {target} (dev): {target} is not below {name}")
+                # Test code: it may use any crate, the server included, to
+                # test against a running one.
+                continue
             elif target == SERVER:
                 found.append(f"{name} -> {SERVER}: only test code may depend on the server")
             elif target not in row["uses"]:

@@ -263,7 +263,7 @@ async fn bad_credentials_and_tokens(engine: Engine) {
     let (key_id, key) = server.api_key(&alice, "member").await;
     let (expiring_id, expiring) = server.api_key(&alice, "viewer").await;
     sea_orm::ActiveModelTrait::update(
-        gantry_server::entities::api_key::ActiveModel {
+        gantry_entities::api_key::ActiveModel {
             id: sea_orm::Set(expiring_id),
             expires_at: sea_orm::Set(Some(chrono::Utc::now() - chrono::Duration::seconds(1))),
             ..Default::default()

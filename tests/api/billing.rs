@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Timelike, Utc};
-use gantry_server::classes::PricingClass;
-use gantry_server::entities::{price, region, usage_record};
+use gantry_entities::{price, region, usage_record};
+use gantry_types::classes::PricingClass;
 use reqwest::StatusCode;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
@@ -763,7 +763,7 @@ async fn drafts_take_adjustments_and_finalized_invoices_never_change(engine: Eng
     let text = csv.text().await.expect("csv text");
     assert!(text.starts_with("position,kind,description"), "{text}");
     assert!(text.contains("goodwill for the slow start"));
-    let total = gantry_server::billing::invoices::micros_text(subtotal - 1_500_000);
+    let total = gantry_pricing::book::micros_text(subtotal - 1_500_000);
     assert!(
         text.trim_end()
             .ends_with(&format!(",total,,,,,,,,,{total},")),
@@ -1119,10 +1119,10 @@ async fn a_prepaid_balance_draws_down_and_stops_work_when_it_runs_out(engine: En
 /// that would pass what the ledger may hold is refused with a 4xx problem
 /// (it once overflowed into a 500), writing nothing.
 async fn money_paths_refuse_empty_reasons_and_sums_past_their_limits(engine: Engine) {
-    use gantry_server::billing::invoices::ADJUSTMENTS_MAX;
-    use gantry_server::billing::prepaid::BALANCE_MAX;
-    use gantry_server::classes::BalanceKind;
-    use gantry_server::entities::balance_entry;
+    use gantry_billing::invoices::ADJUSTMENTS_MAX;
+    use gantry_billing::prepaid::BALANCE_MAX;
+    use gantry_entities::balance_entry;
+    use gantry_types::classes::BalanceKind;
     use sea_orm::sea_query::Expr;
     use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 

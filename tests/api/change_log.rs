@@ -10,8 +10,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::support::{Engine, TestServer};
-use gantry_server::entities::order;
-use gantry_server::scheduling::Checks;
+use gantry_core::handles::scheduler::Checks;
+use gantry_entities::order;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 

@@ -80,7 +80,7 @@ async fn operator_views_span_tenants_and_tenants_cannot_use_them(engine: Engine)
     let node_uuid: uuid::Uuid = node_id.parse().expect("uuid");
     let now = Utc::now();
     for (minutes_ago, utilization) in [(20, 10), (2, 90), (1, 95)] {
-        gantry_server::entities::gpu_telemetry::ActiveModel {
+        gantry_entities::gpu_telemetry::ActiveModel {
             node_id: Set(node_uuid),
             gpu_index: Set(0),
             sampled_at: Set(now - TimeDelta::minutes(minutes_ago)),

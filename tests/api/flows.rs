@@ -494,7 +494,7 @@ async fn operators_and_the_admin_api(engine: Engine) {
         .await
         .expect_problem(StatusCode::FORBIDDEN, "forbidden");
 
-    let outcome = gantry_server::operators::create_or_promote(
+    let outcome = gantry_access::operators::create_or_promote(
         server.db(),
         &alice.email,
         "ignored for existing users",
@@ -502,7 +502,7 @@ async fn operators_and_the_admin_api(engine: Engine) {
     .await
     .expect("promote");
     assert!(
-        matches!(outcome, gantry_server::operators::Outcome::Promoted(id) if id == alice.user_id)
+        matches!(outcome, gantry_access::operators::Outcome::Promoted(id) if id == alice.user_id)
     );
     let orgs = server.get("/api/v1/admin/orgs", &alice.token).await;
     orgs.expect(StatusCode::OK);
@@ -511,7 +511,7 @@ async fn operators_and_the_admin_api(engine: Engine) {
     audit.expect(StatusCode::OK);
     assert_eq!(audit.items()[0]["action"], "operator.promote");
 
-    let created = gantry_server::operators::create_or_promote(
+    let created = gantry_access::operators::create_or_promote(
         server.db(),
         "ops@example.com",
         "a strong operator passphrase",
@@ -520,7 +520,7 @@ async fn operators_and_the_admin_api(engine: Engine) {
     .expect("create");
     assert!(matches!(
         created,
-        gantry_server::operators::Outcome::Created(_)
+        gantry_access::operators::Outcome::Created(_)
     ));
     let login = server
         .login("ops@example.com", "a strong operator passphrase")
@@ -622,7 +622,7 @@ async fn rate_limits_per_caller(engine: Engine) {
 }
 
 async fn replicas_see_changes_within_the_cache_bound(engine: Engine) {
-    let ttl = |c: &mut gantry_server::config::Config| c.auth_cache_seconds = 1;
+    let ttl = |c: &mut gantry_core::config::Config| c.auth_cache_seconds = 1;
     let a = TestServer::start_with(engine, ttl).await;
     let b = a.replica(ttl).await;
     let owner = a.signup("owner").await;

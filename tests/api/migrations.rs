@@ -22,7 +22,7 @@ async fn migrations_roll_back_and_reapply(engine: Engine) {
     // pooled SQLite connection that has not read since another changed the
     // schema still sees the old one, and a statement it prepares can then
     // find an index that was dropped.
-    let txn = gantry_server::db::write(server.db()).await.expect("begin");
+    let txn = gantry_core::db::write(server.db()).await.expect("begin");
     Migrator::down(&txn, None)
         .await
         .expect("roll back every migration");
@@ -43,7 +43,7 @@ async fn migrations_roll_back_and_reapply(engine: Engine) {
         "not ready without a schema"
     );
 
-    gantry_server::db::migrate(server.db())
+    gantry_core::db::migrate(server.db())
         .await
         .expect("re-apply");
     server

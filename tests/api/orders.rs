@@ -729,8 +729,8 @@ async fn cancelling_while_the_loop_starts_orders_leaks_no_gpus(engine: Engine) {
 /// An ended order whose allocation stayed active (as an older version's
 /// cancel race left them) gets its GPUs back within a reclaim pass, logged.
 async fn gpus_still_held_by_an_ended_order_are_reclaimed(engine: Engine) {
-    use gantry_server::classes::OrderStatus;
-    use gantry_server::entities::order;
+    use gantry_entities::order;
+    use gantry_types::classes::OrderStatus;
     use sea_orm::sea_query::Expr;
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let server = TestServer::start(engine).await;
@@ -1007,7 +1007,7 @@ async fn an_order_through_another_replica_wakes_the_leader_at_once() {
     if crate::support::postgres_skipped() {
         return;
     }
-    let minute = |config: &mut gantry_server::config::Config| config.scheduler_interval_ms = 60_000;
+    let minute = |config: &mut gantry_core::config::Config| config.scheduler_interval_ms = 60_000;
     let first = TestServer::start_with(Engine::Postgres, minute).await;
     let operator = first.operator().await;
     first.cluster(&operator, 1).await;

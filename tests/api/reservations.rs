@@ -103,7 +103,7 @@ fn priced(gpu_seconds: i64, hourly: i64, gpus: i64) -> i64 {
 /// GPU-seconds the order's usage records hold whose span starts in
 /// `[from, to)`, measured and excluded.
 async fn metered(server: &TestServer, order: Uuid, from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
-    use gantry_server::entities::usage_record;
+    use gantry_entities::usage_record;
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     usage_record::Entity::find()
         .filter(usage_record::Column::OrderId.eq(order))

@@ -83,7 +83,7 @@ fn priced(seconds: i64, hourly: i64) -> i64 {
 
 /// Instance-seconds metered for these orders.
 async fn seconds_of(server: &TestServer, orders: &[Uuid]) -> i64 {
-    use gantry_server::entities::usage_record;
+    use gantry_entities::usage_record;
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     usage_record::Entity::find()
         .filter(usage_record::Column::OrderId.is_in(orders.iter().copied()))

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use gantry_server::auth::oidc::{ClaimMembership, Provider};
-use gantry_server::tenancy::roles::OrgRole;
+use gantry_access::auth::oidc::{ClaimMembership, Provider};
+use gantry_access::tenancy::roles::OrgRole;
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};

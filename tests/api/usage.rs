@@ -149,7 +149,7 @@ async fn usage_covers_running_time_once_and_every_grouping_adds_up(engine: Engin
         .execute_unprepared("UPDATE allocations SET metered_until = NULL")
         .await
         .expect("forget how far metering got");
-    gantry_server::metering::meter(server.db(), Utc::now(), 1)
+    gantry_metering::meter(server.db(), Utc::now(), 1)
         .await
         .expect("meter again");
     assert_eq!(

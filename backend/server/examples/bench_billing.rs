@@ -13,15 +13,15 @@
 use std::time::Instant;
 
 use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Utc};
-use gantry_server::auth::password::PasswordHasher;
-use gantry_server::billing::invoices;
-use gantry_server::classes::{
-    AllocationState, DriverKind, OrderStatus, PricingClass, PriorityClass, UsageKind, WorkloadClass,
-};
-use gantry_server::entities::{
+use gantry_billing::invoices;
+use gantry_core::auth::password::PasswordHasher;
+use gantry_entities::{
     allocation, gpu_model, instance_type, order, organization, price, region, usage_record,
 };
-use gantry_server::inventory::nodes;
+use gantry_inventory::nodes;
+use gantry_types::classes::{
+    AllocationState, DriverKind, OrderStatus, PricingClass, PriorityClass, UsageKind, WorkloadClass,
+};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
@@ -35,8 +35,8 @@ async fn main() -> anyhow::Result<()> {
     let url = std::env::args()
         .nth(1)
         .ok_or_else(|| anyhow::anyhow!("usage: bench_billing DATABASE_URL"))?;
-    let db = gantry_server::db::connect(&url, 8, "gantry").await?;
-    gantry_server::db::migrate(&db).await?;
+    let db = gantry_core::db::connect(&url, 8, "gantry").await?;
+    gantry_core::db::migrate(&db).await?;
     anyhow::ensure!(
         gantry_server::demo::seed(&db, &PasswordHasher::new()?).await?,
         "the database must be empty"
@@ -139,7 +139,7 @@ async fn metering_tick(
     for step in 0..3 {
         let settled = metered + TimeDelta::minutes(1 + step);
         let started = Instant::now();
-        let done = gantry_server::metering::meter(db, settled, 60).await?;
+        let done = gantry_metering::meter(db, settled, 60).await?;
         println!(
             "metering tick {}: {} allocations, {} records in {:.0} ms",
             step + 1,

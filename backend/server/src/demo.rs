@@ -11,11 +11,11 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::auth::password::PasswordHasher;
-use crate::auth::principal::Actor;
-use crate::classes::PricingClass;
-use crate::entities::{gpu_model, instance_type, price, quota, region, user};
-use crate::inventory::nodes;
+use gantry_core::auth::password::PasswordHasher;
+use gantry_core::auth::principal::Actor;
+use gantry_entities::{gpu_model, instance_type, price, quota, region, user};
+use gantry_inventory::nodes;
+use gantry_types::classes::PricingClass;
 
 pub const OPERATOR_EMAIL: &str = "operator@demo.gantry.dev";
 pub const OPERATOR_PASSWORD: &str = "gantry operator demo";
@@ -159,7 +159,7 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         request_id: String::new(),
         source_address: "local".into(),
     };
-    let txn = crate::db::write(db).await?;
+    let txn = gantry_core::db::write(db).await?;
     let mut regions = Vec::new();
     for spec in &REGIONS {
         regions.push(
@@ -225,7 +225,7 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
     for (model_index, suffix, gpu_milli, mig_profile) in SHARED {
         let (_, model) = &whole_nodes[model_index];
         let spec = &MODELS[model_index];
-        let shape = crate::catalog::shares::GpuShape::new(1, gpu_milli, mig_profile);
+        let shape = gantry_core::catalog::shares::GpuShape::new(1, gpu_milli, mig_profile);
         let milli = shape.milli();
         let (gpus, vcpus, memory) = spec.node;
         let short = short(spec.name);
@@ -299,9 +299,10 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
     }
     .insert(&txn)
     .await?;
-    let org = crate::tenancy::orgs::create_in(&txn, &actor, tenant.id, "Demo Lab".to_owned())
-        .await
-        .map_err(|e| anyhow::anyhow!("creating the demo organization: {e:?}"))?;
+    let org =
+        gantry_access::tenancy::orgs::create_in(&txn, &actor, tenant.id, "Demo Lab".to_owned())
+            .await
+            .map_err(|e| anyhow::anyhow!("creating the demo organization: {e:?}"))?;
     for (_, model) in &whole_nodes {
         quota::ActiveModel {
             id: Set(Uuid::now_v7()),

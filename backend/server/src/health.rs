@@ -8,8 +8,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::AppState;
-use crate::error::{ApiError, ApiResult, ProblemResponses};
+use gantry_core::error::{ApiError, ApiResult, ProblemResponses};
+use gantry_core::state::AppState;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {
@@ -39,7 +39,7 @@ async fn healthz() -> Json<Health> {
     responses((status = 200, body = Health), ProblemResponses)
 )]
 async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
-    match crate::db::is_ready(&state.db).await {
+    match gantry_core::db::is_ready(&state.db).await {
         Ok(()) => Ok(Json(Health {
             status: "ok".into(),
         })),

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use gantry_server::app;
-use gantry_server::config::Config;
-use gantry_server::operators::{self, Outcome};
+use gantry_access::operators::{self, Outcome};
+use gantry_core::config::Config;
+use gantry_server::{serve, state};
 use tracing_subscriber::EnvFilter;
 
 mod simulate;
@@ -82,8 +82,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Migrate => {
             let config = Config::load(cli.config.as_deref())?;
-            let db = gantry_server::db::connect(&config.database_url(), 1, "gantry").await?;
-            gantry_server::db::migrate(&db).await?;
+            let db = gantry_core::db::connect(&config.database_url(), 1, "gantry").await?;
+            gantry_core::db::migrate(&db).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
@@ -97,8 +97,8 @@ async fn main() -> anyhow::Result<()> {
             command: AdminCommand::CreateOperator { email, password },
         } => {
             let config = Config::load(cli.config.as_deref())?;
-            let db = gantry_server::db::connect(&config.database_url(), 1, "gantry").await?;
-            gantry_server::db::migrate(&db).await?;
+            let db = gantry_core::db::connect(&config.database_url(), 1, "gantry").await?;
+            gantry_core::db::migrate(&db).await?;
             match operators::create_or_promote(&db, &email, &password).await? {
                 Outcome::Created(id) => println!("created operator {email} ({id})"),
                 Outcome::Promoted(id) => println!("promoted {email} ({id}) to operator"),
@@ -114,7 +114,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let demo = config.demo;
-    let state = app::start(config).await?;
+    let state = state::start(config).await?;
     let address = listener.local_addr()?;
     tracing::info!(%address, "serving");
     if demo {
@@ -123,7 +123,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             "Gantry demo at http://{address}/\n  operator: {OPERATOR_EMAIL} / {OPERATOR_PASSWORD}\n  tenant:   {TENANT_EMAIL} / {TENANT_PASSWORD}\n(start with --no-demo for an empty installation)"
         );
     }
-    app::serve(listener, state, shutdown_signal()).await?;
+    serve::serve(listener, state, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }

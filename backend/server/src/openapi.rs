@@ -5,7 +5,7 @@
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::error::Problem;
+use gantry_core::error::Problem;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,7 +16,7 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
 (`limit`, `cursor`, `next_cursor`); creating POSTs accept `Idempotency-Key`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
-    components(schemas(Problem, crate::http::csv::Format)),
+    components(schemas(Problem, gantry_core::http::csv::Format)),
     modifiers(&BearerAuth),
     tags(
         (name = "auth", description = "Sign-up, sign-in and the caller"),
@@ -55,7 +55,7 @@ impl Modify for BearerAuth {
 
 /// The document, as served at `/api/v1/openapi.json` and committed.
 pub fn document() -> utoipa::openapi::OpenApi {
-    crate::app::routes().split_for_parts().1
+    crate::router::routes().split_for_parts().1
 }
 
 /// The document as committed: pretty JSON with a trailing newline.

@@ -7,8 +7,9 @@ pub mod receiver;
 
 use std::path::PathBuf;
 
-use gantry_server::app::{self, AppState};
-use gantry_server::config::Config;
+use gantry_core::config::Config;
+use gantry_core::state::AppState;
+use gantry_server::{serve, state};
 use reqwest::{Method, StatusCode};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
 use serde_json::{Value, json};
@@ -139,11 +140,11 @@ impl TestServer {
         tokio::sync::oneshot::Sender<()>,
         tokio::task::JoinHandle<()>,
     ) {
-        let state = app::start(config).await.expect("server state");
+        let state = state::start(config).await.expect("server state");
         let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
         let serving = state.clone();
         let handle = tokio::spawn(async move {
-            app::serve(listener, serving, async {
+            serve::serve(listener, serving, async {
                 stopped.await.ok();
             })
             .await
@@ -306,7 +307,7 @@ impl TestServer {
     /// A new platform operator.
     pub async fn operator(&self) -> Tenant {
         let tenant = self.signup("operator").await;
-        gantry_server::operators::create_or_promote(self.db(), &tenant.email, PASSWORD)
+        gantry_access::operators::create_or_promote(self.db(), &tenant.email, PASSWORD)
             .await
             .expect("promote to operator");
         tenant
@@ -511,7 +512,7 @@ impl TestServer {
     /// from the second it began running to the second it was released;
     /// answers the GPU-seconds they hold.
     pub async fn metered_exactly(&self) -> i64 {
-        use gantry_server::entities::{allocation, usage_record};
+        use gantry_entities::{allocation, usage_record};
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
         let mut ran = Vec::new();
         for _ in 0..400 {
@@ -530,7 +531,7 @@ impl TestServer {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         let records = usage_record::Entity::find()
-            .filter(usage_record::Column::Kind.eq(gantry_server::classes::UsageKind::Metered))
+            .filter(usage_record::Column::Kind.eq(gantry_types::classes::UsageKind::Metered))
             .order_by_asc(usage_record::Column::PeriodStart)
             .all(self.db())
             .await

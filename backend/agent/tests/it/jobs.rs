@@ -169,7 +169,7 @@ async fn a_job_sees_exactly_its_gpus_and_its_output_is_kept(engine: Engine) {
     );
     assert_eq!(done["job"]["secret_env"], json!(["API_TOKEN"]));
     assert!(!done.to_string().contains("tok-9f2c"), "{done}");
-    let stored = gantry_server::entities::order::Entity::find_by_id(job)
+    let stored = gantry_entities::order::Entity::find_by_id(job)
         .one(lab.server.db())
         .await
         .expect("read")

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use tower::ServiceExt as _;
 use tower_http::services::{ServeDir, ServeFile};
 
-use crate::app::API_PREFIX;
+use gantry_core::state::API_PREFIX;
 
 /// The console loads nothing from elsewhere; the policy says so, which also
 /// keeps injected scripts and frames out.

@@ -1,10 +1,4 @@
-//! HTTP plumbing shared by every route: extractors that speak our error
-//! shape, pagination, and the middleware stack.
+//! What the server serves beside the API: the web console and the manual.
 
 pub mod console;
 pub mod docs;
-
-pub use gantry_core::http::{
-    client_address, csv, extract, idempotency, outbound, pagination, problem, rate_limit,
-    request_id,
-};

@@ -216,7 +216,7 @@ impl Node {
     /// [`Node::new`] with the server's configuration changed by `configure`.
     pub async fn new_with(
         engine: Engine,
-        configure: impl FnOnce(&mut gantry_server::config::Config),
+        configure: impl FnOnce(&mut gantry_core::config::Config),
     ) -> Self {
         let server = TestServer::start_with(engine, |config| {
             config.agent_heartbeat_deadline_seconds = 10;

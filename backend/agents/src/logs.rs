@@ -1,0 +1,124 @@
+//! Workloads' output as node agents upload it, kept up to each job's size
+//! limit; tenants read it through the order's logs.
+
+use axum::Json;
+use axum::extract::State;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use super::node_auth::NodeAgent;
+use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
+use gantry_core::http::extract::ApiJson;
+use gantry_core::state::AppState;
+use gantry_entities::{job_log, order};
+use gantry_workload::jobs::logs::{Stream, row};
+
+const LINES_PER_UPLOAD: usize = 1000;
+const LINE_MAX: usize = 16 * 1024;
+
+/// Lines a node agent read from one workload since its last upload.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogUpload {
+    pub order_id: Uuid,
+    #[schema(max_items = 1000)]
+    pub lines: Vec<UploadedLine>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadedLine {
+    pub stream: Stream,
+    #[schema(max_length = 16384)]
+    pub line: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LogKept {
+    /// Lines stored from this upload.
+    pub kept: usize,
+    /// Whether the job's output reached its size limit (later lines are
+    /// dropped).
+    pub truncated: bool,
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(upload))
+}
+
+/// Output of a workload on this node, kept up to the job's size limit.
+#[utoipa::path(
+    post,
+    path = "/agent/logs",
+    tag = "agent",
+    request_body = LogUpload,
+    responses((status = 200, description = "What was kept", body = LogKept), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn upload(
+    State(state): State<AppState>,
+    agent: NodeAgent,
+    ApiJson(upload): ApiJson<LogUpload>,
+) -> ApiResult<Json<LogKept>> {
+    if upload.lines.len() > LINES_PER_UPLOAD {
+        return Err(ApiError::unprocessable(
+            "too_many_lines",
+            format!("at most {LINES_PER_UPLOAD} lines per upload"),
+        ));
+    }
+    if upload.lines.iter().any(|l| l.line.len() > LINE_MAX) {
+        return Err(ApiError::unprocessable(
+            "line_too_long",
+            format!("a line may hold at most {LINE_MAX} bytes"),
+        ));
+    }
+    let txn = gantry_core::db::write(&state.db).await?;
+    super::holds_on(&txn, upload.order_id, agent.node.id).await?;
+    let job = order::Entity::find_by_id(upload.order_id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::Order, upload.order_id))?;
+    let limit = i64::try_from(state.config.job_log_limit_bytes).unwrap_or(i64::MAX);
+    let now = state.clock.now();
+    let mut used = job.log_bytes;
+    let mut rows = Vec::new();
+    let mut truncated = used >= limit;
+    for line in upload.lines {
+        let size = i64::try_from(line.line.len()).unwrap_or(i64::MAX);
+        if truncated || used.saturating_add(size) > limit {
+            if !truncated {
+                rows.push(row(
+                    &job,
+                    agent.node.id,
+                    Stream::Stderr,
+                    format!("[gantry] output past {limit} bytes is not kept"),
+                    now,
+                ));
+                truncated = true;
+            }
+            continue;
+        }
+        used += size;
+        rows.push(row(&job, agent.node.id, line.stream, line.line, now));
+    }
+    let kept = rows.len();
+    for chunk in rows.chunks(500) {
+        job_log::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(&txn)
+            .await?;
+    }
+    // The marker line counts against the limit too, so it is written once.
+    let stored = if truncated { limit } else { used };
+    order::Entity::update_many()
+        .col_expr(order::Column::LogBytes, Expr::value(stored))
+        .filter(order::Column::Id.eq(job.id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(Json(LogKept { kept, truncated }))
+}

@@ -1,0 +1,604 @@
+//! The scheduling loop inside the server. The process holding the
+//! scheduler lease keeps the cluster and queue in memory (`world`, kept up
+//! to date from the change log), asks the engine for decisions, writes them
+//! in one transaction and hands starts and stops to the provisioning
+//! driver. It wakes on every new order,
+//! release or inventory change, and at least every `scheduler_interval_ms`.
+
+pub mod apply;
+mod defrag;
+pub mod status;
+pub mod what_if;
+
+pub use gantry_world::{lease, load, notify, scoped, world};
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use gantry_scheduler::Policy;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use gantry_core::state::AppState;
+use gantry_entities::{allocation, change_log, order};
+use gantry_monitoring::{fleet, history};
+use gantry_provisioning::Driver;
+use gantry_provisioning::simulated::{SimulatedDriver, Timing};
+use gantry_types::classes::{AllocationState, DriverKind, NodeState, OrderStatus, StopCause};
+use gantry_workload::orders::lifecycle;
+use world::{Followed, World};
+
+pub use gantry_core::handles::scheduler::{AssignmentChanges, Checks, SchedulerHandle};
+
+/// The name of the scheduler's lease row.
+pub const LEASE: &str = "scheduler";
+
+/// How often the leader meters: spans end on whole seconds, so a cycle woken
+/// by every order need not meter again within one.
+const METER_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
+/// How often the leader looks for last month's usage still to invoice and
+/// brings budgeted organizations' spend up to date.
+const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
+
+/// How often the leader publishes fleet, queue and order gauges: a
+/// Prometheus scrape interval or faster, without a grouped count of every
+/// order on each cycle.
+const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+/// How often the leader looks for GPUs still held by ended orders.
+const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+
+/// How often the leader compares its copy of the rows with a full read,
+/// and trims the change log it has followed.
+const CHECK_EVERY: Duration = Duration::from_secs(60);
+
+/// How many change log rows are kept behind the leader's position, for
+/// diagnosis; older ones are deleted.
+const LOG_KEPT: i64 = 100_000;
+
+/// When the leader last metered, looked for a month to close and for GPUs
+/// to reclaim (domain time, so tests that move the clock see them happen).
+#[derive(Default)]
+struct Due {
+    metered: Option<DateTime<Utc>>,
+    month_checked: Option<DateTime<Utc>>,
+    reclaimed: Option<DateTime<Utc>>,
+    checked: Option<Instant>,
+    /// Whether the last month-end and budget pass still runs.
+    closing: Arc<AtomicBool>,
+    /// Up to when usage was last metered as final.
+    metered_to: Option<DateTime<Utc>>,
+    /// When the fleet and order gauges were last published, and what they
+    /// held.
+    published_at: Option<DateTime<Utc>>,
+    published: fleet::Published,
+    /// The fleet history interval being folded.
+    history: history::Recorder,
+    /// Defragmentation moves of the past hour.
+    defrag: defrag::Ledger,
+}
+
+/// Orders already handed to the driver by this process, so each is handed
+/// once per process (and again after a restart).
+#[derive(Default)]
+struct Handed {
+    starts: HashSet<Uuid>,
+    stops: HashSet<Uuid>,
+}
+
+/// Runs the loop until `stop` turns true, then gives the lease up.
+pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+    let config = &state.config;
+    let interval = Duration::from_millis(config.scheduler_interval_ms);
+    let driver = SimulatedDriver::new(
+        state.db.clone(),
+        state.scheduler.clone(),
+        state.clock.clone(),
+        Timing {
+            provision: Duration::from_millis(config.simulated_provision_ms),
+            stop: Duration::from_millis(config.simulated_stop_ms),
+            failure_rate: config.simulated_failure_rate,
+        },
+    );
+    let keeper = tokio::spawn(keep_lease(state.clone(), stop.clone()));
+    let mut handed = Handed::default();
+    let mut due = Due::default();
+    let mut world: Option<World> = None;
+    loop {
+        if state.scheduler.is_leader() {
+            if let Err(error) = cycle(&state, &driver, &mut world, &mut handed, &mut due).await {
+                tracing::warn!(%error, "scheduling cycle failed; reading everything again");
+                world = None;
+            }
+            // Only the agents whose work the cycle's changes touched look
+            // again; after a full read, or a failed cycle, all of them do.
+            match world.as_mut().and_then(World::take_touched) {
+                Some(nodes) => state.scheduler.assignments_changed_on(&nodes),
+                None => state.scheduler.assignments_may_have_changed(),
+            }
+        } else {
+            // A replica that leads again starts from a full read.
+            handed = Handed::default();
+            world = None;
+        }
+        tokio::select! {
+            () = state.scheduler.woken() => {}
+            () = tokio::time::sleep(interval) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    keeper.await.ok();
+    if state.scheduler.is_leader() {
+        state.scheduler.set_leader(false);
+        if let Err(error) = lease::release(&state.db, LEASE, state.scheduler.holder()).await {
+            tracing::warn!(%error, "could not give the scheduler lease up");
+        }
+    }
+}
+
+/// Takes and renews the scheduler lease four times per lease life, apart
+/// from the cycles: a long cycle never lets the lease lapse, so the lease
+/// can be short and a dead leader is replaced within about one lease life.
+async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
+    let seconds = state.config.scheduler_lease_seconds;
+    let ttl = chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(10));
+    let renew_every = Duration::from_secs(seconds) / 4;
+    let holder = state.scheduler.holder().to_owned();
+    loop {
+        let leading = match lease::hold(&state.db, LEASE, &holder, ttl).await {
+            Ok(held) => held,
+            Err(error) => {
+                tracing::warn!(%error, "could not take or renew the scheduler lease");
+                false
+            }
+        };
+        let was = state.scheduler.set_leader(leading);
+        fleet::set_leader(leading);
+        if leading && !was {
+            tracing::info!(%holder, "this process now runs the scheduling loop");
+            state.scheduler.wake();
+        }
+        tokio::select! {
+            () = tokio::time::sleep(renew_every) => {}
+            _ = stop.changed() => break,
+        }
+    }
+}
+
+/// One pass: ends work that reached its duration, moves work off draining
+/// and unhealthy nodes, places what waits, and hands the results to the
+/// driver.
+async fn cycle(
+    state: &AppState,
+    driver: &dyn Driver,
+    world: &mut Option<World>,
+    handed: &mut Handed,
+    due: &mut Due,
+) -> anyhow::Result<()> {
+    let began = Instant::now();
+    let now = state.clock.now();
+    let deadline = chrono::Duration::seconds(
+        i64::try_from(state.config.agent_heartbeat_deadline_seconds).unwrap_or(30),
+    );
+    gantry_agents::health::mark_silent(&state.db, deadline, now).await?;
+    // Right after the silent nodes are marked: every fault before
+    // `now − deadline` is known, so spans up to there are final. Billing
+    // trouble is logged and retried next cycle; it never holds placement up.
+    let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
+    if due.metered.is_none_or(|at| now - at >= METER_EVERY) {
+        due.metered = Some(now);
+        match gantry_metering::meter(&state.db, now - deadline, interval).await {
+            Ok(_) => due.metered_to = Some(now - deadline),
+            Err(error) => tracing::warn!(%error, "metering failed; retrying next cycle"),
+        }
+    }
+    if let Some(to) = due.metered_to {
+        fleet::set_metering_lag((now - to).num_milliseconds() as f64 / 1000.0);
+    }
+    if due
+        .month_checked
+        .is_none_or(|at| now - at >= MONTH_CHECK_EVERY)
+    {
+        due.month_checked = Some(now);
+        // Rating whole months takes seconds for large tenants: it runs
+        // beside the loop, one pass at a time, so placement never waits.
+        if !due.closing.swap(true, Ordering::AcqRel) {
+            let (state, closing) = (state.clone(), due.closing.clone());
+            tokio::spawn(async move {
+                close_month_and_budgets(&state, now).await;
+                closing.store(false, Ordering::Release);
+            });
+        }
+    }
+    if due.reclaimed.is_none_or(|at| now - at >= RECLAIM_EVERY) {
+        due.reclaimed = Some(now);
+        match gantry_workload::orders::reconcile::reclaim(&state.db, now).await {
+            Ok(gpus) => fleet::set_held_by_ended(gpus),
+            Err(error) => {
+                tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
+            }
+        }
+    }
+    let loading = Instant::now();
+    let world = follow(state, world, due).await?;
+    end_expired(state, world, now).await?;
+    gantry_workload::jobs::time_out(&state.db, now).await?;
+    gantry_workload::reservations::service::end_windows(&state.db, world, now).await?;
+    evacuate(state, world, now).await?;
+    follow_log(&state.db, world).await?;
+    let loaded = load::snapshot(world, &state.db, now).await?;
+    // The engine never sees them; they can never run.
+    gantry_workload::jobs::dependencies::fail_broken(&state.db, &loaded.broken, now).await?;
+    let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
+    let pending = loaded.snapshot.pending.len();
+    let deciding = Instant::now();
+    let per_hour = state.config.defrag_budget_gpu_seconds_per_org_hour;
+    let mut ledger = std::mem::take(&mut due.defrag);
+    let (loaded, decisions, ledger) = tokio::task::spawn_blocking(move || {
+        let policy = Policy::default();
+        let mut decisions = loaded.snapshot.decide(&policy);
+        ledger.carry_out(
+            per_hour,
+            &loaded.snapshot.snapshot(),
+            &policy,
+            &mut decisions,
+        );
+        (loaded, decisions, ledger)
+    })
+    .await?;
+    due.defrag = ledger;
+    let decide_ms = deciding.elapsed().as_secs_f64() * 1000.0;
+    let writing = Instant::now();
+    let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
+    let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
+    fleet::record_preemptions(&decisions);
+    if due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY) {
+        due.published_at = Some(now);
+        publish(state, world, &loaded, &decisions, due, now).await;
+    }
+    // Only starts and preemptions give the driver something new to hand.
+    if applied.started + applied.preempted > 0 {
+        follow_log(&state.db, world).await?;
+    }
+    hand_over(world, driver, handed);
+    let total_ms = began.elapsed().as_secs_f64() * 1000.0;
+    for (phase, ms) in [
+        ("load", load_ms),
+        ("engine", decide_ms),
+        ("write", write_ms),
+        ("total", total_ms),
+    ] {
+        fleet::record_phase(phase, ms / 1000.0);
+    }
+    let changed = applied.started + applied.preempted + applied.rejected > 0;
+    if changed {
+        tracing::info!(
+            pending,
+            started = applied.started,
+            preempted = applied.preempted,
+            rejected = applied.rejected,
+            total_ms,
+            "scheduling cycle"
+        );
+    }
+    tracing::debug!(
+        pending,
+        running = loaded.snapshot.running.len(),
+        nodes = loaded.snapshot.cluster.nodes.len(),
+        queued = world.orders.len(),
+        started = applied.started,
+        reasons_written = applied.waiting,
+        load_ms,
+        decide_ms,
+        write_ms,
+        total_ms,
+        "cycle timing"
+    );
+    Ok(())
+}
+
+/// The fleet, queue, order and SLA gauges, and the fleet history; a
+/// failed read is logged and tried again at the next publish, never
+/// failing the cycle.
+async fn publish(
+    state: &AppState,
+    world: &World,
+    loaded: &load::Loaded,
+    decisions: &gantry_scheduler::Decisions,
+    due: &mut Due,
+    now: DateTime<Utc>,
+) {
+    let published = &mut due.published;
+    let (capacity, by_region) = gantry_scheduler::capacity_reports(&loaded.snapshot.snapshot());
+    fleet::publish_fleet(published, world, &capacity, &by_region);
+    let pending = match fleet::publish_pending(published, &state.db, world, loaded, decisions).await
+    {
+        Ok(pending) => pending,
+        Err(error) => {
+            tracing::warn!(%error, "could not publish waiting orders");
+            decisions.waiting.len() + loaded.held.len()
+        }
+    };
+    if let Err(error) = fleet::publish_orders(published, &state.db).await {
+        tracing::warn!(%error, "could not publish orders by status");
+    }
+    if let Err(error) = fleet::publish_sla_risk(published, &state.db, world, now).await {
+        tracing::warn!(%error, "could not publish orders whose SLA is at risk");
+    }
+    let seen = history::Observation {
+        world,
+        capacity: &capacity,
+        pending,
+    };
+    let every = i64::try_from(state.config.history_interval_seconds).unwrap_or(60);
+    let retention =
+        chrono::TimeDelta::days(i64::try_from(state.config.history_retention_days).unwrap_or(8));
+    if let Err(error) = due
+        .history
+        .observe(&state.db, &seen, now, every, retention)
+        .await
+    {
+        tracing::warn!(%error, "could not write fleet history; the interval is lost");
+    }
+}
+
+/// Invoices last month once it is final, and brings budgets up to date.
+async fn close_month_and_budgets(state: &AppState, now: DateTime<Utc>) {
+    let settle = gantry_billing::invoices::settle_time(
+        state.config.agent_heartbeat_deadline_seconds,
+        state.config.metering_interval_seconds,
+    );
+    match gantry_billing::invoices::close_month(&state.db, &state.config.currency, now, settle)
+        .await
+    {
+        Ok(0) => {}
+        Ok(invoiced) => tracing::info!(invoiced, "finalized last month's invoices"),
+        Err(error) => tracing::warn!(%error, "could not close last month; retrying"),
+    }
+    if let Err(error) = gantry_billing::budgets::refresh(&state.db, now).await {
+        tracing::warn!(?error, "could not bring budgets up to date; retrying");
+    }
+    if let Err(error) = gantry_billing::prepaid::draw(state, now).await {
+        tracing::warn!(?error, "could not draw from prepaid balances; retrying");
+    }
+}
+
+/// The leader's copy of the rows, read whole when it has none and brought
+/// up to date from the change log otherwise; compared with a full read
+/// every `CHECK_EVERY` or when asked.
+async fn follow<'w>(
+    state: &AppState,
+    world: &'w mut Option<World>,
+    due: &mut Due,
+) -> Result<&'w mut World, DbErr> {
+    let asked = state.scheduler.take_consistency_request();
+    let Some(kept) = world.take() else {
+        due.checked = Some(Instant::now());
+        return Ok(world.insert(World::load(&state.db).await?));
+    };
+    let kept = world.insert(kept);
+    follow_log(&state.db, kept).await?;
+    if asked || due.checked.is_none_or(|at| at.elapsed() >= CHECK_EVERY) {
+        due.checked = Some(Instant::now());
+        check_consistency(state, kept).await?;
+    }
+    Ok(kept)
+}
+
+/// Applies the changes logged since the last call, or reads everything
+/// again when the log cannot be followed from where the copy stands.
+async fn follow_log(db: &DatabaseConnection, world: &mut World) -> Result<(), DbErr> {
+    if let Followed::Lost = world.follow(db).await? {
+        tracing::warn!("too many changes missing from the log; reading everything again");
+        *world = World::load(db).await?;
+    }
+    Ok(())
+}
+
+/// How many times a check reads again before it calls a difference real:
+/// a change that lands between the full read and the copy's own following
+/// differs for a moment without being wrong.
+const CHECK_ROUNDS: usize = 3;
+
+/// Compares the copy with a full read; a real difference (a write the log
+/// missed) is reported loudly and the full read replaces the copy. Also
+/// trims the change log behind the copy's position.
+async fn check_consistency(state: &AppState, world: &mut World) -> Result<(), DbErr> {
+    let mut fresh = World::load(&state.db).await?;
+    let mut differences = Vec::new();
+    for _ in 0..CHECK_ROUNDS {
+        follow_log(&state.db, world).await?;
+        follow_log(&state.db, &mut fresh).await?;
+        differences = world.differences(&fresh);
+        if differences.is_empty() {
+            break;
+        }
+    }
+    state.scheduler.record_check(!differences.is_empty());
+    if !differences.is_empty() {
+        tracing::error!(
+            ?differences,
+            "the scheduler's copy of the cluster and queue differed from the database; \
+             using a full read"
+        );
+        *world = fresh;
+    }
+    change_log::Entity::delete_many()
+        .filter(change_log::Column::Seq.lt(world.cursor() - LOG_KEPT))
+        .exec(&state.db)
+        .await?;
+    Ok(())
+}
+
+/// Running orders whose duration has passed are completed and stopped. A
+/// job's duration is only an estimate where an agent runs its command (the
+/// command decides when it ends); on simulated nodes it is the job's length.
+async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let on_agents: HashSet<Uuid> = world
+        .allocations
+        .values()
+        .filter(|a| {
+            world
+                .nodes
+                .get(&a.node_id)
+                .is_some_and(|n| n.driver == DriverKind::Agent)
+        })
+        .map(|a| a.order_id)
+        .collect();
+    let expired: Vec<&order::Model> = world
+        .orders
+        .values()
+        .filter(|o| o.status == OrderStatus::Running)
+        .filter(|o| !(o.kind == gantry_workload::jobs::KIND && on_agents.contains(&o.id)))
+        .filter(|o| match (o.started_at, o.duration_seconds) {
+            (Some(started), Some(duration)) => started + chrono::Duration::seconds(duration) <= now,
+            _ => false,
+        })
+        .collect();
+    for o in expired {
+        let id = o.id;
+        // A job on simulated nodes ends as its simulated command does,
+        // whichever of the two sees its length pass first.
+        if o.kind == gantry_workload::jobs::KIND {
+            gantry_provisioning::simulated::complete(&state.db, id, now).await?;
+            continue;
+        }
+        let txn = gantry_core::db::write(&state.db).await?;
+        let ended = order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Completed))
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(id))
+            .filter(order::Column::Status.eq(OrderStatus::Running))
+            .exec(&txn)
+            .await?;
+        if ended.rows_affected == 1 {
+            lifecycle::stop(&txn, id, now, StopCause::DurationReached).await?;
+        }
+        txn.commit().await?;
+    }
+    Ok(())
+}
+
+/// Work on draining nodes (and unhealthy simulated ones) is stopped and
+/// queued again.
+async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result<(), DbErr> {
+    let mut hit: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+    for a in world.allocations.values() {
+        let leaving = world
+            .nodes
+            .get(&a.node_id)
+            .is_some_and(|n| matches!(n.state, NodeState::Draining | NodeState::Unhealthy));
+        if leaving && a.state == AllocationState::Active {
+            hit.entry(a.order_id).or_default().push(a.node_id);
+        }
+    }
+    for (order_id, nodes) in hit {
+        let names: Vec<&str> = nodes
+            .iter()
+            .filter_map(|id| world.nodes.get(id).map(|n| n.name.as_str()))
+            .collect();
+        // A drain is the operator's choice; any other node leaving is a fault.
+        let drained = nodes.iter().any(|id| {
+            world
+                .nodes
+                .get(id)
+                .is_some_and(|n| n.state == NodeState::Draining)
+        });
+        let (cause, why) = if drained {
+            (StopCause::NodeDrained, "drained for maintenance")
+        } else {
+            (StopCause::NodeUnhealthy, "unhealthy")
+        };
+        let reason = format!(
+            "its node {} is leaving service ({why}); queued again",
+            names.join(", ")
+        );
+        let txn = gantry_core::db::write(&state.db).await?;
+        let moved = order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(OrderStatus::Preempted))
+            .col_expr(
+                order::Column::PendingReason,
+                Expr::value(Some(reason.clone())),
+            )
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(order_id))
+            .filter(order::Column::Status.is_in([
+                OrderStatus::Scheduled,
+                OrderStatus::Provisioning,
+                OrderStatus::Running,
+            ]))
+            .exec(&txn)
+            .await?;
+        // Evidence for SLA reports: maintenance interrupted this order.
+        if moved.rows_affected > 0
+            && let Some(o) = order::Entity::find_by_id(order_id).one(&txn).await?
+        {
+            for node_id in nodes {
+                let details = serde_json::json!({ "reason": "node drained or unhealthy" });
+                gantry_agents::health::record(&txn, node_id, "maintenance", Some(&o), details, now)
+                    .await?;
+            }
+            // The tenant reads it in its own audit log, beside the order's reason.
+            gantry_access::audit::record(
+                &txn,
+                gantry_access::audit::Change {
+                    org_id: Some(o.org_id),
+                    action: "order.moved_off_node",
+                    target_type: "order",
+                    target_id: Some(o.id.to_string()),
+                    details: serde_json::json!({ "nodes": names, "reason": reason }),
+                    actor: &gantry_core::auth::principal::Actor::system(),
+                },
+            )
+            .await?;
+        }
+        lifecycle::stop(&txn, order_id, now, cause).await?;
+        txn.commit().await?;
+    }
+    Ok(())
+}
+
+/// Hands the simulated driver every order on simulated nodes being brought
+/// up or stopped that this process has not handed yet. Agents fetch their
+/// own work.
+fn hand_over(world: &World, driver: &dyn Driver, handed: &mut Handed) {
+    let on_simulated = |a: &&allocation::Model| {
+        world
+            .nodes
+            .get(&a.node_id)
+            .is_some_and(|n| n.driver == DriverKind::Simulated)
+    };
+    let live: Vec<&allocation::Model> = world.allocations.values().filter(on_simulated).collect();
+    let coming_up: HashSet<Uuid> = live
+        .iter()
+        .map(|a| a.order_id)
+        .filter(|id| {
+            world.orders.get(id).is_some_and(|o| {
+                matches!(o.status, OrderStatus::Scheduled | OrderStatus::Provisioning)
+            })
+        })
+        .collect();
+    let stopping: Vec<(Uuid, DateTime<Utc>)> = live
+        .iter()
+        .filter(|a| a.state == AllocationState::Stopping)
+        .map(|a| (a.order_id, a.stop_at.unwrap_or_else(Utc::now)))
+        .collect();
+    handed.starts.retain(|id| coming_up.contains(id));
+    let stopping_ids: HashSet<Uuid> = stopping.iter().map(|(id, _)| *id).collect();
+    handed.stops.retain(|id| stopping_ids.contains(id));
+    for id in coming_up {
+        if handed.starts.insert(id) {
+            driver.start(id);
+        }
+    }
+    for (id, stop_at) in stopping {
+        if handed.stops.insert(id) {
+            driver.stop(id, stop_at);
+        }
+    }
+}

@@ -1,5 +1,0 @@
-//! The inventory: nodes and their GPUs, as drivers report them and
-//! operators manage them.
-
-pub mod nodes;
-pub mod telemetry;
