@@ -24,18 +24,16 @@ use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::{OrgAccess, need};
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiResult, ProblemResponses};
+use gantry_core::handles::waiting::WAITING;
 use gantry_core::http::extract::ApiJson;
 use gantry_core::state::AppState;
 use gantry_core::validate::Fields;
 use gantry_entities::{order, project, queue_limit};
-use gantry_types::classes::OrderStatus;
 
 /// The most any limit may be set to.
 const LIMIT_MAX: i32 = 1_000_000;
 /// Project limits one organization may have.
 const PROJECTS_MAX: usize = 200;
-/// Statuses of work that waits for the scheduler.
-pub const WAITING: [OrderStatus; 2] = [OrderStatus::Queued, OrderStatus::Preempted];
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct QueueLimits {
