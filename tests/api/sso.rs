@@ -12,8 +12,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use gantry_access::auth::oidc::{ClaimMembership, Provider};
-use gantry_access::tenancy::roles::OrgRole;
+use gantry_core::config::oidc::{ClaimMembership, Provider};
+use gantry_types::roles::OrgRole;
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};

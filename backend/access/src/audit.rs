@@ -15,8 +15,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-pub use gantry_core::audit::{Change, platform, record, row};
-
 use crate::tenancy::access::{OrgAccess, need};
 use gantry_core::auth::principal::Operator;
 use gantry_core::error::ApiResult;

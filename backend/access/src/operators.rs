@@ -4,8 +4,8 @@ use chrono::Utc;
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
-use crate::audit::{self, Change};
 use crate::auth::accounts::normalize_email;
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::password::{self, PasswordHasher};
 use gantry_core::auth::principal::Actor;
 use gantry_entities::user;

@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use crate::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::{Actor, Principal, UserSession};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, path_uuid};

@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use super::api::Registered;
 use super::node_auth::NodeAgent;
-use gantry_access::audit;
+use gantry_core::audit;
 use gantry_core::auth::api_key_secret::{self, NODE_PREFIX};
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};

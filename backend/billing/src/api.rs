@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use super::invoices;
 use super::prepaid;
-use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::{OrgAccess, OrgScope, need};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::csv::{Format, Table};

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 
-use gantry_access::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_core::error::ApiResult;
 use gantry_entities::billing_account;

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::rating::{self, Span};
 use gantry_core::error::{ApiError, ApiResult, Resource};
 use gantry_entities::{billing_account, invoice, invoice_line, sla_credit, usage_record};
-pub use gantry_pricing::book::micros_text;
+use gantry_pricing::book::micros_text;
 use gantry_pricing::book::price_context;
 use gantry_types::classes::{InvoiceStatus, LineKind, PricingClass, UsageKind};
 

@@ -8,4 +8,4 @@ pub mod prepaid;
 pub mod sla;
 pub mod spend;
 
-pub use gantry_pricing::rating;
+use gantry_pricing::rating;

@@ -14,7 +14,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use gantry_access::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_core::error::ApiResult;
 use gantry_core::state::AppState;

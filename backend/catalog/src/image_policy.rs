@@ -14,9 +14,9 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::image_refs::REFERENCE_MAX;
-pub use gantry_core::catalog::image_policy::{allowed, check};
+use gantry_core::catalog::image_policy::allowed;
 
-use gantry_access::audit;
+use gantry_core::audit;
 use gantry_core::auth::principal::{Actor, Authenticated, Operator};
 use gantry_core::error::{ApiResult, ProblemResponses};
 use gantry_core::http::extract::ApiJson;
@@ -153,14 +153,5 @@ mod tests {
         assert!(check_prefix("nvidia/").is_err());
         assert!(check_prefix("bad host/x").is_err());
         assert!(check_prefix("nvcr.io/x@sha256").is_err());
-    }
-
-    #[test]
-    fn references_outside_the_policy_are_refused_by_field() {
-        let allowed = vec!["registry.example/team".to_owned()];
-        assert!(check("image", "registry.example/team/train:v3", &allowed).is_ok());
-        for text in ["registry.example/other/x", "debian"] {
-            assert!(check("image", text, &allowed).is_err(), "{text}");
-        }
     }
 }

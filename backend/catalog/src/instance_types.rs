@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::prices::{self, Price};
 use super::{in_use, name_taken};
-use gantry_access::audit;
+use gantry_core::audit;
 use gantry_core::auth::principal::{Actor, Authenticated, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};

@@ -10,9 +10,8 @@ pub mod instance_types;
 pub mod prices;
 pub mod regions;
 
-pub use gantry_core::catalog as cache;
-pub use gantry_core::catalog::shares;
-pub use gantry_types::image_refs;
+use gantry_core::catalog::shares;
+use gantry_types::image_refs;
 
 use std::collections::HashMap;
 

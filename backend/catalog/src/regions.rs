@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::{in_use, name_taken};
-use gantry_access::audit;
+use gantry_core::audit;
 use gantry_core::auth::principal::{Actor, Authenticated, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};

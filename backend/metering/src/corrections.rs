@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use gantry_access::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};

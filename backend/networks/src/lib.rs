@@ -9,7 +9,7 @@
 
 pub mod api;
 
-pub use gantry_core::handles::networks::Cache;
+use gantry_core::handles::networks::Cache;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;

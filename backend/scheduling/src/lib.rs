@@ -10,7 +10,7 @@ mod defrag;
 pub mod status;
 pub mod what_if;
 
-pub use gantry_world::{lease, load, notify, scoped, world};
+use gantry_world::{lease, load, world};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -32,8 +32,6 @@ use gantry_provisioning::simulated::{SimulatedDriver, Timing};
 use gantry_types::classes::{AllocationState, DriverKind, NodeState, OrderStatus, StopCause};
 use gantry_workload::orders::lifecycle;
 use world::{Followed, World};
-
-pub use gantry_core::handles::scheduler::{AssignmentChanges, Checks, SchedulerHandle};
 
 /// The name of the scheduler's lease row.
 pub const LEASE: &str = "scheduler";
@@ -544,9 +542,9 @@ async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result
                     .await?;
             }
             // The tenant reads it in its own audit log, beside the order's reason.
-            gantry_access::audit::record(
+            gantry_core::audit::record(
                 &txn,
-                gantry_access::audit::Change {
+                gantry_core::audit::Change {
                     org_id: Some(o.org_id),
                     action: "order.moved_off_node",
                     target_type: "order",

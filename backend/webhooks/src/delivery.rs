@@ -24,7 +24,7 @@ use super::events;
 use super::signing;
 use super::target::{CheckedResolver, Targets};
 use bytes::Bytes;
-use gantry_access::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_core::state::AppState;
 use gantry_entities::{webhook_attempt, webhook_delivery, webhook_endpoint, webhook_event};

@@ -8,6 +8,6 @@ pub mod api;
 pub mod delivery;
 pub mod events;
 pub mod signing;
-pub use gantry_core::handles::webhook_targets as target;
+use gantry_core::handles::webhook_targets as target;
 
 pub use api::routes;

@@ -20,8 +20,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::{OrgAccess, need};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiResult, ProblemResponses};
 use gantry_core::handles::waiting::WAITING;

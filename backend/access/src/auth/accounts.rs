@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::refresh::{self, WithCookie};
-use crate::audit::{self, Change};
 use crate::tenancy::orgs::{self, Organization};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::login_throttle::{self, Verdict};
 use gantry_core::auth::password;
 use gantry_core::auth::principal::{Actor, Authenticated, Principal};

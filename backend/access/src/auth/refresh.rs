@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::accounts::TokenResponse;
-use crate::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::api_key_secret;
 use gantry_core::auth::principal::Actor;
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses};

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::access::{OrgAccess, need};
 use super::roles::OrgRole;
-use crate::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::api_key_secret;
 use gantry_core::auth::principal::Principal;
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};

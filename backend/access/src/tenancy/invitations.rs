@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::access::{OrgAccess, need};
 use super::orgs;
 use super::roles::OrgRole;
-use crate::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, path_uuid};

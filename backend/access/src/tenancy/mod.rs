@@ -9,4 +9,4 @@ pub mod orgs;
 pub mod projects;
 pub mod registry_credentials;
 
-pub use gantry_types::roles;
+use gantry_types::roles;

@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::access::{OrgAccess, OrgScope, need};
-use crate::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};
 use gantry_core::http::pagination::{Page, PageQuery};

@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::coverage::CreditTier;
 use super::{SlaReport, measure};
-use gantry_access::audit;
 use gantry_access::tenancy::access::{OrgAccess, need};
+use gantry_core::audit;
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses};
 use gantry_core::http::extract::{ApiJson, ApiQuery};

@@ -44,3 +44,17 @@ pub fn check(field: &str, text: &str, allowed: &[String]) -> ApiResult<ImageRef>
         message: format!("{} is not allowed: {said}", reference.whole()),
     }]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_outside_the_policy_are_refused_by_field() {
+        let allowed = vec!["registry.example/team".to_owned()];
+        assert!(check("image", "registry.example/team/train:v3", &allowed).is_ok());
+        for text in ["registry.example/other/x", "debian"] {
+            assert!(check("image", text, &allowed).is_err(), "{text}");
+        }
+    }
+}

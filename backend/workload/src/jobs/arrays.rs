@@ -11,8 +11,8 @@ use utoipa_axum::routes;
 use uuid::Uuid;
 
 use super::Dependency;
-use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::{OrgAccess, OrgScope, need};
+use gantry_core::audit::{self, Change};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::path_uuid;
 use gantry_core::state::AppState;

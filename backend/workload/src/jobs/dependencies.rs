@@ -13,8 +13,6 @@ use uuid::Uuid;
 use gantry_entities::order;
 use gantry_types::classes::OrderStatus;
 
-pub use gantry_world::gate::{Gate, gate};
-
 /// Fails the queued jobs whose required dependency failed.
 pub async fn fail_broken(
     db: &impl ConnectionTrait,

@@ -8,7 +8,7 @@ pub mod attempts;
 pub mod dependencies;
 pub mod logs;
 
-pub use gantry_types::job_spec::{Condition, Dependency, RETRY_REASON_PREFIX};
+use gantry_types::job_spec::Dependency;
 
 use std::collections::BTreeMap;
 

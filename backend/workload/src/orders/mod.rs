@@ -3,13 +3,13 @@
 //! it up, and the tenant cancels it when done.
 
 pub mod admission;
-pub use gantry_core::handles::intake;
+use gantry_core::handles::intake;
 pub mod lifecycle;
 pub mod names;
 pub mod reconcile;
 pub mod service;
 
-pub use gantry_types::reasons;
+use gantry_types::reasons;
 
 use std::collections::HashMap;
 
@@ -27,8 +27,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::{OrgAccess, OrgScope, need};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Operator;
 use gantry_core::catalog::Catalog;
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};

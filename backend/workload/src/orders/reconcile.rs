@@ -14,7 +14,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::lifecycle;
-use gantry_access::audit::{self, Change};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_entities::{allocation, order};
 use gantry_types::classes::{AllocationState, OrderStatus, StopCause};

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::intake::{Created, Intake, Prepared};
 use super::{CreateOrder, DURATION_MAX, DURATION_MIN, NODE_COUNT_MAX, admission};
-use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::OrgScope;
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_core::catalog::Catalog;
 use gantry_core::config::Config;

@@ -12,8 +12,8 @@ use utoipa_axum::routes;
 
 use super::service::{self, Fit};
 use super::{CreateReservation, ExtendReservation, Quote, Reservation, ReservationState};
-use gantry_access::audit::{self, Change};
 use gantry_access::tenancy::access::{OrgAccess, OrgScope, need};
+use gantry_core::audit::{self, Change};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource, Window};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};
 use gantry_core::http::pagination::{Page, PageQuery};

@@ -15,7 +15,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use uuid::Uuid;
 
-use gantry_access::audit;
+use gantry_core::audit;
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};
@@ -24,8 +24,6 @@ use gantry_core::validate::Fields;
 use gantry_entities::maintenance_window;
 use gantry_inventory::nodes::Breaking;
 use gantry_types::classes::ReservationStatus;
-
-pub use gantry_world::load::MAINTENANCE_HOLDER as HOLDER;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MaintenanceWindow {

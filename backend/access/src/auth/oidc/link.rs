@@ -7,8 +7,8 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use uuid::Uuid;
 
 use super::Provider;
-use crate::audit::{self, Change};
 use crate::auth::accounts::{NewUser, add_user};
+use gantry_core::audit::{self, Change};
 use gantry_core::auth::principal::Actor;
 use gantry_core::error::ApiResult;
 use gantry_core::state::AppState;

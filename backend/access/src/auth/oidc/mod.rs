@@ -9,7 +9,7 @@ mod link;
 
 pub use flow::routes;
 
-pub use gantry_core::config::oidc::{ClaimMembership, Provider, check_providers};
+use gantry_core::config::oidc::Provider;
 
 /// Drops sign-ins whose browser never came back before they lapsed.
 pub async fn prune(
