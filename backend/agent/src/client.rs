@@ -9,6 +9,7 @@ use uuid::Uuid;
 use crate::discovery::{Gpu, Sample};
 use crate::output::Line;
 use crate::runtime::AssignedImage;
+use crate::volumes::{Attachment, NodeVolume, VolumeReport};
 
 #[derive(Debug, Serialize)]
 pub struct Registration<'a> {
@@ -84,6 +85,9 @@ pub struct Assignment {
     /// node carries one.
     #[serde(default)]
     pub network: Option<AssignedNetwork>,
+    /// The node's volumes it attaches, and where it sees them.
+    #[serde(default)]
+    pub volumes: Vec<Attachment>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,9 +128,14 @@ pub struct AssignedLimits {
     pub disk_gib: u64,
 }
 
+/// What the control plane wants of this node.
 #[derive(Debug, Deserialize)]
-struct Assignments {
-    assignments: Vec<Assignment>,
+pub struct Assignments {
+    pub assignments: Vec<Assignment>,
+    /// The volumes the node keeps or erases; absent from control planes
+    /// without volumes.
+    #[serde(default)]
+    pub volumes: Option<Vec<NodeVolume>>,
     /// Absent from control planes that cannot wait for changes.
     #[serde(default)]
     version: Option<String>,
@@ -230,17 +239,25 @@ impl Client {
         }
     }
 
+    /// `volumes` says how the node's volumes stand and how much room is
+    /// left for more, where it keeps them.
     pub async fn heartbeat(
         &self,
         credential: &str,
         gpus: &[Sample],
         fabric_address: Option<std::net::Ipv4Addr>,
+        volumes: Option<(Vec<VolumeReport>, u64)>,
     ) -> Result<HeartbeatAck, CallError> {
+        let mut body = serde_json::json!({ "gpus": gpus, "fabric_address": fabric_address });
+        if let Some((reports, free)) = volumes {
+            body["volumes"] = serde_json::json!(reports);
+            body["volume_free_bytes"] = serde_json::json!(free);
+        }
         let request = self
             .http
             .post(format!("{}/heartbeat", self.base))
             .bearer_auth(credential)
-            .json(&serde_json::json!({ "gpus": gpus, "fabric_address": fabric_address }));
+            .json(&body);
         self.call(request).await
     }
 
@@ -254,12 +271,12 @@ impl Client {
         self.call(request).await
     }
 
-    pub async fn assignments(&self, credential: &str) -> Result<Vec<Assignment>, CallError> {
+    pub async fn assignments(&self, credential: &str) -> Result<Assignments, CallError> {
         let request = self
             .http
             .get(format!("{}/assignments", self.base))
             .bearer_auth(credential);
-        Ok(self.call::<Assignments>(request).await?.assignments)
+        self.call::<Assignments>(request).await
     }
 
     /// The version of this node's assignments, answered once they differ

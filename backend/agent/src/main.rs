@@ -24,6 +24,7 @@ use gantry_agent::runtime::process::Process;
 use gantry_agent::runtime::sandbox::{Node, Sandbox, Tools};
 use gantry_agent::runtime::{Access, Runtime, RuntimeKind};
 use gantry_agent::supervisor::{Event, ImageSource, Slots, Supervisor};
+use gantry_agent::volumes::Volumes;
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::EnvFilter;
 use uuid::Uuid;
@@ -238,17 +239,29 @@ fn join_token(cli: &Cli) -> anyhow::Result<Option<String>> {
 
 /// The runtime `--runtime` names and where its images come from, or why
 /// this node cannot have it.
+/// What isolates workloads on this node: the runtime, and where it has
+/// them, their images and the node's volumes.
+struct Opened {
+    runtime: Box<dyn Runtime>,
+    images: Option<ImageSource>,
+    volumes: Option<Volumes>,
+}
+
 fn open_runtime(
     cli: &Cli,
     source: &Source,
     gpus: &[Gpu],
-) -> anyhow::Result<(Box<dyn Runtime>, Option<ImageSource>)> {
+) -> anyhow::Result<Opened> {
     if cli.runtime == RuntimeKind::Process {
         tracing::warn!(
             "runtime `process`: workloads run unisolated as the agent's user; \
              use it only on trusted single-tenant nodes"
         );
-        return Ok((Box::new(Process::new(&cli.state_dir)?), None));
+        return Ok(Opened {
+            runtime: Box::new(Process::new(&cli.state_dir)?),
+            images: None,
+            volumes: None,
+        });
     }
     let tools = match cli.runtime {
         RuntimeKind::Sandbox => Some(Tools::find().map_err(anyhow::Error::msg)?),
@@ -258,6 +271,12 @@ fn open_runtime(
     let roots =
         Roots::new(&state_dir.join("roots"), cli.disk_reserve_gib).map_err(anyhow::Error::msg)?;
     let images = open_images(cli, &state_dir, &roots)?;
+    let volumes = Volumes::new(
+        &state_dir.join("volumes"),
+        roots.disks().clone(),
+        cli.disk_reserve_gib,
+    )
+    .map_err(anyhow::Error::msg)?;
     let devices = match source {
         Source::Simulated(_) => GpuDevices::simulated(&state_dir, gpus)
             .context("making stand-in device nodes for the simulated GPUs")?,
@@ -328,7 +347,11 @@ fn open_runtime(
         images,
         default: cli.default_image.clone(),
     };
-    Ok((runtime, Some(images)))
+    Ok(Opened {
+        runtime,
+        images: Some(images),
+        volumes: Some(volumes),
+    })
 }
 
 /// The agent's image store, on a file system of its own size when
@@ -341,8 +364,10 @@ fn open_images(cli: &Cli, state_dir: &Path, roots: &Roots) -> anyhow::Result<Ima
     let dir = std::path::absolute(&dir)?;
     if cli.image_store_gib > 0 && !gantry_agent::mounts::is_mount_point(&dir) {
         let file = dir.with_extension("img");
-        roots
-            .disk(&file, &dir, cli.image_store_gib << 30, 0)
+        let disks = roots.disks();
+        disks
+            .make(&file, cli.image_store_gib << 30, 0)
+            .and_then(|()| disks.mount(&file, &dir))
             .map_err(|e| anyhow::anyhow!("making the image store at {}: {e}", dir.display()))?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
     }
@@ -385,7 +410,11 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
             std::fs::set_permissions(&cli.state_dir, std::fs::Permissions::from_mode(0o700))
         })
         .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
-    let (runtime, images) = open_runtime(&cli, &source, &gpus)?;
+    let Opened {
+        runtime,
+        images,
+        volumes,
+    } = open_runtime(&cli, &source, &gpus)?;
     if let Some(address) = cli.metrics_listen {
         exporter::serve(address, Duration::from_millis(cli.interval_ms.max(50)))?;
     }
@@ -438,6 +467,9 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         slots,
     )
     .with_context(|| format!("preparing {}", cli.state_dir.display()))?;
+    if let Some(volumes) = volumes {
+        supervisor.set_volumes(volumes);
+    }
     if let Some(address) = cli.fabric_address {
         let fabric = gantry_agent::fabric::Fabric::new(gantry_agent::fabric::FabricConfig {
             address,
@@ -634,7 +666,12 @@ impl Round<'_> {
                 exporter::record(node, &samples, &self.holders);
             }
             self.client
-                .heartbeat(credential, &samples, self.fabric_address)
+                .heartbeat(
+                    credential,
+                    &samples,
+                    self.fabric_address,
+                    supervisor.volume_reports(),
+                )
                 .await?
                 .rotate_credential
         } else {
@@ -644,8 +681,13 @@ impl Round<'_> {
         // sooner, and the work it makes room for comes through the watch.
         let mut events = Vec::new();
         if why != Why::Ended {
-            let assignments = self.client.assignments(credential).await?;
+            let wanted = self.client.assignments(credential).await?;
+            let assignments = wanted.assignments;
             self.holders = exporter::holders(&assignments);
+            // Volumes first: a workload starting this round finds its own.
+            if let Some(volumes) = &wanted.volumes {
+                supervisor.sync_volumes(volumes, &assignments);
+            }
             events = supervisor.reconcile(&assignments);
         }
         events.extend(supervisor.poll());

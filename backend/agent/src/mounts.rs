@@ -49,11 +49,17 @@ pub fn bind(source: &Path, target: &Path) -> std::io::Result<()> {
     mount(source, target, "", libc::MS_BIND, "")
 }
 
-/// Shows the directory `source` at `target` read-only, without devices or
-/// set-user-id programs, with every owner shifted as the user namespace
-/// `userns` maps it: a file of uid 0 in `source` belongs to the
-/// namespace's root at `target`.
-pub fn idmapped(source: &Path, target: &Path, userns: &OwnedFd) -> std::io::Result<()> {
+/// Shows the directory `source` at `target` (read-only where asked),
+/// without devices or set-user-id programs, with every owner shifted as
+/// the user namespace `userns` maps it: a file of uid 0 in `source`
+/// belongs to the namespace's root at `target`, and what that root writes
+/// there is stored as uid 0.
+pub fn idmapped(
+    source: &Path,
+    target: &Path,
+    userns: &OwnedFd,
+    read_only: bool,
+) -> std::io::Result<()> {
     let (source, target) = (c_path(source)?, c_path(target)?);
     let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
     // SAFETY: open_tree(2) reads a NUL-terminated path; the descriptor it
@@ -69,7 +75,11 @@ pub fn idmapped(source: &Path, target: &Path, userns: &OwnedFd) -> std::io::Resu
     };
     let attr = libc::mount_attr {
         attr_set: libc::MOUNT_ATTR_IDMAP
-            | libc::MOUNT_ATTR_RDONLY
+            | if read_only {
+                libc::MOUNT_ATTR_RDONLY
+            } else {
+                0
+            }
             | libc::MOUNT_ATTR_NODEV
             | libc::MOUNT_ATTR_NOSUID,
         attr_clr: 0,
@@ -142,6 +152,26 @@ pub fn is_mount_point(path: &Path) -> bool {
             .nth(4)
             .is_some_and(|point| unescape(point) == wanted)
     })
+}
+
+/// What is mounted at `path` (a loop device, say), by the topmost mount
+/// there.
+pub fn source_of(path: &Path) -> Option<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let wanted = path.display().to_string();
+    mounts
+        .lines()
+        .rev()
+        .filter(|line| {
+            line.split_whitespace()
+                .nth(4)
+                .is_some_and(|point| unescape(point) == wanted)
+        })
+        .filter_map(|line| {
+            let (_, after) = line.split_once(" - ")?;
+            after.split_whitespace().nth(1).map(unescape)
+        })
+        .next()
 }
 
 /// A mountinfo field with its octal escapes (`\040` for a space) undone.

@@ -1,23 +1,19 @@
 //! Each workload's root file system: the layers of its image, shown with
 //! their owners shifted into the workload's user namespace (idmapped
-//! mounts, read-only), under a writable layer of its own on a disk of the
-//! size its instance type sells. The disk is an ext4 image of exactly that
-//! size, allocated whole when the workload starts (so the node's free
-//! space is spent at once, never later behind the agent's back) and
-//! mounted through a loop device: writing past it fails with ENOSPC inside
-//! the workload and nowhere else. Everything stays mounted while the
-//! workload lives, agent restarts included, and goes when it ends.
+//! mounts, read-only), under a writable layer of its own on a disk (see
+//! `disk`) of the size its instance type sells, made when the workload
+//! starts. Everything stays mounted while the workload lives, agent
+//! restarts included, and goes when it ends.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use uuid::Uuid;
 
+use crate::disk::{Disks, GIB, size};
 use crate::images::Image;
+use crate::volumes::VolumeMount;
 use crate::{mounts, userns};
-
-const GIB: u64 = 1024 * 1024 * 1024;
 
 /// Directories every root has, made when its image lacks them: `/tmp`
 /// and `/scratch` live on the workload's disk.
@@ -28,9 +24,7 @@ const DIRS: &[(&str, u32)] = &[("tmp", 0o1777), ("scratch", 0o755), ("root", 0o7
 #[derive(Debug, Clone)]
 pub struct Roots {
     dir: PathBuf,
-    mkfs: PathBuf,
-    mount: PathBuf,
-    losetup: PathBuf,
+    disks: Disks,
     /// Free space the agent keeps for the node: a disk that would eat into
     /// it is refused.
     reserve: u64,
@@ -71,66 +65,18 @@ impl Root {
 impl Roots {
     /// Finds the programs roots need (mkfs.ext4, mount).
     pub fn new(dir: &Path, reserve_gib: u64) -> Result<Self, String> {
-        let mkfs = crate::runtime::find_program("mkfs.ext4")
-            .ok_or("workloads' disks need mkfs.ext4: install the Debian package `e2fsprogs`")?;
-        let mount = crate::runtime::find_program("mount")
-            .ok_or("workloads' disks need mount: install the Debian package `mount`")?;
-        let losetup = crate::runtime::find_program("losetup")
-            .ok_or("workloads' disks need losetup: install the Debian package `mount`")?;
+        let disks = Disks::find().map_err(|e| format!("workloads' {e}"))?;
         std::fs::create_dir_all(dir).map_err(|e| format!("making {}: {e}", dir.display()))?;
         Ok(Self {
             dir: dir.to_owned(),
-            mkfs,
-            mount,
-            losetup,
+            disks,
             reserve: reserve_gib * GIB,
         })
     }
 
-    /// Makes an ext4 file system of `bytes` in the file `image` (its space
-    /// allocated now), owned by `owner`, and mounts it at `dir`.
-    pub fn disk(&self, image: &Path, dir: &Path, bytes: u64, owner: u32) -> Result<(), String> {
-        let fail = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
-        let file = std::fs::File::create(image).map_err(|e| fail("making a disk", &e))?;
-        allocate(&file, bytes).map_err(|e| fail("allocating a disk", &e))?;
-        drop(file);
-        run(Command::new(&self.mkfs)
-            .args(["-q", "-F", "-m", "0", "-E"])
-            .arg(format!("nodiscard,root_owner={owner}:{owner}"))
-            .arg(image))
-        .map_err(|e| fail("formatting a disk", &e))?;
-        // mkfs zeroes some ranges by punching holes in a file: they are
-        // taken again, so the node's space is all spent now (and mounted
-        // without background inode table zeroing, which punches more).
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(image)
-            .map_err(|e| fail("opening a disk", &e))?;
-        allocate(&file, bytes).map_err(|e| fail("allocating a disk", &e))?;
-        drop(file);
-        std::fs::create_dir_all(dir).map_err(|e| fail("making a disk's mount point", &e))?;
-        // Direct I/O from the loop device to the file: one page cache, not
-        // two (writes run at the node's disk's speed, not a quarter of it).
-        let device = output(
-            Command::new(&self.losetup)
-                .args(["--find", "--show", "--direct-io=on"])
-                .arg(image),
-        )
-        .map_err(|e| fail("attaching a disk", &e))?;
-        let device = device.trim().to_owned();
-        let mounted = run(Command::new(&self.mount)
-            .args([
-                "-t",
-                "ext4",
-                "-o",
-                "nodiscard,noinit_itable,nosuid,nodev",
-                &device,
-            ])
-            .arg(dir));
-        // Detached now, the device goes when its file system is unmounted.
-        run(Command::new(&self.losetup).args(["--detach", &device]))
-            .map_err(|e| fail("detaching a disk", &e))?;
-        mounted.map_err(|e| fail("mounting a disk", &e))
+    /// The programs disks need, for other disks of the node.
+    pub fn disks(&self) -> &Disks {
+        &self.disks
     }
 
     pub fn root(&self, id: Uuid) -> Root {
@@ -167,7 +113,7 @@ impl Roots {
                 size(disk)
             ));
         }
-        let free = free_bytes(&self.dir)
+        let free = crate::disk::free_bytes(&self.dir)
             .map_err(|e| format!("reading the free space of {}: {e}", self.dir.display()))?;
         if free < disk.saturating_add(self.reserve) {
             return Err(format!(
@@ -199,7 +145,8 @@ impl Roots {
             .map_err(|e| fail("making the root's directory", &e))?;
         userns::create(first_id, &root.userns)?;
         let disk_dir = root.disk();
-        self.disk(&root.disk_image(), &disk_dir, disk, first_id)?;
+        self.disks.make(&root.disk_image(), disk, first_id)?;
+        self.disks.mount(&root.disk_image(), &disk_dir)?;
         let (upper, work) = (disk_dir.join("upper"), disk_dir.join("work"));
         for dir in [&upper, &work] {
             make_owned(dir, first_id, 0o755).map_err(|e| fail("preparing the disk", &e))?;
@@ -210,7 +157,7 @@ impl Roots {
             let target = root.layers().join(i.to_string());
             std::fs::create_dir_all(&target)
                 .map_err(|e| fail("making a layer's mount point", &e))?;
-            mounts::idmapped(layer, &target, &ns).map_err(|e| {
+            mounts::idmapped(layer, &target, &ns, true).map_err(|e| {
                 fail(
                     &format!("showing layer {} of the image", layer.display()),
                     &e,
@@ -241,6 +188,30 @@ impl Roots {
             ),
         )
         .map_err(|e| fail("mounting /dev/shm", &e))?;
+        Ok(())
+    }
+
+    /// Shows each of `volumes` at its path in `root`, owned as the
+    /// workload's user namespace maps the ids stored on it. A path's
+    /// missing directories are made, owned by the workload's root; a path
+    /// through a symbolic link or a file of the image is refused, since
+    /// the node would follow the link out of the root.
+    pub fn attach(
+        &self,
+        root: &Root,
+        first_id: u32,
+        volumes: &[VolumeMount],
+    ) -> Result<(), String> {
+        if volumes.is_empty() {
+            return Ok(());
+        }
+        let ns =
+            userns::open(&root.userns).map_err(|e| format!("opening the user namespace: {e}"))?;
+        for volume in volumes {
+            let target = mount_point_in(&root.tree, &volume.target, first_id)?;
+            mounts::idmapped(&volume.source, &target, &ns, volume.read_only)
+                .map_err(|e| format!("mounting a volume at {}: {e}", volume.target))?;
+        }
         Ok(())
     }
 
@@ -276,68 +247,42 @@ impl Roots {
     }
 }
 
-/// "1.5 GiB", "512 MiB".
-fn size(bytes: u64) -> String {
-    if bytes >= GIB {
-        format!("{:.1} GiB", bytes as f64 / GIB as f64)
-    } else {
-        format!("{} MiB", bytes / (1024 * 1024))
+/// The directory `path` (absolute, plain) inside `tree`, made where
+/// missing, never through a symbolic link.
+fn mount_point_in(tree: &Path, path: &str, owner: u32) -> Result<PathBuf, String> {
+    let mut at = tree.to_path_buf();
+    let mut shown = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        if part == "." || part == ".." {
+            return Err(format!("the mount path {path} is not plain"));
+        }
+        at.push(part);
+        shown.push('/');
+        shown.push_str(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(format!(
+                    "the image has a symbolic link at {shown}: mount the volume elsewhere"
+                ));
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "the image has a file at {shown}: mount the volume elsewhere"
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                make_owned(&at, owner, 0o755)
+                    .map_err(|e| format!("making the mount point {shown}: {e}"))?;
+            }
+            Err(e) => return Err(format!("reading {shown} in the image: {e}")),
+        }
     }
-}
-
-fn free_bytes(path: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: statvfs(3) fills the struct on this stack from a
-    // NUL-terminated path.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &raw mut stat) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
-}
-
-/// Reserves `bytes` for `file` on the node's disk now.
-fn allocate(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let length = i64::try_from(bytes).map_err(std::io::Error::other)?;
-    // SAFETY: fallocate(2) on a descriptor we own.
-    if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, length) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(at)
 }
 
 fn make_owned(path: &Path, owner: u32, mode: u32) -> std::io::Result<()> {
     std::fs::create_dir_all(path)?;
     std::os::unix::fs::chown(path, Some(owner), Some(owner))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-}
-
-fn run(command: &mut Command) -> Result<(), String> {
-    output(command).map(drop)
-}
-
-/// What `command` printed, or what it said on failing.
-fn output(command: &mut Command) -> Result<String, String> {
-    let out = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::size;
-
-    #[test]
-    fn sizes_read_as_people_say_them() {
-        assert_eq!(size(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
-        assert_eq!(size(512 * 1024 * 1024), "512 MiB");
-    }
 }

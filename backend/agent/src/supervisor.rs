@@ -30,6 +30,7 @@ use crate::images::{Image, Images, Pull};
 use crate::output::{Line, Output};
 use crate::runtime::{Access, Inside, Launch, PortMapping, Runtime, RuntimeKind};
 use crate::userns::IDS_PER_WORKLOAD;
+use crate::volumes::{NodeVolume, VolumeMount, VolumeReport, Volumes};
 
 /// What happened to a workload, for the control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +120,8 @@ struct Workload {
     entrypoint: Option<(String, Instant)>,
     /// Its place on its organization's private network.
     network: Option<AssignedNetwork>,
+    /// The volumes it attaches: none of them is erased while it lives.
+    volumes: Vec<Uuid>,
 }
 
 /// An end with a failing code this soon after the start is the
@@ -179,6 +182,8 @@ struct Record {
     ports: Vec<u16>,
     #[serde(default)]
     network: Option<AssignedNetwork>,
+    #[serde(default)]
+    volumes: Vec<Uuid>,
 }
 
 pub struct Supervisor {
@@ -201,6 +206,8 @@ pub struct Supervisor {
     output: Output,
     /// The node's private networks, where it carries them.
     fabric: Option<crate::fabric::Fabric>,
+    /// The node's local volumes, where its runtime can show them.
+    volumes: Option<Volumes>,
 }
 
 impl Supervisor {
@@ -228,7 +235,67 @@ impl Supervisor {
             ended: HashSet::new(),
             output: Output::new(state_dir)?,
             fabric: None,
+            volumes: None,
         })
+    }
+
+    /// Keeps local volumes for workloads to attach.
+    pub fn set_volumes(&mut self, volumes: Volumes) {
+        self.volumes = Some(volumes);
+    }
+
+    /// Brings the node's volumes in line with `wanted`: none is erased
+    /// while a workload, or an assignment, still holds it, or while an
+    /// ended workload's root is not yet tidied away.
+    pub fn sync_volumes(&mut self, wanted: &[NodeVolume], assignments: &[Assignment]) {
+        let Some(volumes) = self.volumes.as_mut() else {
+            return;
+        };
+        let mut in_use: HashSet<Uuid> = assignments
+            .iter()
+            .flat_map(|a| a.volumes.iter().map(|v| v.volume_id))
+            .chain(
+                self.workloads
+                    .values()
+                    .flat_map(|w| w.volumes.iter().copied()),
+            )
+            .collect();
+        if !self.leftovers.is_empty() {
+            in_use.extend(wanted.iter().map(|v| v.volume_id));
+        }
+        volumes.reconcile(wanted, &in_use);
+    }
+
+    /// How the node's volumes stand and the room left for more, where it
+    /// keeps them.
+    pub fn volume_reports(&self) -> Option<(Vec<VolumeReport>, u64)> {
+        self.volumes.as_ref().map(Volumes::reports)
+    }
+
+    /// Where a workload sees each volume its assignment attaches.
+    fn volume_mounts(&self, assignment: &Assignment) -> Result<Vec<VolumeMount>, String> {
+        if assignment.volumes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let Some(volumes) = &self.volumes else {
+            return Err(
+                "this node runs workloads as plain processes and cannot attach volumes".into(),
+            );
+        };
+        assignment
+            .volumes
+            .iter()
+            .map(|a| {
+                let source = volumes
+                    .source(a.volume_id)
+                    .ok_or_else(|| format!("volume {} is not ready on this node", a.volume_id))?;
+                Ok(VolumeMount {
+                    source,
+                    target: a.mount_path.clone(),
+                    read_only: a.read_only,
+                })
+            })
+            .collect()
     }
 
     /// Puts workloads with a private address on their networks (set
@@ -279,6 +346,7 @@ impl Supervisor {
                     attempt: None,
                     entrypoint: None,
                     network: record.network,
+                    volumes: record.volumes,
                 },
             );
         }
@@ -311,6 +379,7 @@ impl Supervisor {
                         cpus: w.cpus.clone(),
                         ports: w.ports.clone(),
                         network: w.network.clone(),
+                        volumes: w.volumes.clone(),
                     },
                 )
             })
@@ -614,6 +683,7 @@ impl Supervisor {
             ));
         }
         let isolated = self.runtime.kind() != RuntimeKind::Process;
+        let volume_mounts = self.volume_mounts(assignment)?;
         let private = assignment
             .network
             .clone()
@@ -686,6 +756,7 @@ impl Supervisor {
             hostname: &hostname,
             hosts: hosts.as_deref(),
             whole_gpus: assignment.gpu_milli >= 1000 && assignment.mig_devices.is_empty(),
+            volumes: &volume_mounts,
         };
         let prepared = match self.runtime.prepare(&launch) {
             Ok(prepared) => prepared,
@@ -779,6 +850,7 @@ impl Supervisor {
                     .filter(|i| !i.entrypoint.is_empty())
                     .map(|i| (i.entrypoint.join(" "), Instant::now())),
                 network: private.clone(),
+                volumes: assignment.volumes.iter().map(|v| v.volume_id).collect(),
             },
         );
         self.save();
@@ -980,6 +1052,7 @@ mod tests {
             image: None,
             node_count: 1,
             network: None,
+            volumes: Vec::new(),
         }
     }
 

@@ -141,6 +141,15 @@ pub struct Heartbeat {
     #[serde(default)]
     #[schema(value_type = Option<String>, format = Ipv4)]
     pub fabric_address: Option<std::net::Ipv4Addr>,
+    /// How each volume the node keeps stands; absent from an agent that
+    /// keeps none, which leaves its volumes as they were.
+    #[serde(default)]
+    #[schema(max_items = 4096)]
+    pub volumes: Option<Vec<gantry_volumes::nodes::VolumeReport>>,
+    /// Room left for more volumes on the node's disk, in bytes.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub volume_free_bytes: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -204,6 +213,9 @@ pub struct Assignment {
     /// Its address on its organization's private network, where its node
     /// carries one.
     pub network: Option<AssignedNetwork>,
+    /// The volumes it attaches (among the node's `volumes`), outer mount
+    /// paths first.
+    pub volumes: Vec<gantry_volumes::attach::VolumeAttachment>,
 }
 
 /// A workload's place on its organization's private network.
@@ -251,6 +263,8 @@ pub struct AssignedImage {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Assignments {
     pub assignments: Vec<Assignment>,
+    /// The volumes the node keeps or erases, attached or not.
+    pub volumes: Vec<gantry_volumes::nodes::NodeVolume>,
     /// Changes exactly when the assignments do: pass it back as `since` to
     /// wait for the next change.
     pub version: String,
@@ -562,10 +576,17 @@ async fn heartbeat(
             "must be a unicast address other nodes reach this one at",
         );
     }
+    if let Some(reports) = &request.volumes {
+        gantry_volumes::nodes::check(&mut fields, reports, request.volume_free_bytes);
+    }
     fields.finish()?;
     let now = state.clock.now();
     let node = agent.node;
     let txn = gantry_core::db::write(&state.db).await?;
+    if let Some(reports) = &request.volumes {
+        gantry_volumes::nodes::apply(&txn, node.id, reports, request.volume_free_bytes, now)
+            .await?;
+    }
     let recovered = node.state == NodeState::Unhealthy;
     let mut row: node::ActiveModel = node.clone().into();
     row.last_heartbeat_at = Set(Some(now));
@@ -664,7 +685,8 @@ async fn assignments(
     loop {
         let seen = changes.borrow_and_update().mark(node);
         let assignments = current(&state, &agent.node).await?;
-        let version = version(&assignments);
+        let volumes = gantry_volumes::nodes::of_node(&state.db, node).await?;
+        let version = version(&assignments, &volumes);
         let now = tokio::time::Instant::now();
         if query.since.as_deref() != Some(version.as_str())
             || now >= deadline
@@ -672,6 +694,7 @@ async fn assignments(
         {
             return Ok(Json(Assignments {
                 assignments,
+                volumes,
                 version,
             }));
         }
@@ -718,10 +741,10 @@ fn gpu_env(
     env
 }
 
-/// A digest of the assignments (their maps are ordered, so the same content
-/// always serializes alike).
-fn version(assignments: &[Assignment]) -> String {
-    let json = serde_json::to_vec(assignments).unwrap_or_default();
+/// A digest of the assignments and volumes (their maps are ordered, so the
+/// same content always serializes alike).
+fn version(assignments: &[Assignment], volumes: &[gantry_volumes::nodes::NodeVolume]) -> String {
+    let json = serde_json::to_vec(&(assignments, volumes)).unwrap_or_default();
     gantry_types::digest::sha256_hex(&[&json])[..32].to_owned()
 }
 
@@ -906,6 +929,8 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
     } else {
         HashMap::new()
     };
+    let order_ids: Vec<Uuid> = orders.keys().copied().collect();
+    let mounts = gantry_volumes::attach::of_orders(&state.db, &order_ids).await?;
     let mut assignments = live
         .into_iter()
         .filter_map(|a| {
@@ -971,6 +996,7 @@ async fn current(state: &AppState, node: &node::Model) -> ApiResult<Vec<Assignme
                 ssh_keys,
                 ports: gantry_workload::orders::json_list(order.ports.as_deref()),
                 node_count: order.node_count,
+                volumes: mounts.get(&order.id).cloned().unwrap_or_default(),
                 network: networks.placed.get(&a.id).map(|p| AssignedNetwork {
                     vni: p.vni,
                     address: p.address.clone(),

@@ -218,6 +218,7 @@ pub enum Resource {
     WebhookDelivery,
     IdentityProvider,
     RegistryCredential,
+    Volume,
 }
 
 impl Resource {
@@ -240,6 +241,7 @@ impl Resource {
             Self::Image => ("image_not_found", "image"),
             Self::SshKey => ("ssh_key_not_found", "SSH key"),
             Self::RegistryCredential => ("registry_credential_not_found", "registry credential"),
+            Self::Volume => ("volume_not_found", "volume"),
             Self::Reservation => ("reservation_not_found", "reservation"),
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
             Self::Invitation => ("invitation_not_found", "invitation"),

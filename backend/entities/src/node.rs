@@ -32,6 +32,9 @@ pub struct Model {
     /// The address its agent carries private networks from (VXLAN), on
     /// the data centre's network; none where it carries none.
     pub fabric_address: Option<String>,
+    /// Free space for `local` volumes on its disk, as its agent last said;
+    /// none where it keeps none.
+    pub volume_free_bytes: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

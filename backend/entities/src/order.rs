@@ -69,6 +69,8 @@ pub struct Model {
     pub image_reference: Option<String>,
     /// The reservation it runs in: only on its GPUs, only in its window.
     pub reservation_id: Option<Uuid>,
+    /// The node its `local` volumes live on: it runs only there.
+    pub node_id: Option<Uuid>,
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

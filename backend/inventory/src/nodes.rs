@@ -235,6 +235,7 @@ pub async fn insert(
         credential_next_hash: Set(None),
         credential_rotate: Set(false),
         fabric_address: Set(None),
+        volume_free_bytes: Set(None),
         last_heartbeat_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),

@@ -200,6 +200,7 @@ fn order_row(
         image_id: Set(None),
         image_reference: Set(None),
         reservation_id: Set(None),
+        node_id: Set(None),
         started_at: Set(Some(at)),
         ended_at: Set(None),
         created_at: Set(at),

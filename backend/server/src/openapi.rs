@@ -29,6 +29,7 @@ Errors are RFC 9457 problem documents with a stable `code`; lists are cursor-pag
         (name = "orders", description = "GPU capacity a tenant orders, and where it runs"),
         (name = "reservations", description = "GPUs held for a tenant over a window of hours"),
         (name = "networks", description = "Private networks: an organization's workloads reach each other there"),
+        (name = "volumes", description = "Storage an organization keeps apart from its orders, attached by them"),
         (name = "quotas", description = "How many GPUs an organization may hold"),
         (name = "usage", description = "Metered GPU-seconds, measured and billable"),
         (name = "billing", description = "Invoices rated from usage"),

@@ -326,3 +326,31 @@ impl From<engine::EstimateConfidence> for EstimateConfidence {
         }
     }
 }
+
+stored_enum! {
+    /// Where a volume's bytes live.
+    VolumeKind {
+        /// An image of exactly its size on one node's disk: orders that
+        /// attach it run on that node.
+        Local = "local",
+        /// A directory on the region's distributed file system, reachable
+        /// from every node of the region.
+        Shared = "shared",
+    }
+}
+
+stored_enum! {
+    /// Where a volume is in its life, as stored; `attached` is shown while
+    /// live orders use an available volume.
+    VolumeState {
+        /// Its node has not made it yet.
+        Creating = "creating",
+        Available = "available",
+        /// Its node erases and frees it.
+        Deleting = "deleting",
+        /// Erased and gone; kept for usage and invoices.
+        Deleted = "deleted",
+        /// Its node could not make it: the reason says why.
+        Failed = "failed",
+    }
+}

@@ -100,7 +100,12 @@ pub async fn snapshot(
             name: n.name.clone(),
             region: region_names.get(&n.region_id).cloned().unwrap_or_default(),
             rack: n.rack.clone(),
-            labels: serde_json::from_str::<BTreeSet<String>>(&n.labels).unwrap_or_default(),
+            labels: {
+                let mut labels =
+                    serde_json::from_str::<BTreeSet<String>>(&n.labels).unwrap_or_default();
+                labels.insert(node_label(&n.name));
+                labels
+            },
             cpu_milli: u64::try_from(n.cpu_milli).unwrap_or(0),
             memory_mib: u64::try_from(n.memory_mib).unwrap_or(0),
             schedulable: n.state == NodeState::Ready,
@@ -144,6 +149,7 @@ pub async fn snapshot(
         node_rows.iter().map(|n| (n.id, n.name.as_str())).collect();
     let names = Names {
         types,
+        nodes: &node_names,
         model: &model_name,
         regions: &region_names,
     };
@@ -313,8 +319,15 @@ fn queues(rows: &[quota::Model], model_name: &impl Fn(&Uuid) -> String) -> Vec<e
 }
 
 /// What turns an order's ids into the engine's names.
+/// The label every node carries with its own name: labels an operator
+/// gives have no `:`, so none can pose as it.
+pub fn node_label(name: &str) -> String {
+    format!("node:{name}")
+}
+
 struct Names<'a, F: Fn(&Uuid) -> String> {
     types: &'a HashMap<Uuid, instance_type::Model>,
+    nodes: &'a HashMap<Uuid, &'a str>,
     model: &'a F,
     regions: &'a HashMap<Uuid, String>,
 }
@@ -434,7 +447,19 @@ fn workload<F: Fn(&Uuid) -> String>(
             .and_then(|r| names.regions.get(&r).cloned())
             .into_iter()
             .collect(),
-        required_labels: BTreeSet::new(),
+        // An order pinned to a node (its local volumes live there) may run
+        // only on it; a node that is gone leaves it nowhere to run, which
+        // the engine says.
+        required_labels: o
+            .node_id
+            .map(|id| {
+                names
+                    .nodes
+                    .get(&id)
+                    .map_or_else(|| node_label(&id.to_string()), |name| node_label(name))
+            })
+            .into_iter()
+            .collect(),
         reservation: o.reservation_id.map(|id| id.to_string()),
     }
 }

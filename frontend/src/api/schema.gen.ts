@@ -2056,6 +2056,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/orgs/{org_id}/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's volumes, deleted ones aside. */
+        get: operations["list_volumes"];
+        put?: never;
+        /**
+         * Creates a volume. A `local` one goes to the node of the region with
+         *     the most room for it, which makes it within seconds (`creating`, then
+         *     `available`).
+         */
+        post: operations["create_volume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/volumes/{volume_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One volume. */
+        get: operations["get_volume"];
+        put?: never;
+        post?: never;
+        /**
+         * Deletes a volume that no live order attaches. Its node erases its data
+         *     before the space serves anyone else; it reads `deleting` until then.
+         */
+        delete: operations["delete_volume"];
+        options?: never;
+        head?: never;
+        /**
+         * Renames or grows a volume. A grow reaches its file system within
+         *     seconds; where its node cannot grow a file system in use, once no
+         *     order attaches it (`provisioned_gib` says when).
+         */
+        patch: operations["update_volume"];
+        trace?: never;
+    };
     "/api/v1/orgs/{org_id}/webhooks": {
         parameters: {
             query?: never;
@@ -2378,9 +2426,16 @@ export interface components {
              */
             node_count: number;
             network?: components["schemas"]["AssignedNetwork"] | null;
+            /**
+             * @description The volumes it attaches (among the node's `volumes`), outer mount
+             *     paths first.
+             */
+            volumes: components["schemas"]["VolumeAttachment"][];
         };
         Assignments: {
             assignments: components["schemas"]["Assignment"][];
+            /** @description The volumes the node keeps or erases, attached or not. */
+            volumes: components["schemas"]["NodeVolume"][];
             /**
              * @description Changes exactly when the assignments do: pass it back as `since` to
              *     wait for the next change.
@@ -2823,6 +2878,12 @@ export interface components {
              *     reservation. Its pricing class is then `reserved`, which needs one.
              */
             reservation_id?: string | null;
+            /**
+             * @description Volumes of the organization its workloads see, each at its own
+             *     path. A `local` volume runs the order on the volume's node; any
+             *     volume puts it in the volume's region.
+             */
+            volumes?: components["schemas"]["VolumeAttachment"][] | null;
         };
         CreateOrganization: {
             name: string;
@@ -2927,6 +2988,17 @@ export interface components {
             rack?: string;
             labels?: string[];
             mig?: components["schemas"]["SimulatedMig"] | null;
+        };
+        CreateVolume: {
+            /** @description Unique among the organization's volumes. */
+            name: string;
+            /** @description Region name or id. */
+            region: string;
+            kind?: components["schemas"]["VolumeKind"] | null;
+            /** Format: int64 */
+            size_gib: number;
+            /** Format: uuid */
+            project_id?: string | null;
         };
         /** @description A new key with its secret, which is shown this once. */
         CreatedApiKey: components["schemas"]["ApiKey"] & {
@@ -3131,6 +3203,16 @@ export interface components {
              *     it carries none, and its workloads then get no private address.
              */
             fabric_address?: string | null;
+            /**
+             * @description How each volume the node keeps stands; absent from an agent that
+             *     keeps none, which leaves its volumes as they were.
+             */
+            volumes?: components["schemas"]["VolumeReport"][] | null;
+            /**
+             * Format: int64
+             * @description Room left for more volumes on the node's disk, in bytes.
+             */
+            volume_free_bytes?: number | null;
         };
         HeartbeatAck: {
             /** Format: uuid */
@@ -3699,6 +3781,19 @@ export interface components {
          * @enum {string}
          */
         NodeState: "ready" | "cordoned" | "draining" | "unhealthy";
+        /** @description A volume a node keeps. */
+        NodeVolume: {
+            /** Format: uuid */
+            volume_id: string;
+            /**
+             * Format: uuid
+             * @description The organization that owns it.
+             */
+            org_id: string;
+            /** Format: int64 */
+            size_gib: number;
+            action: components["schemas"]["VolumeAction"];
+        };
         /** @description A lower price in a window of local hours. */
         OffPeak: {
             /**
@@ -3796,6 +3891,8 @@ export interface components {
              * @description The reservation it runs in.
              */
             reservation_id?: string | null;
+            /** @description The volumes it attaches, and where its workloads see them. */
+            volumes: components["schemas"]["VolumeAttachment"][];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -4263,6 +4360,8 @@ export interface components {
                  * @description The reservation it runs in.
                  */
                 reservation_id?: string | null;
+                /** @description The volumes it attaches, and where its workloads see them. */
+                volumes: components["schemas"]["VolumeAttachment"][];
                 /** Format: date-time */
                 created_at: string;
                 /** Format: date-time */
@@ -4511,6 +4610,50 @@ export interface components {
                 author?: string | null;
                 /** Format: date-time */
                 created_at: string;
+            }[];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description One page of a list. */
+        Page_Volume: {
+            items: {
+                /** Format: uuid */
+                id: string;
+                /** Format: uuid */
+                org_id: string;
+                /** Format: uuid */
+                project_id?: string | null;
+                name: string;
+                /** Format: uuid */
+                region_id: string;
+                region: string;
+                kind: components["schemas"]["VolumeKind"];
+                /**
+                 * Format: int64
+                 * @description The size sold; the file system holds exactly this much.
+                 */
+                size_gib: number;
+                /**
+                 * Format: int64
+                 * @description The size its node has made it so far: below `size_gib` while it
+                 *     is made or grown.
+                 */
+                provisioned_gib: number;
+                /**
+                 * Format: int64
+                 * @description Bytes its files take, as its node last measured; none before.
+                 */
+                used_bytes?: number | null;
+                status: components["schemas"]["VolumeStatus"];
+                status_reason?: string | null;
+                /** @description The node a `local` volume lives on: orders attaching it run there. */
+                node?: string | null;
+                /** @description Live orders attaching it. */
+                orders: components["schemas"]["VolumeUser"][];
+                /** Format: date-time */
+                created_at: string;
+                /** Format: date-time */
+                updated_at: string;
             }[];
             /** @description Pass as `cursor` to get the next page; absent on the last page. */
             next_cursor?: string | null;
@@ -5325,6 +5468,14 @@ export interface components {
             compliance_tags?: string[] | null;
             off_peak?: components["schemas"]["OffPeak"] | null;
         };
+        UpdateVolume: {
+            name?: string | null;
+            /**
+             * Format: int64
+             * @description A larger size: a volume grows, never shrinks.
+             */
+            size_gib?: number | null;
+        };
         UploadedLine: {
             stream: components["schemas"]["Stream"];
             line: string;
@@ -5442,6 +5593,99 @@ export interface components {
             has_password: boolean;
             /** Format: date-time */
             created_at: string;
+        };
+        Volume: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: uuid */
+            project_id?: string | null;
+            name: string;
+            /** Format: uuid */
+            region_id: string;
+            region: string;
+            kind: components["schemas"]["VolumeKind"];
+            /**
+             * Format: int64
+             * @description The size sold; the file system holds exactly this much.
+             */
+            size_gib: number;
+            /**
+             * Format: int64
+             * @description The size its node has made it so far: below `size_gib` while it
+             *     is made or grown.
+             */
+            provisioned_gib: number;
+            /**
+             * Format: int64
+             * @description Bytes its files take, as its node last measured; none before.
+             */
+            used_bytes?: number | null;
+            status: components["schemas"]["VolumeStatus"];
+            status_reason?: string | null;
+            /** @description The node a `local` volume lives on: orders attaching it run there. */
+            node?: string | null;
+            /** @description Live orders attaching it. */
+            orders: components["schemas"]["VolumeUser"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
+         * @description What a node does with one of its volumes.
+         * @enum {string}
+         */
+        VolumeAction: "keep" | "erase";
+        /** @description A volume an order attaches, and where its workloads see it. */
+        VolumeAttachment: {
+            /**
+             * Format: uuid
+             * @description One of the organization's volumes (`/orgs/{org_id}/volumes`).
+             */
+            volume_id: string;
+            /**
+             * @description An absolute path inside the workload, such as `/checkpoints`; not
+             *     `/`, nor in `/proc`, `/sys`, `/dev` or `/run`, nor a system
+             *     directory such as `/etc` or `/usr`.
+             */
+            mount_path: string;
+            /** @description Whether the workload may only read it; `false` when absent. */
+            read_only?: boolean;
+        };
+        /**
+         * @description Where a volume's bytes live.
+         * @enum {string}
+         */
+        VolumeKind: "local" | "shared";
+        /** @description How a node's volume stands, as its agent says. */
+        VolumeReport: {
+            /** Format: uuid */
+            volume_id: string;
+            /**
+             * Format: int64
+             * @description The size its file system has now.
+             */
+            size_gib: number;
+            /**
+             * Format: int64
+             * @description Bytes its files take.
+             */
+            used_bytes: number;
+            /** @description What went wrong making or growing it, in the node's words. */
+            error?: string | null;
+        };
+        /**
+         * @description Where a volume is in its life, as tenants see it.
+         * @enum {string}
+         */
+        VolumeStatus: "creating" | "available" | "attached" | "deleting" | "failed";
+        /** @description A live order attaching a volume. */
+        VolumeUser: {
+            /** Format: uuid */
+            order_id: string;
+            name: string;
         };
         /**
          * @description One reason an order waits, most telling first. GPU figures are in
@@ -11555,6 +11799,233 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Usage"];
                     "text/csv": string;
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_volumes: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of volumes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_Volume"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_volume: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry return the first response */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateVolume"];
+            };
+        };
+        responses: {
+            /** @description The new volume */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    get_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Volume id */
+                volume_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volume */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Volume id */
+                volume_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volume, being deleted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    update_volume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+                /** @description Volume id */
+                volume_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateVolume"];
+            };
+        };
+        responses: {
+            /** @description The updated volume */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
                 };
             };
             /** @description The request was refused; `code` says why. */

@@ -3,7 +3,10 @@
 //! that is dropped afterwards), listening on a random local port, driven
 //! over real HTTP; and a webhook receiver that checks every signature.
 
+pub mod db;
 pub mod receiver;
+
+pub use db::TestDatabase;
 
 use std::path::PathBuf;
 
@@ -11,7 +14,7 @@ use gantry_core::config::Config;
 use gantry_core::state::AppState;
 use gantry_server::{serve, state};
 use reqwest::{Method, StatusCode};
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -50,7 +53,9 @@ pub struct TestServer {
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     serving: Option<tokio::task::JoinHandle<()>>,
     data_dir: PathBuf,
-    postgres_database: Option<String>,
+    /// The database this server created, held to be dropped with it; a
+    /// replica has none.
+    _database: Option<TestDatabase>,
 }
 
 impl TestServer {
@@ -59,36 +64,11 @@ impl TestServer {
     }
 
     pub async fn start_with(engine: Engine, adjust: impl FnOnce(&mut Config)) -> Self {
-        let data_dir =
-            std::env::temp_dir().join(format!("gantry-test-{}", Uuid::new_v4().simple()));
-        let (database_url, postgres_database) = match engine {
-            Engine::Sqlite => (
-                format!("sqlite://{}/gantry.db?mode=rwc", data_dir.display()),
-                None,
-            ),
-            Engine::Postgres => {
-                let name = format!("gantry_test_{}", Uuid::new_v4().simple());
-                let admin = postgres_admin_url();
-                let db = Database::connect(&admin).await.unwrap_or_else(|e| {
-                    panic!(
-                        "PostgreSQL at {admin} is not reachable ({e}). Start it, point GANTRY_TEST_POSTGRES_URL \
-                         at one, or set GANTRY_TEST_POSTGRES=skip to skip this half locally."
-                    )
-                });
-                db.execute_unprepared(&format!("CREATE DATABASE {name}"))
-                    .await
-                    .expect("create test database");
-                db.close().await.ok();
-                let base = admin
-                    .rsplit_once('/')
-                    .map_or(admin.as_str(), |(base, _)| base);
-                (format!("{base}/{name}"), Some(name))
-            }
-        };
+        let database = TestDatabase::create(engine).await;
         let mut config = Config {
             listen: "127.0.0.1:0".parse().expect("address"),
-            database_url: Some(database_url),
-            data_dir: data_dir.clone(),
+            database_url: Some(database.url.clone()),
+            data_dir: database.dir.clone(),
             jwt_secret: Some(JWT_SECRET.into()),
             rate_limit_per_second: 100_000,
             rate_limit_burst: 100_000,
@@ -101,7 +81,8 @@ impl TestServer {
             ..Config::default()
         };
         adjust(&mut config);
-        Self::serve(config, data_dir, postgres_database).await
+        let data_dir = config.data_dir.clone();
+        Self::serve(config, data_dir, Some(database)).await
     }
 
     /// A second server on the same database, as another replica behind a
@@ -115,7 +96,7 @@ impl TestServer {
         Self::serve(config, data_dir, None).await
     }
 
-    async fn serve(config: Config, data_dir: PathBuf, postgres_database: Option<String>) -> Self {
+    async fn serve(config: Config, data_dir: PathBuf, database: Option<TestDatabase>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -128,7 +109,7 @@ impl TestServer {
             shutdown: Some(shutdown),
             serving: Some(serving),
             data_dir,
-            postgres_database,
+            _database: database,
         }
     }
 
@@ -615,28 +596,6 @@ impl Drop for TestServer {
             shutdown.send(()).ok();
         }
         std::fs::remove_dir_all(&self.data_dir).ok();
-        if let Some(name) = self.postgres_database.take() {
-            // Drop runs outside async; a short-lived runtime on its own thread
-            // drops the database even when the test panicked.
-            std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                runtime.block_on(async {
-                    if let Ok(db) = Database::connect(&postgres_admin_url()).await {
-                        db.execute_unprepared(&format!(
-                            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                        ))
-                        .await
-                        .ok();
-                        db.close().await.ok();
-                    }
-                });
-            })
-            .join()
-            .ok();
-        }
     }
 }
 

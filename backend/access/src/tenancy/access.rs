@@ -24,7 +24,8 @@ use gantry_core::http::extract::path_uuid;
 use gantry_core::state::AppState;
 use gantry_entities::{
     api_key, audit_log, invitation, invoice, membership, order, organization, private_network,
-    project, registry_credential, reservation, usage_record, webhook_delivery, webhook_endpoint,
+    project, registry_credential, reservation, usage_record, volume, webhook_delivery,
+    webhook_endpoint,
 };
 
 /// The organization a request acts in, and the caller's role there.
@@ -77,6 +78,9 @@ impl TenantOwned for private_network::Entity {
 }
 impl TenantOwned for webhook_delivery::Entity {
     const ORG_ID: Self::Column = webhook_delivery::Column::OrgId;
+}
+impl TenantOwned for volume::Entity {
+    const ORG_ID: Self::Column = volume::Column::OrgId;
 }
 
 impl OrgScope {

@@ -101,6 +101,8 @@ pub struct Launch<'a> {
     pub whole_gpus: bool,
     /// Its `/etc/hosts` where it is on its organization's private network.
     pub hosts: Option<&'a str>,
+    /// The volumes it sees (sandbox and oci), outer paths first.
+    pub volumes: &'a [crate::volumes::VolumeMount],
 }
 
 /// A workload ready to start.

@@ -490,6 +490,7 @@ mod tests {
             hostname: "train-0",
             hosts: Some("198.19.0.4\ttrain-0\n"),
             whole_gpus: true,
+            volumes: &[],
         };
         let dir = std::env::temp_dir().join(format!("gantry-roots-{}", Uuid::now_v7()));
         let roots = crate::root::Roots::new(&dir, 0).expect("mkfs.ext4 and mount");

@@ -186,6 +186,7 @@ impl Node {
         let root = self
             .roots
             .prepare(launch.id, launch.uid, image, launch.disk, shm_mib)?;
+        self.roots.attach(&root, launch.uid, launch.volumes)?;
         super::write_etc(
             &root.tree,
             launch.uid,

@@ -14,5 +14,6 @@ mod isolation;
 mod jobs;
 mod networks;
 mod rdma;
+mod volumes;
 
 use gantry_test_support as support;

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::handles::waiting::Waiting;
-use gantry_entities::{audit_log, order, order_dependency};
+use gantry_entities::{audit_log, order, order_dependency, order_volume};
 
 /// The order, and whether this call made it (a replayed key did not).
 pub struct Created {
@@ -45,6 +45,8 @@ pub struct Prepared {
     pub members: Vec<order::ActiveModel>,
     /// Dependency edges of every member.
     pub edges: Vec<order_dependency::ActiveModel>,
+    /// The volumes every member attaches.
+    pub volumes: Vec<order_volume::ActiveModel>,
     pub audit: audit_log::ActiveModel,
 }
 
@@ -167,6 +169,7 @@ async fn store(
     }
     let mut outcomes = Vec::with_capacity(batch.len());
     let (mut orders, mut edges, mut audits) = (Vec::new(), Vec::new(), Vec::new());
+    let mut volumes = Vec::new();
     for prepared in batch {
         let key = prepared
             .idempotency_key
@@ -193,11 +196,13 @@ async fn store(
         }
         orders.extend(prepared.members.iter().cloned());
         edges.extend(prepared.edges.iter().cloned());
+        volumes.extend(prepared.volumes.iter().cloned());
         audits.push(prepared.audit.clone());
         outcomes.push(Outcome::Inserted(first));
     }
     crate::db::insert_batched(&txn, orders).await?;
     crate::db::insert_batched(&txn, edges).await?;
+    crate::db::insert_batched(&txn, volumes).await?;
     crate::db::insert_batched(&txn, audits).await?;
     let firsts: Vec<Uuid> = outcomes
         .iter()

@@ -117,6 +117,8 @@ pub struct Order {
     pub job: Option<crate::jobs::JobView>,
     /// The reservation it runs in.
     pub reservation_id: Option<Uuid>,
+    /// The volumes it attaches, and where its workloads see them.
+    pub volumes: Vec<gantry_volumes::attach::VolumeAttachment>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// When its latest attempt came up.
@@ -234,6 +236,11 @@ pub struct CreateOrder {
     /// GPUs and inside its window, ahead of any queue, paid by the
     /// reservation. Its pricing class is then `reserved`, which needs one.
     pub reservation_id: Option<Uuid>,
+    /// Volumes of the organization its workloads see, each at its own
+    /// path. A `local` volume runs the order on the volume's node; any
+    /// volume puts it in the volume's region.
+    #[schema(max_items = 8)]
+    pub volumes: Option<Vec<gantry_volumes::attach::VolumeAttachment>>,
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -340,6 +347,8 @@ async fn views(
                 condition: gantry_types::job_spec::Condition::parse(&d.condition),
             });
     }
+    let ids: Vec<Uuid> = rows.iter().map(|o| o.id).collect();
+    let mut volumes = gantry_volumes::attach::of_orders(db, &ids).await?;
     let mut details: HashMap<Uuid, Vec<reasons::WaitReason>> = rows
         .iter()
         .filter(|o| o.status == OrderStatus::Queued)
@@ -424,6 +433,7 @@ async fn views(
                     .map(str::to_owned)
                     .or_else(|| o.image_reference.clone()),
                 reservation_id: o.reservation_id,
+                volumes: volumes.remove(&o.id).unwrap_or_default(),
                 id: o.id,
                 org_id: o.org_id,
                 project_id: o.project_id,

@@ -105,6 +105,8 @@ pub async fn create(
     }
     let ports = request.ports.clone().unwrap_or_default();
     check_ports(&mut fields, &ports, &config.exposable_ports);
+    let volumes = request.volumes.as_deref().unwrap_or_default();
+    gantry_volumes::attach::check(&mut fields, volumes);
     if request
         .ssh_key_ids
         .as_ref()
@@ -196,6 +198,13 @@ pub async fn create(
     let region = match &reservation {
         Some(r) => Some(catalog.region(&r.region_id.to_string())?),
         None => region,
+    };
+    let attached =
+        gantry_volumes::attach::resolve(db, scope, volumes, region.map(|r| r.id), node_count)
+            .await?;
+    let region = match (region, attached.region_id) {
+        (None, Some(id)) => Some(catalog.region(&id.to_string())?),
+        (region, _) => region,
     };
     let job = request.job.as_ref();
     if let Some(job) = job {
@@ -323,6 +332,7 @@ pub async fn create(
             image_id: Set(image_id),
             image_reference: Set(image_reference.clone()),
             reservation_id: Set(reservation.as_ref().map(|r| r.id)),
+            node_id: Set(attached.node_id),
             started_at: Set(None),
             ended_at: Set(None),
             created_at: Set(now),
@@ -337,6 +347,7 @@ pub async fn create(
     let edges = job.map_or_else(Vec::new, |job| {
         crate::jobs::arrays::dependency_edges(&ids, &job.depends_on)
     });
+    let attachments = ids.iter().flat_map(|id| attached.rows(*id)).collect();
     let audit = audit::row(Change {
         org_id: Some(scope.org_id),
         action: "order.create",
@@ -355,6 +366,7 @@ pub async fn create(
             "ssh_key_ids": ssh_key_ids,
             "ports": ports,
             "reservation_id": reservation.as_ref().map(|r| r.id),
+            "volumes": attached.attachments,
         }),
         actor: caller.actor,
     });
@@ -365,6 +377,7 @@ pub async fn create(
             idempotency_key: caller.idempotency_key.clone(),
             members,
             edges,
+            volumes: attachments,
             audit,
         })
         .await

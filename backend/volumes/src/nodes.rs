@@ -1,0 +1,191 @@
+//! Volumes as nodes see them: which to keep (at which size) and which to
+//! erase, told with a node's assignments; and what the node says back
+//! with its heartbeat, which moves each volume along its life.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use gantry_core::error::ApiResult;
+use gantry_core::validate::Fields;
+use gantry_entities::{node, volume};
+use gantry_types::classes::VolumeState;
+
+/// Volumes one heartbeat may report: more than a node could keep.
+pub const REPORTS_MAX: usize = 4096;
+const REASON_MAX: usize = 500;
+
+/// What a node does with one of its volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VolumeAction {
+    /// Make it if it is not there, grow it to `size_gib`, keep it mounted
+    /// for the workloads that attach it.
+    Keep,
+    /// Erase its data, then remove it, once no workload uses it.
+    Erase,
+}
+
+/// A volume a node keeps.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeVolume {
+    pub volume_id: Uuid,
+    /// The organization that owns it.
+    pub org_id: Uuid,
+    pub size_gib: i64,
+    pub action: VolumeAction,
+}
+
+/// How a node's volume stands, as its agent says.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeReport {
+    pub volume_id: Uuid,
+    /// The size its file system has now.
+    #[schema(minimum = 0)]
+    pub size_gib: i64,
+    /// Bytes its files take.
+    #[schema(minimum = 0)]
+    pub used_bytes: i64,
+    /// What went wrong making or growing it, in the node's words.
+    #[schema(max_length = 500)]
+    pub error: Option<String>,
+}
+
+/// Checks a heartbeat's volume reports.
+pub fn check(fields: &mut Fields, reports: &[VolumeReport], free_bytes: Option<i64>) {
+    if reports.len() > REPORTS_MAX {
+        fields.push("volumes", format!("at most {REPORTS_MAX} volumes"));
+    }
+    for (i, r) in reports.iter().enumerate() {
+        fields.range(&format!("volumes[{i}].size_gib"), r.size_gib, 0, i64::MAX);
+        fields.range(
+            &format!("volumes[{i}].used_bytes"),
+            r.used_bytes,
+            0,
+            i64::MAX,
+        );
+        if let Some(error) = &r.error {
+            fields.text(&format!("volumes[{i}].error"), error, REASON_MAX);
+        }
+    }
+    if let Some(free) = free_bytes {
+        fields.range("volume_free_bytes", free, 0, i64::MAX);
+    }
+}
+
+/// The volumes `node` keeps or erases.
+pub async fn of_node(db: &impl ConnectionTrait, node: Uuid) -> ApiResult<Vec<NodeVolume>> {
+    Ok(volume::Entity::find()
+        .filter(volume::Column::NodeId.eq(node))
+        .filter(volume::Column::State.is_in([
+            VolumeState::Creating,
+            VolumeState::Available,
+            VolumeState::Deleting,
+        ]))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|v| NodeVolume {
+            volume_id: v.id,
+            org_id: v.org_id,
+            size_gib: v.size_gib,
+            action: if v.state == VolumeState::Deleting {
+                VolumeAction::Erase
+            } else {
+                VolumeAction::Keep
+            },
+        })
+        .collect())
+}
+
+/// Applies a node's report: volumes it made become available, grown ones
+/// take their new size, failed ones say why, and erased ones (asked to be
+/// and no longer reported) are deleted. `free_bytes` is its room for more.
+pub async fn apply(
+    db: &impl ConnectionTrait,
+    node_id: Uuid,
+    reports: &[VolumeReport],
+    free_bytes: Option<i64>,
+    now: DateTime<Utc>,
+) -> ApiResult<()> {
+    node::Entity::update_many()
+        .col_expr(node::Column::VolumeFreeBytes, Expr::value(free_bytes))
+        .filter(node::Column::Id.eq(node_id))
+        .exec(db)
+        .await?;
+    let reported: HashMap<Uuid, &VolumeReport> = reports.iter().map(|r| (r.volume_id, r)).collect();
+    let kept = volume::Entity::find()
+        .filter(volume::Column::NodeId.eq(node_id))
+        .filter(volume::Column::State.is_in([
+            VolumeState::Creating,
+            VolumeState::Available,
+            VolumeState::Deleting,
+            VolumeState::Failed,
+        ]))
+        .all(db)
+        .await?;
+    for v in kept {
+        let mut next = Standing::of(&v);
+        match (v.state, reported.get(&v.id)) {
+            (VolumeState::Deleting, None) => {
+                next.state = VolumeState::Deleted;
+                next.deleted_at = Some(now);
+                next.used_bytes = None;
+            }
+            (VolumeState::Creating, Some(r)) if r.error.is_some() && r.size_gib == 0 => {
+                next.state = VolumeState::Failed;
+                next.reason.clone_from(&r.error);
+            }
+            (_, Some(r)) => {
+                if v.state == VolumeState::Creating && r.size_gib > 0 {
+                    next.state = VolumeState::Available;
+                }
+                next.reason.clone_from(&r.error);
+                next.provisioned_gib = r.size_gib;
+                next.used_bytes = Some(r.used_bytes);
+            }
+            (_, None) => {}
+        }
+        // Most heartbeats change nothing: no write for them.
+        if next == Standing::of(&v) {
+            continue;
+        }
+        let mut row: volume::ActiveModel = v.into();
+        row.state = Set(next.state);
+        row.state_reason = Set(next.reason);
+        row.provisioned_gib = Set(next.provisioned_gib);
+        row.used_bytes = Set(next.used_bytes);
+        row.deleted_at = Set(next.deleted_at);
+        row.updated_at = Set(now);
+        row.update(db).await?;
+    }
+    Ok(())
+}
+
+/// What a node's report may change of a volume.
+#[derive(PartialEq, Eq)]
+struct Standing {
+    state: VolumeState,
+    reason: Option<String>,
+    provisioned_gib: i64,
+    used_bytes: Option<i64>,
+    deleted_at: Option<DateTime<Utc>>,
+}
+
+impl Standing {
+    fn of(v: &volume::Model) -> Self {
+        Self {
+            state: v.state,
+            reason: v.state_reason.clone(),
+            provisioned_gib: v.provisioned_gib,
+            used_bytes: v.used_bytes,
+            deleted_at: v.deleted_at,
+        }
+    }
+}
