@@ -30,4 +30,5 @@ mod sessions;
 mod shared_gpus;
 mod sso;
 mod usage;
+mod volumes;
 mod webhooks;

@@ -247,11 +247,7 @@ struct Opened {
     volumes: Option<Volumes>,
 }
 
-fn open_runtime(
-    cli: &Cli,
-    source: &Source,
-    gpus: &[Gpu],
-) -> anyhow::Result<Opened> {
+fn open_runtime(cli: &Cli, source: &Source, gpus: &[Gpu]) -> anyhow::Result<Opened> {
     if cli.runtime == RuntimeKind::Process {
         tracing::warn!(
             "runtime `process`: workloads run unisolated as the agent's user; \

@@ -42,6 +42,8 @@ pub struct Attached {
     pub region_id: Option<Uuid>,
     /// The node its `local` volumes live on: it runs only there.
     pub node_id: Option<Uuid>,
+    /// The name of the first volume that pins it there.
+    pub pinned_by: Option<String>,
 }
 
 impl Attached {
@@ -158,6 +160,7 @@ pub async fn resolve(
         attachments: attachments.to_vec(),
         region_id: region,
         node_id: node.map(|(id, _)| id),
+        pinned_by: node.map(|(_, name)| name.to_owned()),
     })
 }
 

@@ -23,6 +23,7 @@ use gantry_entities::{
 /// One node's size, as admission weighs it.
 #[derive(Debug)]
 pub struct Host {
+    pub node_id: Uuid,
     pub region_id: Uuid,
     pub cpu_milli: i64,
     pub memory_mib: i64,
@@ -63,6 +64,7 @@ impl Catalog {
             .into_iter()
             .map(|(id, region_id, cpu_milli, memory_mib)| {
                 let host = Host {
+                    node_id: id,
                     region_id,
                     cpu_milli,
                     memory_mib,

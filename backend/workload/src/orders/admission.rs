@@ -22,6 +22,9 @@ pub struct Request<'a> {
     pub instance: &'a instance_type::Model,
     pub model: &'a gpu_model::Model,
     pub region: Option<&'a region::Model>,
+    /// The node its local volumes pin it to, with the first such volume's
+    /// name.
+    pub node: Option<(Uuid, &'a str)>,
     pub node_count: i32,
     pub pricing_class: PricingClass,
     pub priority_class: PriorityClass,
@@ -36,6 +39,9 @@ impl Request<'_> {
     }
 
     fn where_(&self) -> String {
+        if let Some((_, volume)) = self.node {
+            return format!("where its volume {volume} lives");
+        }
         self.region.map_or_else(
             || "in any region".to_owned(),
             |r| format!("in region {}", r.name),
@@ -127,6 +133,7 @@ fn fits_somewhere(catalog: &Catalog, request: &Request<'_>) -> ApiResult<()> {
         .filter(|h| h.cpu_milli >= i64::from(instance.vcpus) * 1000)
         .filter(|h| h.memory_mib >= i64::from(instance.memory_gib) * 1024)
         .filter(|h| request.region.is_none_or(|r| r.id == h.region_id))
+        .filter(|h| request.node.is_none_or(|(node, _)| node == h.node_id))
         .filter(|h| match GpuShape::of_type(instance) {
             GpuShape::Whole(gpus) => h.gpus.get(&request.model.id).copied().unwrap_or(0) >= gpus,
             GpuShape::Fraction(_) => h.gpus.get(&request.model.id).copied().unwrap_or(0) >= 1,

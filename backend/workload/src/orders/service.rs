@@ -241,6 +241,7 @@ pub async fn create(
             instance,
             model,
             region,
+            node: attached.node_id.zip(attached.pinned_by.as_deref()),
             node_count,
             pricing_class,
             priority_class,

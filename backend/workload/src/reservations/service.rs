@@ -195,6 +195,7 @@ pub async fn validate<'c>(
             instance,
             model,
             region: Some(region),
+            node: None,
             node_count: count,
             pricing_class: PricingClass::Reserved,
             priority_class: PriorityClass::Standard,
