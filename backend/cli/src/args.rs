@@ -53,6 +53,9 @@ pub enum Command {
     /// Submit jobs described in YAML.
     #[command(subcommand)]
     Job(JobCommand),
+    /// Create, list, grow and delete the organization's volumes.
+    #[command(subcommand)]
+    Volume(VolumeCommand),
     /// A job's output; `-f` follows it until the job ends.
     Logs(LogsArgs),
     /// Connect to a running instance with the access command it shows.
@@ -141,11 +144,51 @@ pub struct CreateOrder {
     /// How long to keep it, such as 2h or 30m.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
+    /// Attach a volume: NAME_OR_ID:/PATH, or NAME_OR_ID:/PATH:ro to only
+    /// read it (repeatable).
+    #[arg(long = "volume", value_name = "VOLUME:PATH[:ro]")]
+    pub volumes: Vec<String>,
     /// Wait until it runs.
     #[arg(long)]
     pub wait: bool,
     #[arg(long, value_parser = humantime::parse_duration, requires = "wait")]
     pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VolumeCommand {
+    /// Create a volume: storage kept apart from any order.
+    Create(CreateVolume),
+    /// The organization's volumes.
+    List,
+    /// Grow a volume, by name or id (it never shrinks).
+    Grow {
+        volume: String,
+        /// The new size.
+        #[arg(long)]
+        size_gib: u32,
+    },
+    /// Delete a volume, by name or id: its data is erased.
+    Rm { volume: String },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateVolume {
+    pub name: String,
+    #[arg(long)]
+    pub region: String,
+    #[arg(long)]
+    pub size_gib: u32,
+    /// `local` (one node's disk; orders attaching it run there) or
+    /// `shared` (the region's shared file system).
+    #[arg(long, value_enum, default_value_t = VolumeKind::Local)]
+    pub kind: VolumeKind,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum VolumeKind {
+    Local,
+    Shared,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

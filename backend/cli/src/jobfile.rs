@@ -12,6 +12,9 @@
 //! retries: { on_failure: true, max: 2 }
 //! array: 16                    # 16 copies, each told GANTRY_ARRAY_INDEX
 //! depends_on: [prepare-data, { order: eval-base, condition: after_any }]
+//! volumes:                     # the organization's volumes, by name or id
+//!   - { volume: checkpoints, path: /ckpt }
+//!   - { volume: imagenet, path: /data, read_only: true }
 //! ```
 //!
 //! Unknown fields and wrong types are refused with the line and field.
@@ -58,6 +61,19 @@ pub struct JobFile {
     pub array: Option<u32>,
     #[serde(default)]
     pub depends_on: Vec<DependsOn>,
+    #[serde(default)]
+    pub volumes: Vec<VolumeMount>,
+}
+
+/// A volume the job attaches, and where it sees it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeMount {
+    /// By name or id.
+    pub volume: String,
+    pub path: String,
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, serde::Serialize)]
@@ -196,9 +212,14 @@ impl JobFile {
     }
 
     /// The order to create, with `dependencies` the ids its `depends_on`
-    /// entries name, in the same order, and `secrets` the values of its
-    /// secret variables.
-    pub fn order(&self, dependencies: &[Uuid], secrets: &BTreeMap<String, String>) -> Value {
+    /// entries name and `volumes` the ids its `volumes` name, each in the
+    /// same order, and `secrets` the values of its secret variables.
+    pub fn order(
+        &self,
+        dependencies: &[Uuid],
+        volumes: &[Uuid],
+        secrets: &BTreeMap<String, String>,
+    ) -> Value {
         let depends_on: Vec<Value> = self
             .depends_on
             .iter()
@@ -239,6 +260,15 @@ impl JobFile {
             }
         }
         let mut order = json!({ "instance_type": self.instance_type, "job": job });
+        if !self.volumes.is_empty() {
+            let attached: Vec<Value> = self
+                .volumes
+                .iter()
+                .zip(volumes)
+                .map(|(v, id)| json!({ "volume_id": id, "mount_path": v.path, "read_only": v.read_only }))
+                .collect();
+            order["volumes"] = json!(attached);
+        }
         let fields = [
             ("name", json!(self.name)),
             ("node_count", json!(self.nodes)),
@@ -273,15 +303,24 @@ mod tests {
             "name: train\ninstance_type: h100x8\nnodes: 2\ncommand: torchrun train.py\n\
              args: [--epochs, \"3\"]\nenv: { MODE: fast }\nsecret_env: [HF_TOKEN]\nwalltime: 2h\n\
              retries: { on_failure: true, max: 2 }\narray: 4\npriority: batch\n\
-             depends_on: [prep, { order: base, condition: after_any }]\n",
+             depends_on: [prep, { order: base, condition: after_any }]\n\
+             volumes: [{ volume: ckpt, path: /ckpt }, { volume: data, path: /data, read_only: true }]\n",
         )
         .expect("parses");
         let first = Uuid::now_v7();
         let second = Uuid::now_v7();
+        let (ckpt, data) = (Uuid::now_v7(), Uuid::now_v7());
         let secrets = file
             .secrets(|name| (name == "HF_TOKEN").then(|| "hf_abc".to_owned()))
             .expect("set");
-        let order = file.order(&[first, second], &secrets);
+        let order = file.order(&[first, second], &[ckpt, data], &secrets);
+        assert_eq!(
+            order["volumes"],
+            json!([
+                { "volume_id": ckpt, "mount_path": "/ckpt", "read_only": false },
+                { "volume_id": data, "mount_path": "/data", "read_only": true },
+            ])
+        );
         assert_eq!(order["job"]["secret_env"], json!({ "HF_TOKEN": "hf_abc" }));
         let unset = file.secrets(|_| None).expect_err("unset");
         assert!(unset.contains("HF_TOKEN"), "{unset}");

@@ -19,7 +19,7 @@ use clap::{CommandFactory as _, Parser as _};
 
 use crate::api::{Api, Source};
 use crate::args::{Cli, Command, JobCommand, OrderCommand};
-use crate::commands::{account, jobs, login, logs, operator, orders, ssh};
+use crate::commands::{account, jobs, login, logs, operator, orders, ssh, volumes};
 use crate::error::CliResult;
 
 fn main() -> ExitCode {
@@ -87,6 +87,7 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Job(JobCommand::Submit(args)) => {
             jobs::submit(&mut signed_in()?, output, args).await
         }
+        Command::Volume(command) => volumes::run(&mut signed_in()?, output, command).await,
         Command::Logs(args) => logs::run(&mut signed_in()?, output, args).await,
         Command::Ssh(args) => ssh::run(&mut signed_in()?, args).await,
         Command::Usage(args) => account::usage(&mut signed_in()?, output, args).await,

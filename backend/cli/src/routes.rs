@@ -25,6 +25,20 @@ const fn post(template: &'static str) -> Route {
     }
 }
 
+const fn patch(template: &'static str) -> Route {
+    Route {
+        method: "PATCH",
+        template,
+    }
+}
+
+const fn delete(template: &'static str) -> Route {
+    Route {
+        method: "DELETE",
+        template,
+    }
+}
+
 pub const LOGIN: Route = post("/api/v1/auth/login");
 pub const REFRESH: Route = post("/api/v1/auth/refresh");
 pub const LOGOUT: Route = post("/api/v1/auth/logout");
@@ -44,13 +58,18 @@ pub const DRAIN: Route = post("/api/v1/admin/nodes/{node_id}/drain");
 pub const CORDON: Route = post("/api/v1/admin/nodes/{node_id}/cordon");
 pub const UNCORDON: Route = post("/api/v1/admin/nodes/{node_id}/uncordon");
 pub const WHAT_IF: Route = post("/api/v1/admin/what-if");
+pub const VOLUMES: Route = get("/api/v1/orgs/{org_id}/volumes");
+pub const CREATE_VOLUME: Route = post("/api/v1/orgs/{org_id}/volumes");
+pub const UPDATE_VOLUME: Route = patch("/api/v1/orgs/{org_id}/volumes/{volume_id}");
+pub const DELETE_VOLUME: Route = delete("/api/v1/orgs/{org_id}/volumes/{volume_id}");
 
 impl Route {
     pub fn method(&self) -> Method {
-        if self.method == "POST" {
-            Method::POST
-        } else {
-            Method::GET
+        match self.method {
+            "POST" => Method::POST,
+            "PATCH" => Method::PATCH,
+            "DELETE" => Method::DELETE,
+            _ => Method::GET,
         }
     }
 
@@ -76,7 +95,7 @@ impl Route {
 mod tests {
     use super::*;
 
-    const ALL: [Route; 19] = [
+    const ALL: [Route; 23] = [
         LOGIN,
         REFRESH,
         LOGOUT,
@@ -96,6 +115,10 @@ mod tests {
         CORDON,
         UNCORDON,
         WHAT_IF,
+        VOLUMES,
+        CREATE_VOLUME,
+        UPDATE_VOLUME,
+        DELETE_VOLUME,
     ];
 
     #[test]

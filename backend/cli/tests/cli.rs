@@ -548,3 +548,129 @@ async fn tenant_and_operator_commands_read_what_the_api_says() {
     exits(&completions, 0);
     assert!(text(&completions.stdout).contains("gantry-cli"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volumes_are_made_attached_grown_and_removed_by_name() {
+    let server = TestServer::start(Engine::Sqlite).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 0).await;
+    // A node the test plays, with room for volumes.
+    let node = server.join_agent(&operator, "r1", "gpu-box", 8).await;
+    server
+        .post(
+            "/api/v1/agent/heartbeat",
+            &node,
+            serde_json::json!({ "gpus": [], "volume_free_bytes": 100_i64 << 30, "volumes": [] }),
+        )
+        .await
+        .expect(reqwest::StatusCode::OK);
+    let tenant = server.signup("storage").await;
+    let desk = Desk::new(&server);
+    desk.login(&tenant.email).await;
+
+    let created = desk
+        .run(&[
+            "volume",
+            "create",
+            "ckpt",
+            "--region",
+            "r1",
+            "--size-gib",
+            "5",
+        ])
+        .await;
+    exits(&created, 0);
+    assert!(
+        text(&created.stdout).contains("gpu-box"),
+        "{}",
+        text(&created.stdout)
+    );
+    let listed = desk.run(&["volume", "list", "-o", "json"]).await;
+    exits(&listed, 0);
+    let volumes: Value = serde_json::from_slice(&listed.stdout).expect("json");
+    assert_eq!(volumes[0]["name"], "ckpt");
+    assert_eq!(volumes[0]["size_gib"], 5);
+
+    // Attached by name, from the command line and from a job file.
+    exits(
+        &desk
+            .run(&[
+                "order",
+                "create",
+                "-t",
+                "h100x1",
+                "--name",
+                "nb",
+                "--volume",
+                "ckpt:/ckpt",
+            ])
+            .await,
+        0,
+    );
+    let file = desk.write(
+        "job.yaml",
+        "instance_type: h100x1\ncommand: ls /data\nvolumes:\n  - { volume: ckpt, path: /data, read_only: true }\n",
+    );
+    exits(&desk.run(&["job", "submit", &file]).await, 0);
+    let orders = orders_of(&server, &tenant).await;
+    let attached: Vec<&Value> = orders.iter().map(|o| &o["volumes"][0]).collect();
+    assert!(
+        attached
+            .iter()
+            .any(|v| v["mount_path"] == "/ckpt" && v["read_only"] == false),
+        "{orders:?}"
+    );
+    assert!(
+        attached
+            .iter()
+            .any(|v| v["mount_path"] == "/data" && v["read_only"] == true),
+        "{orders:?}"
+    );
+    let bad = desk
+        .run(&["order", "create", "-t", "h100x1", "--volume", "ckpt"])
+        .await;
+    exits(&bad, 2);
+    let unknown = desk
+        .run(&["order", "create", "-t", "h100x1", "--volume", "nope:/x"])
+        .await;
+    exits(&unknown, 2);
+    assert!(
+        text(&unknown.stderr).contains("nope"),
+        "{}",
+        text(&unknown.stderr)
+    );
+
+    // Grown; not removed while orders attach it, then removed.
+    let grown = desk
+        .run(&["volume", "grow", "ckpt", "--size-gib", "8"])
+        .await;
+    exits(&grown, 0);
+    assert!(
+        text(&grown.stdout).contains("8 GiB"),
+        "{}",
+        text(&grown.stdout)
+    );
+    let busy = desk.run(&["volume", "rm", "ckpt"]).await;
+    exits(&busy, 1);
+    assert!(
+        text(&busy.stderr).contains("attached"),
+        "{}",
+        text(&busy.stderr)
+    );
+    for order in &orders {
+        exits(
+            &desk
+                .run(&["order", "cancel", order["id"].as_str().unwrap_or_default()])
+                .await,
+            0,
+        );
+    }
+    let removed = desk.run(&["volume", "rm", "ckpt"]).await;
+    exits(&removed, 0);
+    let gone = desk.run(&["volume", "list", "-o", "json"]).await;
+    let left: Value = serde_json::from_slice(&gone.stdout).expect("json");
+    assert!(
+        left.as_array().is_some_and(Vec::is_empty),
+        "a volume no node made is gone at once: {left}"
+    );
+}

@@ -33,11 +33,15 @@ pub async fn submit(api: &mut Api, output: Output, args: SubmitJob) -> CliResult
         let parent: Order = read(orders::find(api, org, entry.order()).await?)?;
         dependencies.push(parent.id);
     }
+    let mut volumes = Vec::with_capacity(job.volumes.len());
+    for entry in &job.volumes {
+        volumes.push(crate::commands::volumes::find(api, org, &entry.volume).await?);
+    }
     let created = api
         .call(
             routes::CREATE_ORDER,
             &routes::CREATE_ORDER.path(&[&org]),
-            Some(&job.order(&dependencies, &secrets)),
+            Some(&job.order(&dependencies, &volumes, &secrets)),
         )
         .await?;
     let order: Order = read(created.clone())?;

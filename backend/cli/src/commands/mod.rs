@@ -7,3 +7,4 @@ pub mod logs;
 pub mod operator;
 pub mod orders;
 pub mod ssh;
+pub mod volumes;

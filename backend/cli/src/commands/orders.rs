@@ -77,6 +77,13 @@ pub async fn create(api: &mut Api, output: Output, args: CreateOrder) -> CliResu
             body[key] = value;
         }
     }
+    if !args.volumes.is_empty() {
+        let mut attached = Vec::with_capacity(args.volumes.len());
+        for spec in &args.volumes {
+            attached.push(crate::commands::volumes::attachment(api, org, spec).await?);
+        }
+        body["volumes"] = Value::Array(attached);
+    }
     let created = api
         .call(
             routes::CREATE_ORDER,
