@@ -1,7 +1,9 @@
 //! Volumes: storage an organization owns apart from any order, attached by
 //! orders at a path of their choosing. A `local` volume lives on one node,
 //! so orders that attach it run there; nodes say how much room they have
-//! for volumes.
+//! for volumes. Each volume's sizes over time are kept for billing, priced
+//! per GiB-month by region and kind in versions like instance prices, and
+//! invoice lines name the volume they charge for.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -105,6 +107,56 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
+            .create_table(
+                Table::create()
+                    .table(VolumeSizes::Table)
+                    .col(uuid(VolumeSizes::Id).primary_key())
+                    .col(uuid(VolumeSizes::VolumeId))
+                    .col(uuid(VolumeSizes::OrgId))
+                    .col(big_integer(VolumeSizes::SizeGib))
+                    .col(timestamp_with_time_zone(VolumeSizes::StartsAt))
+                    .col(timestamp_with_time_zone_null(VolumeSizes::EndsAt))
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(VolumeSizes::Table, VolumeSizes::VolumeId)
+                            .to(Volumes::Table, Volumes::Id)
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("volume_sizes_org")
+                    .table(VolumeSizes::Table)
+                    .col(VolumeSizes::OrgId)
+                    .col(VolumeSizes::StartsAt)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(StoragePrices::Table)
+                    .col(uuid(StoragePrices::Id).primary_key())
+                    .col(uuid_null(StoragePrices::RegionId))
+                    .col(string_len(StoragePrices::Kind, 16))
+                    .col(big_integer(StoragePrices::GibMonthMicros))
+                    .col(timestamp_with_time_zone(StoragePrices::EffectiveFrom))
+                    .col(timestamp_with_time_zone(StoragePrices::CreatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(InvoiceLines::Table)
+                    .add_column(uuid_null(InvoiceLines::VolumeId))
+                    .to_owned(),
+            )
+            .await?;
+        manager
             .alter_table(
                 Table::alter()
                     .table(Nodes::Table)
@@ -115,6 +167,20 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(InvoiceLines::Table)
+                    .drop_column(InvoiceLines::VolumeId)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .drop_table(Table::drop().table(StoragePrices::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(VolumeSizes::Table).to_owned())
+            .await?;
         manager
             .alter_table(
                 Table::alter()
@@ -186,4 +252,32 @@ enum Nodes {
 enum Organizations {
     Table,
     Id,
+}
+
+#[derive(DeriveIden)]
+enum VolumeSizes {
+    Table,
+    Id,
+    VolumeId,
+    OrgId,
+    SizeGib,
+    StartsAt,
+    EndsAt,
+}
+
+#[derive(DeriveIden)]
+enum StoragePrices {
+    Table,
+    Id,
+    RegionId,
+    Kind,
+    GibMonthMicros,
+    EffectiveFrom,
+    CreatedAt,
+}
+
+#[derive(DeriveIden)]
+enum InvoiceLines {
+    Table,
+    VolumeId,
 }

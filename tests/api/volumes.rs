@@ -1,15 +1,20 @@
 //! Volumes over the API with nodes the test plays: a local volume goes to
 //! the node with the most room and is refused past it, orders that attach
-//! it run on that node only (and wait, saying so, while it is busy or
-//! cordoned), another organization finds none of it, and a volume in use is
-//! not deleted.
+//! it run on that node only (and wait, saying so, while it is busy),
+//! another organization finds none of it, a volume in use is not deleted;
+//! and storage is invoiced to the micro-unit across a month boundary, a
+//! grow and a price change, on the server's own monthly invoices.
 
+use chrono::{DateTime, Datelike, TimeDelta, TimeZone, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Engine, TestServer};
+use crate::support::{Engine, Tenant, TestServer};
 
-crate::on_both_engines!(local_volumes_pin_their_orders_to_their_node);
+crate::on_both_engines!(
+    local_volumes_pin_their_orders_to_their_node,
+    storage_is_billed_to_the_micro_across_a_month_and_a_grow
+);
 
 const GIB: i64 = 1024 * 1024 * 1024;
 
@@ -232,4 +237,196 @@ async fn local_volumes_pin_their_orders_to_their_node(engine: Engine) {
         .get(&format!("{volumes}/{id}"), &alice.token)
         .await
         .expect_problem(StatusCode::NOT_FOUND, "volume_not_found");
+}
+
+fn first_of_next_month(now: DateTime<Utc>) -> DateTime<Utc> {
+    let (year, month) = if now.month() == 12 {
+        (now.year() + 1, 1)
+    } else {
+        (now.year(), now.month() + 1)
+    };
+    Utc.with_ymd_and_hms(year, month, 1, 0, 0, 0)
+        .single()
+        .expect("a month start")
+}
+
+fn at(value: &Value) -> DateTime<Utc> {
+    value
+        .as_str()
+        .and_then(|text| DateTime::parse_from_rfc3339(text).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_else(|| panic!("a time, not {value}"))
+}
+
+fn advance_to(server: &TestServer, at: DateTime<Utc>) {
+    server.state.clock.advance(at - server.state.clock.now());
+    server.state.scheduler.wake();
+}
+
+/// GiB-seconds at a price per GiB-month of 730 hours, half up.
+fn priced(gib_seconds: i64, gib_month_micros: i64) -> i64 {
+    let month = 730 * 3600;
+    (i128::from(gib_seconds) * i128::from(gib_month_micros) + month / 2)
+        .div_euclid(month)
+        .try_into()
+        .expect("an amount")
+}
+
+async fn invoice_of(server: &TestServer, tenant: &Tenant, start: DateTime<Utc>) -> Value {
+    let path = format!("/api/v1/orgs/{}/invoices", tenant.org_id);
+    for _ in 0..400 {
+        let list = server.get(&path, &tenant.token).await;
+        if let Some(found) = list
+            .items()
+            .iter()
+            .find(|i| i["period_start"] == json!(start) && i["status"] == "finalized")
+        {
+            let id = found["id"].as_str().expect("id");
+            return server
+                .get(&format!("{path}/{id}"), &tenant.token)
+                .await
+                .body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no finalized invoice from {start}");
+}
+
+/// Storage held in a month is final a heartbeat deadline after it ends,
+/// and the leader invoices it then.
+const HEARTBEAT_DEADLINE_DAYS: i64 = 2;
+
+async fn storage_is_billed_to_the_micro_across_a_month_and_a_grow(engine: Engine) {
+    let server = TestServer::start_with(engine, |config| {
+        config.agent_heartbeat_deadline_seconds =
+            u64::try_from(HEARTBEAT_DEADLINE_DAYS * 86_400).expect("seconds");
+    })
+    .await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 0).await;
+    let node = server.join_agent(&operator, "r1", "n1", 8).await;
+    let tenant = server.signup("archive").await;
+    let month = first_of_next_month(server.state.clock.now());
+    let change = month + TimeDelta::days(5) + TimeDelta::seconds(17);
+    for body in [
+        json!({ "kind": "local", "gib_month_micros": 100_000 }),
+        json!({ "kind": "local", "region": "r1", "gib_month_micros": 123_457, "effective_from": change }),
+        json!({ "kind": "shared", "gib_month_micros": 1 }),
+    ] {
+        server
+            .post(
+                "/api/v1/admin/catalog/storage-prices",
+                &operator.token,
+                body,
+            )
+            .await
+            .expect(StatusCode::CREATED);
+    }
+    let prices = server
+        .get("/api/v1/catalog/storage-prices", &tenant.token)
+        .await;
+    assert_eq!(prices.body.as_array().map(Vec::len), Some(3));
+
+    // Made two days before the month ends, grown on its fourth day, deleted
+    // on its tenth.
+    advance_to(
+        &server,
+        month - TimeDelta::days(2) + TimeDelta::seconds(777),
+    );
+    let volumes = format!("/api/v1/orgs/{}/volumes", tenant.org_id);
+    // The jump of the clock may have the leader find the node silent just
+    // as it says it is back: it says so again until the volume is made.
+    let mut created = None;
+    for _ in 0..100 {
+        heartbeat(&server, &node, 100, json!([])).await;
+        let reply = server
+            .post(
+                &volumes,
+                &tenant.token,
+                json!({ "name": "archive", "region": "r1", "size_gib": 10 }),
+            )
+            .await;
+        if reply.status == StatusCode::CREATED {
+            created = Some((reply.id("/id"), at(&reply.body["created_at"])));
+            break;
+        }
+        reply.expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "no_volume_nodes");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Billed from the moment the server made it, which the clock's own
+    // advance puts a moment after the jump.
+    let (id, made) = created.expect("the volume was made");
+    advance_to(&server, month + TimeDelta::days(3) + TimeDelta::seconds(55));
+    let grow = server
+        .patch(
+            &format!("{volumes}/{id}"),
+            &tenant.token,
+            json!({ "size_gib": 25 }),
+        )
+        .await;
+    grow.expect(StatusCode::OK);
+    let grown = at(&grow.body["updated_at"]);
+    advance_to(&server, month + TimeDelta::days(9) + TimeDelta::seconds(1));
+    let delete = server
+        .delete(&format!("{volumes}/{id}"), &tenant.token)
+        .await;
+    delete.expect(StatusCode::ACCEPTED);
+    let deleted = at(&delete.body["updated_at"]);
+
+    let storage = |invoice: &Value| -> Vec<(i64, i64, String)> {
+        invoice["lines"]
+            .as_array()
+            .expect("lines")
+            .iter()
+            .filter(|l| l["kind"] == "storage")
+            .map(|l| {
+                assert_eq!(l["volume_id"], json!(id), "{l}");
+                assert_eq!(l["region"], "r1", "{l}");
+                (
+                    l["quantity_seconds"].as_i64().expect("GiB-seconds"),
+                    l["amount_micros"].as_i64().expect("amount"),
+                    l["description"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    // The month it was made in: ten GiB to the month's end.
+    let previous = if month.month() == 1 {
+        Utc.with_ymd_and_hms(month.year() - 1, 12, 1, 0, 0, 0)
+    } else {
+        Utc.with_ymd_and_hms(month.year(), month.month() - 1, 1, 0, 0, 0)
+    }
+    .single()
+    .expect("a month start");
+    let first = invoice_of(&server, &tenant, previous).await;
+    let held = 10 * (month - made).num_seconds();
+    let lines = storage(&first);
+    assert_eq!(lines.len(), 1, "{first:#}");
+    assert_eq!((lines[0].0, lines[0].1), (held, priced(held, 100_000)));
+    assert!(lines[0].2.contains("GiB-month"), "{}", lines[0].2);
+    assert_eq!(first["subtotal_micros"], priced(held, 100_000));
+    assert_eq!(first["total_micros"], priced(held, 100_000));
+
+    // The month it was grown and deleted in: ten GiB, then twenty-five, at
+    // the price for every region until the region's own took over.
+    let next = first_of_next_month(month);
+    advance_to(&server, next + TimeDelta::days(HEARTBEAT_DEADLINE_DAYS + 1));
+    let second = invoice_of(&server, &tenant, month).await;
+    let at_first = 10 * (grown - month).num_seconds() + 25 * (change - grown).num_seconds();
+    let at_change = 25 * (deleted - change).num_seconds();
+    let lines = storage(&second);
+    let figures: Vec<(i64, i64)> = lines.iter().map(|l| (l.0, l.1)).collect();
+    assert_eq!(
+        figures,
+        vec![
+            (at_first, priced(at_first, 100_000)),
+            (at_change, priced(at_change, 123_457)),
+        ],
+        "{second:#}"
+    );
+    assert_eq!(
+        second["subtotal_micros"],
+        priced(at_first, 100_000) + priced(at_change, 123_457)
+    );
 }

@@ -104,6 +104,9 @@ pub struct InvoiceLine {
     pub reason: Option<String>,
     /// The operator who did.
     pub author: Option<Uuid>,
+    /// The volume a storage line charges for; its `quantity_seconds` are
+    /// GiB-seconds.
+    pub volume_id: Option<Uuid>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -273,6 +276,7 @@ async fn view(db: &impl ConnectionTrait, row: invoice::Model) -> ApiResult<Invoi
             amount_micros: l.amount_micros,
             reason: l.reason,
             author: l.author,
+            volume_id: l.volume_id,
         })
         .collect();
     Ok(Invoice {

@@ -41,7 +41,7 @@ pub async fn refresh(db: &DatabaseConnection, now: DateTime<Utc>) -> ApiResult<u
         let Some(budget) = account.monthly_budget_micros else {
             continue;
         };
-        let spend = super::invoices::spend(db, account.org_id, month, now).await?;
+        let spend = super::invoices::spend(db, account.org_id, month, now, now).await?;
         let already = if account.spend_month == Some(month) {
             account.alerted_percent
         } else {

@@ -21,6 +21,7 @@ use gantry_core::error::{ApiError, ApiResult, Resource};
 use gantry_entities::{billing_account, invoice, invoice_line, sla_credit, usage_record};
 use gantry_pricing::book::micros_text;
 use gantry_pricing::book::price_context;
+use gantry_pricing::storage;
 use gantry_types::classes::{InvoiceStatus, LineKind, PricingClass, UsageKind};
 
 /// A line before it is stored.
@@ -34,6 +35,8 @@ struct Line {
     /// For corrections: why, and which operator.
     reason: Option<String>,
     author: Option<Uuid>,
+    /// For storage: the volume, and its region.
+    volume: Option<(Uuid, Uuid)>,
 }
 
 /// How long after a moment its usage is certainly metered: faults are known
@@ -131,7 +134,7 @@ pub async fn rerate(
         .filter(invoice_line::Column::Kind.ne(LineKind::Adjustment))
         .exec(db)
         .await?;
-    let lines = rate_period(db, draft.org_id, draft.period_start, draft.period_end).await?;
+    let lines = rate_period(db, draft.org_id, draft.period_start, draft.period_end, now).await?;
     let adjustments = invoice_line::Entity::find()
         .filter(invoice_line::Column::InvoiceId.eq(draft.id))
         .filter(invoice_line::Column::Kind.eq(LineKind::Adjustment))
@@ -148,7 +151,10 @@ pub async fn rerate(
             kind: Set(line.kind),
             description: Set(line.description.clone()),
             instance_type_id: Set(line.key.map(|k| k.instance_type_id)),
-            region_id: Set(line.key.map(|k| k.region_id)),
+            region_id: Set(line
+                .key
+                .map(|k| k.region_id)
+                .or(line.volume.map(|(_, region)| region))),
             pricing_class: Set(line.key.map(|k| k.pricing_class)),
             hourly_micros: Set(line.key.and_then(|k| k.hourly_micros)),
             price_permille: Set(line
@@ -159,6 +165,7 @@ pub async fn rerate(
             amount_micros: Set(line.amount_micros),
             reason: Set(line.reason.clone()),
             author: Set(line.author),
+            volume_id: Set(line.volume.map(|(volume, _)| volume)),
         }
         .insert(db)
         .await?;
@@ -180,6 +187,7 @@ pub async fn rerate(
     };
     let subtotal = sum(&[
         LineKind::Usage,
+        LineKind::Storage,
         LineKind::Correction,
         LineKind::Reservation,
         LineKind::CancellationFee,
@@ -200,20 +208,23 @@ pub async fn rerate(
 }
 
 /// What the organization's usage whose spans start in `[start, end)` comes
-/// to: usage less corrections and discount, before any credit.
+/// to, with its storage until `now`: usage less corrections and discount,
+/// before any credit.
 pub async fn spend(
     db: &impl ConnectionTrait,
     org_id: Uuid,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
+    now: DateTime<Utc>,
 ) -> ApiResult<i64> {
-    Ok(rate_period(db, org_id, start, end)
+    Ok(rate_period(db, org_id, start, end, now)
         .await?
         .iter()
         .filter(|l| {
             matches!(
                 l.kind,
                 LineKind::Usage
+                    | LineKind::Storage
                     | LineKind::Correction
                     | LineKind::Discount
                     | LineKind::Reservation
@@ -224,12 +235,14 @@ pub async fn spend(
         .sum())
 }
 
-/// The organization's usage whose spans start in `[start, end)`, rated.
+/// The organization's usage whose spans start in `[start, end)`, and its
+/// volumes' storage in the period until `now`, rated.
 async fn rate_period(
     db: &impl ConnectionTrait,
     org_id: Uuid,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
+    now: DateTime<Utc>,
 ) -> ApiResult<Vec<Line>> {
     let in_period = usage_record::Entity::find()
         .filter(usage_record::Column::OrgId.eq(org_id))
@@ -298,6 +311,7 @@ async fn rate_period(
                 }),
                 reason: None,
                 author: None,
+                volume: None,
             }
         })
         .collect();
@@ -325,8 +339,10 @@ async fn rate_period(
             amount_micros: 0,
             reason: None,
             author: None,
+            volume: None,
         });
     }
+    lines.extend(storage_lines(db, org_id, start, end.min(now), &region_names).await?);
     for charge in &reserved.charges {
         lines.extend(reservation_lines(charge, &type_names, &region_names));
     }
@@ -360,6 +376,7 @@ async fn rate_period(
             amount_micros: -taken,
             reason: c.reason.clone(),
             author: c.author,
+            volume: None,
         });
     }
     let subtotal: i64 = lines.iter().map(|l| l.amount_micros).sum();
@@ -377,6 +394,7 @@ async fn rate_period(
             amount_micros: -rating::share(subtotal, discount),
             reason: None,
             author: None,
+            volume: None,
         });
     }
     let credits = crate::sla::unapplied(db, org_id, start).await?;
@@ -396,6 +414,7 @@ async fn rate_period(
             amount_micros: -prepaid,
             reason: None,
             author: None,
+            volume: None,
         });
     }
     for credit in credits {
@@ -420,7 +439,72 @@ async fn rate_period(
             amount_micros: -credit.credit_micros,
             reason: None,
             author: None,
+            volume: None,
         });
+    }
+    Ok(lines)
+}
+
+/// One line per volume and storage price: the GiB-seconds it held in
+/// `[start, end)` at that price.
+async fn storage_lines(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    region_names: &HashMap<Uuid, String>,
+) -> ApiResult<Vec<Line>> {
+    let held = gantry_volumes::held::held(db, org_id, start, end).await?;
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prices = gantry_volumes::held::prices(db).await?;
+    let mut lines = Vec::new();
+    for volume in held {
+        let versions: Vec<storage::Version> = prices
+            .iter()
+            .filter(|p| p.kind == volume.kind)
+            .map(|p| storage::Version {
+                region_id: p.region_id,
+                gib_month_micros: p.gib_month_micros,
+                effective_from: p.effective_from,
+            })
+            .collect();
+        let sizes: Vec<storage::Held> = volume
+            .sizes
+            .iter()
+            .map(|(size_gib, from, to)| storage::Held {
+                size_gib: *size_gib,
+                from: *from,
+                to: *to,
+            })
+            .collect();
+        let region = region_names
+            .get(&volume.region_id)
+            .cloned()
+            .unwrap_or_else(|| volume.region_id.to_string());
+        for charge in storage::rate(volume.region_id, &sizes, &versions) {
+            let what = format!(
+                "volume {} ({}, {region}): {:.2} GiB-hours",
+                volume.name,
+                volume.kind.as_str(),
+                charge.gib_seconds as f64 / 3600.0
+            );
+            lines.push(Line {
+                kind: LineKind::Storage,
+                description: match charge.gib_month_micros {
+                    Some(price) => format!("{what} at {}/GiB-month", micros_text(price)),
+                    None => format!("{what}: no price was in force"),
+                },
+                key: None,
+                quantity_seconds: charge.gib_seconds,
+                gpu_seconds: 0,
+                amount_micros: charge.amount_micros,
+                reason: None,
+                author: None,
+                volume: Some((volume.volume_id, volume.region_id)),
+            });
+        }
     }
     Ok(lines)
 }
@@ -460,6 +544,7 @@ fn reservation_lines(
         amount_micros,
         reason: None,
         author: None,
+        volume: None,
     };
     let priced = |gpu_seconds: i64| {
         rating::amount_per_gpu(gpu_seconds, r.hourly_micros, r.gpus_per_node, 1000)
@@ -736,6 +821,7 @@ pub async fn adjust(
         amount_micros: Set(amount_micros),
         reason: Set(Some(reason.to_owned())),
         author: Set(Some(author)),
+        volume_id: Set(None),
     }
     .insert(&txn)
     .await?;
@@ -829,7 +915,8 @@ pub async fn close_month(
         .all(db)
         .await?;
     // The month's service credits go to the next invoice; earlier ones still
-    // waiting for an invoice make one even without usage.
+    // waiting for an invoice make one even without usage, and so does
+    // storage held in the month.
     for org_id in &used {
         crate::sla::record_credits(db, *org_id, start, end, now).await?;
     }
@@ -843,6 +930,7 @@ pub async fn close_month(
         .all(db)
         .await?;
     used.extend(owed);
+    used.extend(gantry_volumes::held::holders(db, start, end).await?);
     used.sort_unstable();
     used.dedup();
     let invoiced: HashSet<Uuid> = invoice::Entity::find()

@@ -110,7 +110,7 @@ pub async fn draw(state: &AppState, now: DateTime<Utc>) -> ApiResult<()> {
         };
         let txn = gantry_core::db::write(&state.db).await?;
         if until > from {
-            let spend = super::invoices::spend(&txn, org_id, from, until).await?;
+            let spend = super::invoices::spend(&txn, org_id, from, until, now).await?;
             if spend != 0 {
                 balance_entry::ActiveModel {
                     id: Set(Uuid::now_v7()),

@@ -129,7 +129,9 @@ async fn org_spend(
     orders.sort_by_key(|o| std::cmp::Reverse(o.amount_micros));
     let total_micros = match query.order_id {
         Some(_) => orders.iter().map(|o| o.amount_micros).sum(),
-        None => invoices::spend(&state.db, access.scope.org_id, from, to).await?,
+        None => {
+            invoices::spend(&state.db, access.scope.org_id, from, to, state.clock.now()).await?
+        }
     };
     Ok(Json(Spend {
         from,

@@ -9,6 +9,7 @@ pub mod images;
 pub mod instance_types;
 pub mod prices;
 pub mod regions;
+pub mod storage_prices;
 
 use gantry_core::catalog::shares;
 use gantry_types::image_refs;
@@ -29,6 +30,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(gpu_models::routes())
         .merge(instance_types::routes())
         .merge(prices::routes())
+        .merge(storage_prices::routes())
         .merge(availability::routes())
         .merge(images::routes())
         .merge(image_policy::routes())

@@ -18,12 +18,14 @@ pub struct Model {
     pub hourly_micros: Option<i64>,
     /// The share of it charged, in thousandths (off-peak multipliers).
     pub price_permille: Option<i32>,
-    /// Instance-seconds.
+    /// Instance-seconds; GiB-seconds on a storage line.
     pub quantity_seconds: i64,
     pub gpu_seconds: i64,
     pub amount_micros: i64,
     pub reason: Option<String>,
     pub author: Option<Uuid>,
+    /// The volume a storage line charges for.
+    pub volume_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -253,6 +253,8 @@ stored_enum! {
         Reservation = "reservation",
         /// The fee for cancelling a reservation late.
         CancellationFee = "cancellation_fee",
+        /// One volume's provisioned GiB-seconds at one storage price.
+        Storage = "storage",
     }
 }
 

@@ -3,10 +3,12 @@
 //! so the orders that attach it run on that node; a `shared` one is a
 //! directory on the region's distributed file system. Tenants create, grow
 //! and delete them here; orders name them with a mount path (`attach`);
-//! nodes are told which volumes to keep and say how they stand (`nodes`).
+//! nodes are told which volumes to keep and say how they stand (`nodes`);
+//! the sizes each held over time are what storage is billed by (`held`).
 
 pub mod api;
 pub mod attach;
+pub mod held;
 pub mod nodes;
 pub mod paths;
 pub mod service;

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -17,7 +18,7 @@ use gantry_core::auth::principal::Actor;
 use gantry_core::catalog::Catalog;
 use gantry_core::error::{ApiError, ApiResult, Resource};
 use gantry_core::validate::Fields;
-use gantry_entities::{node, order, order_volume, volume};
+use gantry_entities::{node, order, order_volume, volume, volume_size};
 use gantry_types::classes::{DriverKind, NodeState, OrderStatus, VolumeKind, VolumeState};
 
 /// The largest volume, in GiB: 64 TiB.
@@ -103,6 +104,7 @@ pub async fn create(
     }
     .insert(db)
     .await?;
+    sized(db, &row, row.size_gib, now).await?;
     audit::record(
         db,
         Change {
@@ -188,6 +190,9 @@ pub async fn update(
     }
     row.updated_at = Set(now);
     let updated = row.update(db).await?;
+    if updated.size_gib != current.size_gib {
+        sized(db, &updated, updated.size_gib, now).await?;
+    }
     audit::record(
         db,
         Change {
@@ -245,6 +250,7 @@ pub async fn delete(
     }
     row.updated_at = Set(now);
     let updated = row.update(db).await?;
+    size_ends(db, updated.id, now).await?;
     audit::record(
         db,
         Change {
@@ -258,6 +264,39 @@ pub async fn delete(
     )
     .await?;
     Ok(updated)
+}
+
+/// Records that `volume` holds `size_gib` from `at` on: the size it had
+/// until then ends there. Storage is billed by these rows, from the
+/// moment a size is sold to the moment the volume is deleted.
+async fn sized(
+    db: &impl ConnectionTrait,
+    volume: &volume::Model,
+    size_gib: i64,
+    at: DateTime<Utc>,
+) -> ApiResult<()> {
+    size_ends(db, volume.id, at).await?;
+    volume_size::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        volume_id: Set(volume.id),
+        org_id: Set(volume.org_id),
+        size_gib: Set(size_gib),
+        starts_at: Set(at),
+        ends_at: Set(None),
+    }
+    .insert(db)
+    .await?;
+    Ok(())
+}
+
+async fn size_ends(db: &impl ConnectionTrait, volume: Uuid, at: DateTime<Utc>) -> ApiResult<()> {
+    volume_size::Entity::update_many()
+        .col_expr(volume_size::Column::EndsAt, Expr::value(at))
+        .filter(volume_size::Column::VolumeId.eq(volume))
+        .filter(volume_size::Column::EndsAt.is_null())
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// The organization's volume `id`, unless it is deleted.

@@ -238,6 +238,23 @@ export interface paths {
         patch: operations["update_region"];
         trace?: never;
     };
+    "/api/v1/admin/catalog/storage-prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Sets a storage price from a time on, as a new version. */
+        post: operations["create_storage_price"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/history": {
         parameters: {
             query?: never;
@@ -1288,6 +1305,26 @@ export interface paths {
         };
         /** One region. */
         get: operations["get_region"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/catalog/storage-prices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every storage price version, newest first, including those not yet in
+         *     effect.
+         */
+        get: operations["list_storage_prices"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2989,6 +3026,19 @@ export interface components {
             labels?: string[];
             mig?: components["schemas"]["SimulatedMig"] | null;
         };
+        CreateStoragePrice: {
+            kind: components["schemas"]["VolumeKind"];
+            /** @description A region name or id; absent for the price everywhere else. */
+            region?: string | null;
+            /** Format: int64 */
+            gib_month_micros: number;
+            /**
+             * Format: date-time
+             * @description When the price takes effect; now when absent. Never in the past, so
+             *     storage already held keeps its price.
+             */
+            effective_from?: string | null;
+        };
         CreateVolume: {
             /** @description Unique among the organization's volumes. */
             name: string;
@@ -3381,6 +3431,12 @@ export interface components {
              * @description The operator who did.
              */
             author?: string | null;
+            /**
+             * Format: uuid
+             * @description The volume a storage line charges for; its `quantity_seconds` are
+             *     GiB-seconds.
+             */
+            volume_id?: string | null;
         };
         /**
          * @description Where an invoice is: a draft is re-rated until it is finalized, and
@@ -3540,7 +3596,7 @@ export interface components {
          * @description What an invoice line is.
          * @enum {string}
          */
-        LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid" | "reservation" | "cancellation_fee";
+        LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid" | "reservation" | "cancellation_fee" | "storage";
         /**
          * @description The languages the console speaks.
          * @enum {string}
@@ -5401,6 +5457,20 @@ export interface components {
          * @enum {string}
          */
         StopCause: "cancelled" | "duration_reached" | "walltime" | "exited" | "preempted" | "moved" | "node_drained" | "node_unhealthy" | "node_lost" | "out_of_balance" | "reconciled";
+        StoragePrice: {
+            /** Format: uuid */
+            id: string;
+            /** @description The region this price is for; `null` for every region without its own. */
+            region?: string | null;
+            kind: components["schemas"]["VolumeKind"];
+            /**
+             * Format: int64
+             * @description Micro-units of the currency per GiB-month (730 hours) provisioned.
+             */
+            gib_month_micros: number;
+            /** Format: date-time */
+            effective_from: string;
+        };
         /** @enum {string} */
         Stream: "stdout" | "stderr";
         TokenResponse: {
@@ -6593,6 +6663,51 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Region"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    create_storage_price: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry return the first response */
+                "Idempotency-Key"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateStoragePrice"];
+            };
+        };
+        responses: {
+            /** @description The new storage price version */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoragePrice"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -9346,6 +9461,44 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Region"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_storage_prices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The storage price history */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoragePrice"][];
                 };
             };
             /** @description The request was refused; `code` says why. */
