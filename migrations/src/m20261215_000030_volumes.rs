@@ -3,7 +3,8 @@
 //! so orders that attach it run there; nodes say how much room they have
 //! for volumes. Each volume's sizes over time are kept for billing, priced
 //! per GiB-month by region and kind in versions like instance prices, and
-//! invoice lines name the volume they charge for.
+//! invoice lines name the volume they charge for. Organizations may have a
+//! storage quota per region (or everywhere) and kind.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -157,6 +158,26 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
+            .create_table(
+                Table::create()
+                    .table(StorageQuotas::Table)
+                    .col(uuid(StorageQuotas::Id).primary_key())
+                    .col(uuid(StorageQuotas::OrgId))
+                    .col(uuid_null(StorageQuotas::RegionId))
+                    .col(string_len(StorageQuotas::Kind, 16))
+                    .col(big_integer(StorageQuotas::MaxGib))
+                    .col(timestamp_with_time_zone(StorageQuotas::CreatedAt))
+                    .col(timestamp_with_time_zone(StorageQuotas::UpdatedAt))
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(StorageQuotas::Table, StorageQuotas::OrgId)
+                            .to(Organizations::Table, Organizations::Id)
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
             .alter_table(
                 Table::alter()
                     .table(Nodes::Table)
@@ -167,6 +188,9 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(StorageQuotas::Table).to_owned())
+            .await?;
         manager
             .alter_table(
                 Table::alter()
@@ -280,4 +304,16 @@ enum StoragePrices {
 enum InvoiceLines {
     Table,
     VolumeId,
+}
+
+#[derive(DeriveIden)]
+enum StorageQuotas {
+    Table,
+    Id,
+    OrgId,
+    RegionId,
+    Kind,
+    MaxGib,
+    CreatedAt,
+    UpdatedAt,
 }

@@ -102,6 +102,51 @@ async fn local_volumes_pin_their_orders_to_their_node(engine: Engine) {
     let listed = server.get(&volumes, &alice.token).await;
     assert_eq!(listed.items().len(), 1, "refusals made nothing");
 
+    // A storage quota: what is held counts, new volumes and grows past it
+    // are refused with the limit in the answer.
+    server
+        .put(
+            &format!("/api/v1/admin/orgs/{}/storage-quotas", alice.org_id),
+            &operator.token,
+            json!({ "region": "r1", "kind": "local", "max_gib": 25 }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let over = server
+        .post(
+            &volumes,
+            &alice.token,
+            json!({ "name": "more", "region": "r1", "size_gib": 10 }),
+        )
+        .await;
+    over.expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "storage_quota_exceeded");
+    let detail = over.body["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        detail.contains("25 GiB") && detail.contains("holds 20 GiB"),
+        "{detail}"
+    );
+    server
+        .patch(
+            &format!("{volumes}/{id}"),
+            &alice.token,
+            json!({ "size_gib": 26 }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "storage_quota_exceeded");
+    let quotas = server
+        .get(
+            &format!("/api/v1/orgs/{}/storage-quotas", alice.org_id),
+            &alice.token,
+        )
+        .await;
+    assert_eq!(
+        quotas.body,
+        json!([{ "region": "r1", "kind": "local", "max_gib": 25, "used_gib": 20 }])
+    );
+    let listed = server.get(&volumes, &alice.token).await;
+    assert_eq!(listed.items().len(), 1, "refusals made nothing");
+    assert_eq!(listed.items()[0]["size_gib"], 20, "nor grew anything");
+
     // The node made it.
     heartbeat(
         &server,

@@ -46,6 +46,7 @@ pub mod sla_credit;
 pub mod sla_policy;
 pub mod ssh_key;
 pub mod storage_price;
+pub mod storage_quota;
 pub mod usage_record;
 pub mod user;
 pub mod user_identity;

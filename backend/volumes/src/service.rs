@@ -18,7 +18,7 @@ use gantry_core::auth::principal::Actor;
 use gantry_core::catalog::Catalog;
 use gantry_core::error::{ApiError, ApiResult, Resource};
 use gantry_core::validate::Fields;
-use gantry_entities::{node, order, order_volume, volume, volume_size};
+use gantry_entities::{node, order, order_volume, region, volume, volume_size};
 use gantry_types::classes::{DriverKind, NodeState, OrderStatus, VolumeKind, VolumeState};
 
 /// The largest volume, in GiB: 64 TiB.
@@ -71,6 +71,7 @@ pub async fn create(
     let region = catalog.region(request.region)?;
     gantry_access::tenancy::projects::require_in(db, scope, request.project_id).await?;
     ensure_name_free(db, scope, request.name, None).await?;
+    crate::quotas::check(db, scope.org_id, region, request.kind, request.size_gib).await?;
     let node = match request.kind {
         VolumeKind::Local => {
             Some(roomiest_node(db, region.id, &region.name, request.size_gib).await?)
@@ -169,6 +170,13 @@ pub async fn update(
         .size_gib
         .filter(|size| *size > current.size_gib)
         .map(|size| size - current.size_gib);
+    if let Some(more) = grow {
+        let region = region::Entity::find_by_id(current.region_id)
+            .one(db)
+            .await?
+            .ok_or_else(|| ApiError::not_found(Resource::Region, current.region_id))?;
+        crate::quotas::check(db, scope.org_id, &region, current.kind, more).await?;
+    }
     if let (Some(more), Some(node_id)) = (grow, current.node_id) {
         let node = node::Entity::find_by_id(node_id)
             .lock_exclusive()

@@ -745,6 +745,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/orgs/{org_id}/storage-quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Sets an organization's storage quota of one kind in a region (or
+         *     everywhere), replacing the one there was.
+         */
+        put: operations["set_storage_quota"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/scheduler": {
         parameters: {
             query?: never;
@@ -2068,6 +2088,23 @@ export interface paths {
         };
         /** What the organization's usage costs so far, by day and by order. */
         get: operations["org_spend"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/orgs/{org_id}/storage-quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The organization's storage quotas and what it holds against each. */
+        get: operations["list_storage_quotas"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5273,6 +5310,17 @@ export interface components {
             /** @description Every quota of the organization; what is not listed is removed. */
             quotas: components["schemas"]["QuotaSpec"][];
         };
+        SetStorageQuota: {
+            /** @description A region name or id; absent for every region together. */
+            region?: string | null;
+            kind: components["schemas"]["VolumeKind"];
+            /**
+             * Format: int64
+             * @description 0 forbids the kind there; a limit below what is held already stops
+             *     new volumes and grows, and takes nothing away.
+             */
+            max_gib: number;
+        };
         /** @description How people may sign in here. */
         SignInOptions: {
             /** @description Whether email and password work (sign-up too). */
@@ -5470,6 +5518,19 @@ export interface components {
             gib_month_micros: number;
             /** Format: date-time */
             effective_from: string;
+        };
+        /** @description A storage quota with what the organization holds against it. */
+        StorageQuota: {
+            /** @description The region it limits; `null` for every region together. */
+            region?: string | null;
+            kind: components["schemas"]["VolumeKind"];
+            /** Format: int64 */
+            max_gib: number;
+            /**
+             * Format: int64
+             * @description GiB its volumes of that kind (and region) are sold at now.
+             */
+            used_gib: number;
         };
         /** @enum {string} */
         Stream: "stdout" | "stderr";
@@ -8120,6 +8181,51 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Quota"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_storage_quota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetStorageQuota"];
+            };
+        };
+        responses: {
+            /** @description The quota, with what is held against it */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageQuota"];
                 };
             };
             /** @description The request was refused; `code` says why. */
@@ -11895,6 +12001,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Spend"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_storage_quotas: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Organization id */
+                org_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The storage quotas */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageQuota"][];
                 };
             };
             /** @description The request was refused; `code` says why. */
