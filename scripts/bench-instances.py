@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An instance from its order to SSH answering, on both runtimes, beside a
-plain `podman run` of the same image in the same run; and disk writes
-inside an instance beside the node's own disk.
+plain `podman run` of the same image in the same run; disk writes inside
+an instance beside the node's own disk; and sequential writes and reads
+on a local volume inside a `sandbox` instance beside the node's disk.
 
     cargo build --release && scripts/bench-instances.py
 
@@ -14,7 +15,10 @@ Timed from the order's POST until `ssh root@… true` succeeds. The peer:
 `podman run --rm <image> true` with runc, from an empty store (pull
 included) and from a store that has it. Then `dd` of 1 GiB with fdatasync
 inside an instance (its 10 GiB disk: ext4 on a loop device, under the
-overlay) and on the node's disk where the agent keeps its state.
+overlay) and on the node's disk where the agent keeps its state. The
+`sandbox` agent's last instance attaches a 4 GiB local volume at /vol:
+`dd` of 1 GiB with fdatasync into it and back out with direct I/O, beside
+the same two on the node's disk.
 
 Needs root, podman, runc, bubblewrap, lxcfs, docker-registry and ssh.
 GANTRY_BIN_DIR (default target/release) and ROUNDS (default 10) apply.
@@ -96,6 +100,14 @@ def dd(run):
     return line.split(",")[-1].strip()
 
 
+def dd_both(run):
+    """A 1 GiB write with fdatasync, then the same read back with direct I/O."""
+    out = run("dd if=/dev/zero of=bench.dd bs=1M count=1024 conv=fdatasync 2>&1; "
+              "dd if=bench.dd of=/dev/null bs=1M iflag=direct 2>&1; rm -f bench.dd")
+    rates = [l.split(",")[-1].strip() for l in out.splitlines() if "copied" in l]
+    return rates[0], rates[1]
+
+
 try:
     fixtures = subprocess.run([os.path.join(os.path.dirname(__file__), "test-fixtures.sh")],
                               check=True, capture_output=True, text=True).stdout.strip()
@@ -160,10 +172,17 @@ try:
                 break
             time.sleep(0.05)
         assert node, f"the {runtime} agent never became ready"
+        volume = None
+        if runtime == "sandbox":
+            volume = call("POST", f"/orgs/{org}/volumes",
+                          {"name": "bench", "region": "lab", "size_gib": 4}, token)["id"]
         took = []
         for round_ in range(ROUNDS + 1):
             began = time.monotonic()
-            order = call("POST", f"/orgs/{org}/orders", {"instance_type": "h100x1", "image": image}, token)
+            body = {"instance_type": "h100x1", "image": image}
+            if volume and round_ == ROUNDS:
+                body["volumes"] = [{"volume_id": volume, "mount_path": "/vol"}]
+            order = call("POST", f"/orgs/{org}/orders", body, token)
             port = None
             while port is None:
                 view = call("GET", f"/orgs/{org}/orders/{order['id']}", token=token)
@@ -178,8 +197,12 @@ try:
             took.append((time.monotonic() - began) * 1000)
             if round_ == ROUNDS:
                 inside = dd(lambda c: ssh(key, port, f"cd /root && {c}").stdout)
-                outside = dd(lambda c: subprocess.run(c, shell=True, cwd=state, capture_output=True,
-                                                      text=True).stdout)
+                on_node = lambda c: subprocess.run(c, shell=True, cwd=state, capture_output=True,
+                                                   text=True).stdout
+                outside = dd(on_node)
+                if volume:
+                    volume_rates = (dd_both(lambda c: ssh(key, port, f"cd /vol && {c}").stdout),
+                                    dd_both(on_node))
             call("POST", f"/orgs/{org}/orders/{order['id']}/cancel", {}, token)
             while call("GET", f"/orgs/{org}/orders/{order['id']}", token=token).get("ended_at") is None:
                 time.sleep(0.01)
@@ -200,6 +223,9 @@ try:
               f"   ({cold / first:.1f}x, {ratio:.1f}x podman)")
     for runtime, _, _, inside, outside in rows:
         print(f"dd 1 GiB fdatasync, {runtime}: inside the instance {inside}, the node's disk {outside}")
+    (volume_write, volume_read), (node_write, node_read) = volume_rates
+    print(f"local volume inside a sandbox instance: write {volume_write}, read {volume_read}; "
+          f"the node's disk: write {node_write}, read {node_read}")
 finally:
     for process in reversed(processes):
         process.terminate()
@@ -207,8 +233,12 @@ finally:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
-    # The agents' image stores are file systems of their own.
+    # The agents' image stores and volumes are file systems of their own.
     for runtime in ["sandbox", "oci"]:
         subprocess.run(["umount", "-l", os.path.join(work, f"agent-{runtime}", "images")],
                        check=False, capture_output=True)
+        volumes = os.path.join(work, f"agent-{runtime}", "volumes")
+        for name in os.listdir(volumes) if os.path.isdir(volumes) else []:
+            subprocess.run(["umount", "-l", os.path.join(volumes, name, "data")],
+                           check=False, capture_output=True)
     shutil.rmtree(work, ignore_errors=True)

@@ -29,8 +29,13 @@ async fn heartbeat(server: &TestServer, credential: &str, free_gib: i64, volumes
         .expect(StatusCode::OK);
 }
 
+const METRICS_TOKEN: &str = "volumes-scrape-token";
+
 async fn local_volumes_pin_their_orders_to_their_node(engine: Engine) {
-    let server = TestServer::start(engine).await;
+    let server = TestServer::start_with(engine, |config| {
+        config.metrics_token = Some(METRICS_TOKEN.into());
+    })
+    .await;
     let operator = server.operator().await;
     server.cluster(&operator, 0).await;
     let small = server.join_agent(&operator, "r1", "small", 8).await;
@@ -157,6 +162,40 @@ async fn local_volumes_pin_their_orders_to_their_node(engine: Engine) {
     .await;
     let made = server.get(&format!("{volumes}/{id}"), &alice.token).await;
     assert_eq!(made.body["status"], "available");
+    // Operators see it on its node, with the node's room, and in /metrics.
+    let nodes = server.get("/api/v1/admin/nodes", &operator.token).await;
+    let node = nodes
+        .items()
+        .iter()
+        .find(|n| n["name"] == "roomy")
+        .cloned()
+        .expect("roomy");
+    assert_eq!(node["storage"]["provisioned_gib"], 20, "{node}");
+    assert_eq!(node["storage"]["used_bytes"], 65536);
+    assert_eq!(node["storage"]["free_bytes"], 30 * GIB);
+    assert_eq!(node["storage"]["local_volumes"][0]["name"], "data");
+    let mut scraped = String::new();
+    for _ in 0..100 {
+        scraped = server
+            .http
+            .get(server.url("/metrics"))
+            .bearer_auth(METRICS_TOKEN)
+            .send()
+            .await
+            .expect("scrape")
+            .text()
+            .await
+            .expect("text");
+        if scraped.contains("gantry_node_volume_free_bytes{region=\"r1\",node=\"roomy\"}") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        scraped.contains("# TYPE gantry_volume_provisioned_gib gauge")
+            && scraped.contains("gantry_node_volume_free_bytes{region=\"r1\",node=\"roomy\"}"),
+        "{scraped}"
+    );
     assert_eq!(made.body["provisioned_gib"], 20);
     assert_eq!(made.body["used_bytes"], 65536);
 

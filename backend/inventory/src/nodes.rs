@@ -103,6 +103,8 @@ pub struct Node {
     /// Confirmed reservations holding its GPUs now or later: cordoning or
     /// draining it breaks them.
     pub reservations: Vec<super::reserved::NodeReservation>,
+    /// Its room for local volumes and the volumes that live on it.
+    pub storage: gantry_volumes::nodes::NodeStorage,
     pub created_at: DateTime<Utc>,
 }
 
@@ -392,6 +394,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
         .into_iter()
         .collect();
     let mut reserved = super::reserved::held_on(db, &ids).await?;
+    let mut storage = gantry_volumes::nodes::storage(db, &rows).await?;
     let mut by_node: HashMap<Uuid, Vec<NodeGpu>> = HashMap::new();
     for g in gpus {
         by_node.entry(g.node_id).or_default().push(NodeGpu {
@@ -427,6 +430,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             labels: serde_json::from_str(&n.labels).unwrap_or_default(),
             gpus: by_node.remove(&n.id).unwrap_or_default(),
             reservations: reserved.remove(&n.id).unwrap_or_default(),
+            storage: storage.remove(&n.id).unwrap_or_default(),
             name: n.name,
             rack: n.rack,
             driver: n.driver,
@@ -708,7 +712,9 @@ async fn cordon_node(
 }
 
 /// Stops placing work on a node and moves its work elsewhere: each order
-/// on it is stopped and queued again.
+/// on it is stopped and queued again. The answer's `storage` lists the
+/// local volumes that live on it: they stay, and orders attaching them
+/// wait for the node.
 #[utoipa::path(
     post,
     path = "/admin/nodes/{node_id}/drain",

@@ -13,11 +13,14 @@ use gantry_scheduler as engine;
 use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QuerySelect};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use gantry_entities::{order, sla_policy};
-use gantry_types::classes::{AllocationState, NodeState, OrderStatus, PriorityClass};
+use gantry_entities::{node, order, sla_policy, volume};
+use gantry_types::classes::{
+    AllocationState, NodeState, OrderStatus, PriorityClass, VolumeKind, VolumeState,
+};
 use gantry_types::reasons::WaitReason;
 use gantry_world::load::Loaded;
 use gantry_world::world::World;
@@ -36,8 +39,23 @@ pub const LEADER: &str = "gantry_scheduler_leader";
 pub const METERING_LAG: &str = "gantry_metering_lag_seconds";
 pub const HELD_BY_ENDED: &str = "gantry_gpus_held_by_ended_orders";
 pub const SLA_AT_RISK: &str = "gantry_sla_orders_at_risk";
+pub const VOLUME_GIB: &str = "gantry_volume_provisioned_gib";
+pub const VOLUME_USED: &str = "gantry_volume_used_bytes";
+pub const VOLUME_FREE: &str = "gantry_node_volume_free_bytes";
 
 pub fn describe() {
+    describe_gauge!(
+        VOLUME_GIB,
+        "GiB sold to volumes not deleted, by region and kind"
+    );
+    describe_gauge!(
+        VOLUME_USED,
+        "Bytes the files of volumes take, as their nodes last measured, by region and kind"
+    );
+    describe_gauge!(
+        VOLUME_FREE,
+        "Room a node's agent reports for more local volumes, by region and node"
+    );
     describe_gauge!(
         GPUS,
         "GPUs by region, model and state: allocated, free, unhealthy, cordoned (on a node taking no new work)"
@@ -320,6 +338,60 @@ pub async fn publish_orders(
         }
     }
     published.set(ORDERS, open);
+    Ok(())
+}
+
+/// Storage sold and used by region and kind (one grouped sum), and each
+/// node's room for local volumes.
+pub async fn publish_storage(
+    published: &mut Published,
+    db: &impl ConnectionTrait,
+    world: &World,
+) -> Result<(), DbErr> {
+    let region = |id: &Uuid| {
+        world
+            .regions
+            .get(id)
+            .map_or("", |r| r.name.as_str())
+            .to_owned()
+    };
+    let sums: Vec<(Uuid, VolumeKind, Option<i64>, Option<i64>)> = volume::Entity::find()
+        .select_only()
+        .column(volume::Column::RegionId)
+        .column(volume::Column::Kind)
+        // PostgreSQL sums BIGINT as NUMERIC: cast back, on both engines.
+        .column_as(Expr::cust("CAST(SUM(size_gib) AS BIGINT)"), "size")
+        .column_as(Expr::cust("CAST(SUM(used_bytes) AS BIGINT)"), "used")
+        .filter(volume::Column::State.ne(VolumeState::Deleted))
+        .group_by(volume::Column::RegionId)
+        .group_by(volume::Column::Kind)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let (mut sold, mut used): (HashMap<Labels, f64>, HashMap<Labels, f64>) = Default::default();
+    for (region_id, kind, size, bytes) in sums {
+        let labels = vec![
+            ("region", region(&region_id)),
+            ("kind", kind.as_str().to_owned()),
+        ];
+        sold.insert(labels.clone(), size.unwrap_or(0) as f64);
+        used.insert(labels, bytes.unwrap_or(0) as f64);
+    }
+    published.set(VOLUME_GIB, sold);
+    published.set(VOLUME_USED, used);
+    let free: HashMap<Labels, f64> = node::Entity::find()
+        .filter(node::Column::VolumeFreeBytes.is_not_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|n| {
+            (
+                vec![("region", region(&n.region_id)), ("node", n.name)],
+                n.volume_free_bytes.unwrap_or(0) as f64,
+            )
+        })
+        .collect();
+    published.set(VOLUME_FREE, free);
     Ok(())
 }
 

@@ -325,6 +325,9 @@ async fn publish(
     if let Err(error) = fleet::publish_orders(published, &state.db).await {
         tracing::warn!(%error, "could not publish orders by status");
     }
+    if let Err(error) = fleet::publish_storage(published, &state.db, world).await {
+        tracing::warn!(%error, "could not publish storage");
+    }
     if let Err(error) = fleet::publish_sla_risk(published, &state.db, world, now).await {
         tracing::warn!(%error, "could not publish orders whose SLA is at risk");
     }

@@ -189,3 +189,66 @@ impl Standing {
         }
     }
 }
+
+/// A node's storage for volumes, as operators see it.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct NodeStorage {
+    /// Room its agent reports for more volumes, in bytes; none where it
+    /// keeps none.
+    pub free_bytes: Option<i64>,
+    /// GiB sold to the local volumes on it.
+    pub provisioned_gib: i64,
+    /// Bytes their files take, as last measured.
+    pub used_bytes: i64,
+    /// The local volumes that live on it: they stay through a drain, and
+    /// the orders that attach them can run nowhere else.
+    pub local_volumes: Vec<LocalVolume>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct LocalVolume {
+    pub id: Uuid,
+    pub name: String,
+    pub org_id: Uuid,
+    pub size_gib: i64,
+    pub state: VolumeState,
+}
+
+/// The storage of each of `nodes` (their rows, for the room they report).
+pub async fn storage(
+    db: &impl ConnectionTrait,
+    nodes: &[node::Model],
+) -> ApiResult<HashMap<Uuid, NodeStorage>> {
+    let mut storage: HashMap<Uuid, NodeStorage> = nodes
+        .iter()
+        .map(|n| {
+            (
+                n.id,
+                NodeStorage {
+                    free_bytes: n.volume_free_bytes,
+                    ..NodeStorage::default()
+                },
+            )
+        })
+        .collect();
+    for v in volume::Entity::find()
+        .filter(volume::Column::NodeId.is_in(nodes.iter().map(|n| n.id)))
+        .filter(volume::Column::State.ne(VolumeState::Deleted))
+        .all(db)
+        .await?
+    {
+        let Some(node) = v.node_id.and_then(|id| storage.get_mut(&id)) else {
+            continue;
+        };
+        node.provisioned_gib += v.size_gib;
+        node.used_bytes += v.used_bytes.unwrap_or(0);
+        node.local_volumes.push(LocalVolume {
+            id: v.id,
+            name: v.name,
+            org_id: v.org_id,
+            size_gib: v.size_gib,
+            state: v.state,
+        });
+    }
+    Ok(storage)
+}

@@ -565,7 +565,9 @@ export interface paths {
         put?: never;
         /**
          * Stops placing work on a node and moves its work elsewhere: each order
-         *     on it is stopped and queued again.
+         *     on it is stopped and queued again. The answer's `storage` lists the
+         *     local volumes that live on it: they stay, and orders attaching them
+         *     wait for the node.
          */
         post: operations["drain_node"];
         delete?: never;
@@ -3634,6 +3636,16 @@ export interface components {
          * @enum {string}
          */
         LineKind: "usage" | "downtime" | "discount" | "adjustment" | "sla_credit" | "correction" | "prepaid" | "reservation" | "cancellation_fee" | "storage";
+        LocalVolume: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            org_id: string;
+            /** Format: int64 */
+            size_gib: number;
+            state: components["schemas"]["VolumeState"];
+        };
         /**
          * @description The languages the console speaks.
          * @enum {string}
@@ -3803,6 +3815,8 @@ export interface components {
              *     draining it breaks them.
              */
             reservations: components["schemas"]["NodeReservation"][];
+            /** @description Its room for local volumes and the volumes that live on it. */
+            storage: components["schemas"]["NodeStorage"];
             /** Format: date-time */
             created_at: string;
         };
@@ -3874,6 +3888,30 @@ export interface components {
          * @enum {string}
          */
         NodeState: "ready" | "cordoned" | "draining" | "unhealthy";
+        /** @description A node's storage for volumes, as operators see it. */
+        NodeStorage: {
+            /**
+             * Format: int64
+             * @description Room its agent reports for more volumes, in bytes; none where it
+             *     keeps none.
+             */
+            free_bytes?: number | null;
+            /**
+             * Format: int64
+             * @description GiB sold to the local volumes on it.
+             */
+            provisioned_gib: number;
+            /**
+             * Format: int64
+             * @description Bytes their files take, as last measured.
+             */
+            used_bytes: number;
+            /**
+             * @description The local volumes that live on it: they stay through a drain, and
+             *     the orders that attach them can run nowhere else.
+             */
+            local_volumes: components["schemas"]["LocalVolume"][];
+        };
         /** @description A volume a node keeps. */
         NodeVolume: {
             /** Format: uuid */
@@ -4368,6 +4406,8 @@ export interface components {
                  *     draining it breaks them.
                  */
                 reservations: components["schemas"]["NodeReservation"][];
+                /** @description Its room for local volumes and the volumes that live on it. */
+                storage: components["schemas"]["NodeStorage"];
                 /** Format: date-time */
                 created_at: string;
             }[];
@@ -5807,6 +5847,12 @@ export interface components {
             /** @description What went wrong making or growing it, in the node's words. */
             error?: string | null;
         };
+        /**
+         * @description Where a volume is in its life, as stored; `attached` is shown while
+         *     live orders use an available volume.
+         * @enum {string}
+         */
+        VolumeState: "creating" | "available" | "deleting" | "deleted" | "failed";
         /**
          * @description Where a volume is in its life, as tenants see it.
          * @enum {string}
