@@ -780,6 +780,7 @@ describe("the console", () => {
       ["order", `/orgs/${alphaOrg}/orders/${alphaOrder}`],
       ["launch", `/orgs/${alphaOrg}/launch`],
       ["reservations", `/orgs/${alphaOrg}/reservations`],
+      ["volumes", `/orgs/${alphaOrg}/volumes`],
       ["usage", `/orgs/${alphaOrg}/usage`],
       ["invoices", `/orgs/${alphaOrg}/invoices`],
       ["sla", `/orgs/${alphaOrg}/sla`],
@@ -871,6 +872,76 @@ describe("the console", () => {
     // Signed out means signed out: a console page sends back to sign-in.
     await page.goto("/catalog");
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
+  });
+
+  test("a tenant keeps a volume: made on a node with room, priced, grown, refused where it cannot run, deleted", async () => {
+    const op = await apiToken(server, OPERATOR);
+    await apiCall(server, op, "POST", "/admin/catalog/storage-prices", { kind: "local", gib_month_micros: 80_000 });
+    const join = await apiCall<{ token: string }>(server, op, "POST", "/admin/join-tokens", { region: "us-east" });
+    const registered = (await (
+      await fetch(`${server.url}/api/v1/agent/register`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${join.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: "disk-box", cpu_milli: 32_000, memory_mib: 262_144, gpus: [] }),
+      })
+    ).json()) as { credential: string };
+    // The node as its agent would be: room for volumes, each made (or
+    // erased) as soon as it is listed, reported with every heartbeat.
+    const made = new Map<string, number>();
+    const agent = async (path: string, init?: RequestInit) =>
+      fetch(`${server.url}/api/v1/agent/${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${registered.credential}`, "content-type": "application/json" },
+      });
+    const beat = async () => {
+      const listed = (await (await agent("assignments")).json()) as { volumes: { volume_id: string; size_gib: number; action: string }[] };
+      for (const volume of listed.volumes) {
+        if (volume.action === "keep") made.set(volume.volume_id, volume.size_gib);
+        else made.delete(volume.volume_id);
+      }
+      const volumes = [...made].map(([volume_id, size_gib]) => ({ volume_id, size_gib, used_bytes: 3 * 1024 ** 3 }));
+      await agent("heartbeat", { method: "POST", body: JSON.stringify({ gpus: [], volume_free_bytes: 500 * 1024 ** 3, volumes }) });
+    };
+    await beat();
+    const heart = setInterval(() => void beat(), 250);
+    onTestFinished(() => clearInterval(heart));
+
+    const { page } = await session();
+    await signIn(page, ALICE);
+    await page.getByRole("link", { name: "Volumes", exact: true }).click();
+    await page.getByRole("heading", { name: "Volumes", exact: true }).waitFor();
+    await page.getByRole("textbox", { name: "Name" }).fill("checkpoints");
+    await page.getByRole("combobox", { name: "Region" }).click();
+    await page.getByRole("option", { name: "us-east" }).click();
+    await page.getByRole("textbox", { name: "Size (GiB)" }).fill("40");
+    await page.getByRole("button", { name: "Create volume" }).click();
+    const row = page.getByRole("row", { name: /checkpoints/ });
+    await row.getByText("available").waitFor({ timeout: 15_000 });
+    await row.getByText("us-east · disk-box").waitFor();
+    await row.getByText("$3.20 a month").waitFor();
+    await row.getByText("3 GiB").waitFor();
+
+    await row.getByRole("textbox", { name: "New size of checkpoints in GiB" }).fill("64");
+    await row.getByRole("button", { name: "Grow" }).click();
+    await row.getByText("$5.12 a month").waitFor();
+    await screenshot(page, "volumes");
+    await accessible(page);
+
+    // Attached at launch: its node has no GPU, so the order is refused at
+    // once, saying where it would have to run.
+    await page.getByRole("link", { name: "Launch", exact: true }).first().click();
+    await page.getByRole("combobox", { name: "Instance type" }).click();
+    await page.getByRole("option", { name: /^h100x1 / }).click();
+    await page.getByRole("combobox", { name: "Volume" }).click();
+    await page.getByRole("option", { name: /^checkpoints / }).click();
+    await page.getByRole("textbox", { name: "Mount path" }).fill("/ckpt");
+    await page.getByRole("button", { name: "Launch", exact: true }).click();
+    await page.getByRole("alert").filter({ hasText: "where its volume checkpoints lives" }).waitFor();
+
+    await page.getByRole("link", { name: "Volumes", exact: true }).click();
+    await row.getByRole("button", { name: "Delete" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+    await expect.poll(() => page.getByRole("row", { name: /checkpoints/ }).count(), { timeout: 15_000 }).toBe(0);
   });
 
   test("nothing logged an error or reached beyond this server", () => {

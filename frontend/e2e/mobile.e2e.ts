@@ -42,6 +42,7 @@ describe("at 390 px", () => {
       ["order", `/orgs/${org}/orders/${order.id}`],
       ["job", `/orgs/${org}/orders/${job.id}`],
       ["reservations", `/orgs/${org}/reservations`],
+      ["volumes", `/orgs/${org}/volumes`],
       ["usage", `/orgs/${org}/usage`],
       ["invoices", `/orgs/${org}/invoices`],
       ["sla", `/orgs/${org}/sla`],

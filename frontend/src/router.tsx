@@ -118,6 +118,12 @@ const reservations = createRoute({
   component: lazyRouteComponent(() => import("./pages/tenant/Reservations"), "ReservationsPage"),
 });
 
+const volumes = createRoute({
+  getParentRoute: () => org,
+  path: "/volumes",
+  component: lazyRouteComponent(() => import("./pages/tenant/Volumes"), "VolumesPage"),
+});
+
 const usage = createRoute({
   getParentRoute: () => org,
   path: "/usage",
@@ -228,7 +234,7 @@ const routeTree = rootRoute.addChildren([
     home,
     catalog,
     apiReference,
-    org.addChildren([overview, launch, orders, orderDetail, reservations, usage, invoices, invoiceDetail, sla, settings]),
+    org.addChildren([overview, launch, orders, orderDetail, reservations, volumes, usage, invoices, invoiceDetail, sla, settings]),
     admin.addChildren([capacity, calendar, queues, trends, adminOrgs, adminOrg, adminCatalog, nodes, nodeDetail, adminSla, audit]),
   ]),
 ]);

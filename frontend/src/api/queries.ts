@@ -6,7 +6,7 @@ import { api, unwrap } from "./client";
 export const keys = {
   me: ["me"] as const,
   sshKeys: ["me", "ssh-keys"] as const,
-  catalog: (what: "instance-types" | "regions" | "gpu-models" | "images" | "image-policy" | "price-versions", ...rest: unknown[]) =>
+  catalog: (what: "instance-types" | "regions" | "gpu-models" | "images" | "image-policy" | "price-versions" | "storage-prices", ...rest: unknown[]) =>
     ["catalog", what, ...rest] as const,
   availability: (instanceTypeId: string | undefined) => ["catalog", "availability", instanceTypeId] as const,
   org: (orgId: string, ...rest: unknown[]) => ["org", orgId, ...rest] as const,

@@ -197,6 +197,7 @@ export function Shell() {
               {can.order && <RouterNavLink label={t("nav.launch")} to="/orgs/$orgId/launch" params={{ orgId: currentOrg }} activeProps={{ active: true }} />}
               <RouterNavLink label={t("nav.orders")} to="/orgs/$orgId/orders" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               <RouterNavLink label={t("nav.reservations")} to="/orgs/$orgId/reservations" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
+              <RouterNavLink label={t("nav.volumes")} to="/orgs/$orgId/volumes" params={{ orgId: currentOrg }} activeProps={{ active: true }} />
               {can.billing && (
                 <>
                   <RouterNavLink label={t("nav.usage")} to="/orgs/$orgId/usage" params={{ orgId: currentOrg }} activeProps={{ active: true }} />

@@ -26,6 +26,10 @@ const COLOURS: Record<string, string> = {
   active: "green.4",
   ended: "gray.3",
   confirmed: "blue.3",
+  creating: "cyan.3",
+  available: "green.4",
+  attached: "blue.3",
+  deleting: "gray.3",
 };
 
 export function StatusBadge({ status, size }: { status: string; size?: MantineSize }) {

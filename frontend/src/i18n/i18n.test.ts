@@ -74,7 +74,8 @@ describe("translations", () => {
       components: { schemas: Record<string, { enum?: string[] }> };
     };
     const shown = ["OrderStatus", "ReservationState", "ReservationStatus", "NodeState", "InvoiceStatus", "PricingClass", "PriorityClass",
-      "WorkloadClass", "OrgRole", "Condition", "LineKind", "GroupBy", "BalanceKind", "NodeRuntime", "DriverKind", "Placement"];
+      "WorkloadClass", "OrgRole", "Condition", "LineKind", "GroupBy", "BalanceKind", "NodeRuntime", "DriverKind", "Placement",
+      "VolumeStatus", "VolumeKind"];
     const values = shown.flatMap((name) => document.components.schemas[name]?.enum ?? []);
     expect(values.length).toBeGreaterThan(50);
     expect(values.filter((v) => !english.has(`enum.${v}`) || !korean.has(`enum.${v}`))).toEqual([]);

@@ -17,6 +17,7 @@ function node(name: string, state: Schemas["NodeState"], held: number[], sick: n
     memory_mib: 0,
     created_at: "2026-01-01T00:00:00Z",
     reservations: [],
+    storage: { provisioned_gib: 0, used_bytes: 0, local_volumes: [] },
     gpus: Array.from({ length: gpus }, (_, index) => ({
       index,
       model: "H100",

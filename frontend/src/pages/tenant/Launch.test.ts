@@ -27,6 +27,9 @@ const values: Values = {
   ports: "",
   reservationId: "",
   name: "",
+  volumeId: "",
+  mountPath: "/data",
+  volumeReadOnly: false,
 };
 
 describe("jobOf", () => {

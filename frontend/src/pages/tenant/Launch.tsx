@@ -38,6 +38,7 @@ import { PageHeader } from "../../components/PageHeader";
 import { gpuShape } from "../../lib/capacity";
 import { dateTime, money, words } from "../../lib/format";
 import { liveReservations, useReservations } from "../../api/reservations";
+import { useVolumes } from "../../api/volumes";
 import { useOrgId } from "../../lib/orgId";
 import { estimate, perGpuHour, priceInForce } from "../../lib/pricing";
 import { checkQuota, type QuotaCheck } from "../../lib/quota";
@@ -75,6 +76,10 @@ export type Values = {
   ports: string;
   reservationId: string;
   name: string;
+  /** A volume of the organization to attach, or "" for none. */
+  volumeId: string;
+  mountPath: string;
+  volumeReadOnly: boolean;
 };
 
 /** Where the API names a field in its refusal, the form field that holds it. */
@@ -101,6 +106,8 @@ const FIELDS: Record<string, keyof Values> = {
   ssh_key_ids: "sshKeyIds",
   ports: "ports",
   reservation_id: "reservationId",
+  "volumes[0].volume_id": "volumeId",
+  "volumes[0].mount_path": "mountPath",
 };
 
 /** A share of one GPU (a fraction or a MIG instance) runs on one node: the API refuses a gang of them. */
@@ -133,6 +140,7 @@ export function LaunchPage() {
   const imagePolicy = useImagePolicy();
   const sshKeys = useSshKeys();
   const reservations = useReservations(orgId);
+  const volumes = useVolumes(orgId);
   const live = liveReservations(reservations.data);
 
   const form = useForm<Values>({
@@ -162,6 +170,9 @@ export function LaunchPage() {
       ports: "",
       reservationId: "",
       name: "",
+      volumeId: "",
+      mountPath: "/data",
+      volumeReadOnly: false,
     },
     validate: {
       name: (v) => (v === "" || /^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : t("launch.nameFormat")),
@@ -184,6 +195,7 @@ export function LaunchPage() {
           ? null
           : t("launch.portsFormat"),
       reservationId: (v, all) => (all.pricingClass === "reserved" && !v ? t("launch.reservationRequired") : null),
+      mountPath: (v, all) => (all.volumeId && !/^\/[^\0]*[^/]$/.test(v) ? t("launch.mountPathHint") : null),
     },
   });
   const values = form.getValues();
@@ -230,6 +242,7 @@ export function LaunchPage() {
             ssh_key_ids: v.kind === "instance" && v.sshKeyIds.length ? v.sshKeyIds : null,
             ports: v.kind === "instance" ? portsOf(v.ports) : null,
             reservation_id: v.pricingClass === "reserved" ? v.reservationId : null,
+            volumes: v.volumeId ? [{ volume_id: v.volumeId, mount_path: v.mountPath, read_only: v.volumeReadOnly }] : null,
           },
         }),
       ),
@@ -410,6 +423,35 @@ export function LaunchPage() {
                       {...form.getInputProps("ports")}
                     />
                   </Group>
+                )}
+                <Group grow align="flex-start">
+                  <Select
+                    label={t("launch.volume")}
+                    description={t("launch.volumeHint")}
+                    data={[
+                      { value: "", label: t("launch.noVolume") },
+                      ...(volumes.data ?? [])
+                        .filter((v) => v.status !== "deleting" && v.status !== "failed")
+                        .map((v) => ({ value: v.id, label: `${v.name} (${words(v.kind)}, ${v.region}, ${v.size_gib} GiB)` })),
+                    ]}
+                    allowDeselect={false}
+                    key={form.key("volumeId")}
+                    {...form.getInputProps("volumeId")}
+                  />
+                  <TextInput
+                    label={t("launch.mountPath")}
+                    description={t("launch.mountPathHint")}
+                    disabled={!values.volumeId}
+                    key={form.key("mountPath")}
+                    {...form.getInputProps("mountPath")}
+                  />
+                </Group>
+                {values.volumeId && (
+                  <Checkbox
+                    label={t("launch.volumeReadOnly")}
+                    key={form.key("volumeReadOnly")}
+                    {...form.getInputProps("volumeReadOnly", { type: "checkbox" })}
+                  />
                 )}
                 <NumberInput
                   label={t("launch.duration")}
