@@ -874,38 +874,7 @@ describe("the console", () => {
     await page.getByRole("heading", { name: "Sign in" }).waitFor();
   });
 
-  test("a tenant keeps a volume: made on a node with room, priced, grown, refused where it cannot run, deleted", async () => {
-    const op = await apiToken(server, OPERATOR);
-    await apiCall(server, op, "POST", "/admin/catalog/storage-prices", { kind: "local", gib_month_micros: 80_000 });
-    const join = await apiCall<{ token: string }>(server, op, "POST", "/admin/join-tokens", { region: "us-east" });
-    const registered = (await (
-      await fetch(`${server.url}/api/v1/agent/register`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${join.token}`, "content-type": "application/json" },
-        body: JSON.stringify({ name: "disk-box", cpu_milli: 32_000, memory_mib: 262_144, gpus: [] }),
-      })
-    ).json()) as { credential: string };
-    // The node as its agent would be: room for volumes, each made (or
-    // erased) as soon as it is listed, reported with every heartbeat.
-    const made = new Map<string, number>();
-    const agent = async (path: string, init?: RequestInit) =>
-      fetch(`${server.url}/api/v1/agent/${path}`, {
-        ...init,
-        headers: { authorization: `Bearer ${registered.credential}`, "content-type": "application/json" },
-      });
-    const beat = async () => {
-      const listed = (await (await agent("assignments")).json()) as { volumes: { volume_id: string; size_gib: number; action: string }[] };
-      for (const volume of listed.volumes) {
-        if (volume.action === "keep") made.set(volume.volume_id, volume.size_gib);
-        else made.delete(volume.volume_id);
-      }
-      const volumes = [...made].map(([volume_id, size_gib]) => ({ volume_id, size_gib, used_bytes: 3 * 1024 ** 3 }));
-      await agent("heartbeat", { method: "POST", body: JSON.stringify({ gpus: [], volume_free_bytes: 500 * 1024 ** 3, volumes }) });
-    };
-    await beat();
-    const heart = setInterval(() => void beat(), 250);
-    onTestFinished(() => clearInterval(heart));
-
+  test("a tenant keeps a volume: made, priced, grown, attached at launch on its node, kept while attached, deleted", async () => {
     const { page } = await session();
     await signIn(page, ALICE);
     await page.getByRole("link", { name: "Volumes", exact: true }).click();
@@ -915,20 +884,23 @@ describe("the console", () => {
     await page.getByRole("option", { name: "us-east" }).click();
     await page.getByRole("textbox", { name: "Size (GiB)" }).fill("40");
     await page.getByRole("button", { name: "Create volume" }).click();
+    // The demo's simulated nodes keep volumes, as an agent does, within a cycle.
     const row = page.getByRole("row", { name: /checkpoints/ });
     await row.getByText("available").waitFor({ timeout: 15_000 });
-    await row.getByText("us-east · disk-box").waitFor();
-    await row.getByText("$3.20 a month").waitFor();
-    await row.getByText("3 GiB").waitFor();
+    await row.getByText("$4.00 a month").waitFor();
+    const token = await apiToken(server, ALICE);
+    const volumes = await apiCall<{ items: { id: string; node: string }[] }>(server, token, "GET", `/orgs/${alphaOrg}/volumes`);
+    const volume = volumes.items[0];
+    expect(volume?.node).toMatch(/^us-east-/);
+    await row.getByText(`us-east · ${volume?.node ?? ""}`).waitFor();
 
     await row.getByRole("textbox", { name: "New size of checkpoints in GiB" }).fill("64");
     await row.getByRole("button", { name: "Grow" }).click();
-    await row.getByText("$5.12 a month").waitFor();
+    await row.getByText("$6.40 a month").waitFor();
     await screenshot(page, "volumes");
     await accessible(page);
 
-    // Attached at launch: its node has no GPU, so the order is refused at
-    // once, saying where it would have to run.
+    // Attached at launch: the order runs on the volume's node.
     await page.getByRole("link", { name: "Launch", exact: true }).first().click();
     await page.getByRole("combobox", { name: "Instance type" }).click();
     await page.getByRole("option", { name: /^h100x1 / }).click();
@@ -936,9 +908,26 @@ describe("the console", () => {
     await page.getByRole("option", { name: /^checkpoints / }).click();
     await page.getByRole("textbox", { name: "Mount path" }).fill("/ckpt");
     await page.getByRole("button", { name: "Launch", exact: true }).click();
-    await page.getByRole("alert").filter({ hasText: "where its volume checkpoints lives" }).waitFor();
+    await page.waitForURL(/\/orders\/[0-9a-f-]+$/);
+    const orderId = page.url().split("/").pop() ?? "";
+    let placed: { status: string; placement: { node_name: string }[]; volumes: { mount_path: string }[] } | undefined;
+    await until("the order runs", async () => {
+      placed = await apiCall(server, token, "GET", `/orgs/${alphaOrg}/orders/${orderId}`);
+      return placed?.status === "running";
+    });
+    expect(placed?.placement[0]?.node_name).toBe(volume?.node);
+    expect(placed?.volumes[0]?.mount_path).toBe("/ckpt");
 
+    // Kept while attached; deleted once the order is cancelled.
     await page.getByRole("link", { name: "Volumes", exact: true }).click();
+    await row.getByRole("button", { name: "Delete" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+    await page.getByText(/is attached to/).waitFor();
+    await apiCall(server, token, "POST", `/orgs/${alphaOrg}/orders/${orderId}/cancel`, {});
+    await until("the order ends", async () => {
+      const ended = await apiCall<{ ended_at: string | null }>(server, token, "GET", `/orgs/${alphaOrg}/orders/${orderId}`);
+      return ended.ended_at !== null;
+    });
     await row.getByRole("button", { name: "Delete" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
     await expect.poll(() => page.getByRole("row", { name: /checkpoints/ }).count(), { timeout: 15_000 }).toBe(0);

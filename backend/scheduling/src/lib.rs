@@ -195,6 +195,9 @@ async fn cycle(
             Err(error) => tracing::warn!(%error, "metering failed; retrying next cycle"),
         }
     }
+    if let Err(error) = gantry_volumes::nodes::keep_on_simulated_nodes(&state.db, now).await {
+        tracing::warn!(%error, "simulated nodes could not keep their volumes");
+    }
     if let Some(to) = due.metered_to {
         fleet::set_metering_lag((now - to).num_milliseconds() as f64 / 1000.0);
     }

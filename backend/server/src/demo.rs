@@ -1,4 +1,5 @@
-//! The demo installation: on an empty database, a catalog with prices, a
+//! The demo installation: on an empty database, a catalog with prices
+//! (storage's too: the simulated nodes keep volumes), a
 //! simulated cluster of two regions and 28 nodes (H100×8, H200×8, L40S×4,
 //! three of them with their GPUs in MIG mode), GPU fractions and MIG
 //! instances for sale beside whole GPUs, an operator and a tenant with a
@@ -13,9 +14,9 @@ use uuid::Uuid;
 
 use gantry_core::auth::password::PasswordHasher;
 use gantry_core::auth::principal::Actor;
-use gantry_entities::{gpu_model, instance_type, price, quota, region, user};
+use gantry_entities::{gpu_model, instance_type, price, quota, region, storage_price, user};
 use gantry_inventory::nodes;
-use gantry_types::classes::PricingClass;
+use gantry_types::classes::{PricingClass, VolumeKind};
 
 pub const OPERATOR_EMAIL: &str = "operator@demo.gantry.dev";
 pub const OPERATOR_PASSWORD: &str = "gantry operator demo";
@@ -118,6 +119,10 @@ const CLASSES: [(PricingClass, i64); 3] = [
 fn short(model: &str) -> String {
     model.split('-').next().unwrap_or(model).to_lowercase()
 }
+
+/// Storage prices per GiB-month, as GPU clouds sell disk beside GPUs.
+const STORAGE_PRICES: [(VolumeKind, i64); 2] =
+    [(VolumeKind::Local, 100_000), (VolumeKind::Shared, 70_000)];
 
 /// An instance type's prices everywhere: `on_demand` per hour, the other
 /// classes at their share of it.
@@ -247,6 +252,20 @@ pub async fn seed(db: &DatabaseConnection, passwords: &PasswordHasher) -> anyhow
         // Reservations hold whole GPUs: shares have no reserved price.
         let on_demand = spec.gpu_hour * i64::from(milli) / 1000;
         prices(&txn, instance.id, on_demand, &CLASSES[..2], now).await?;
+    }
+    // Storage per GiB-month: local disks, and the shared file systems
+    // operators declare per region.
+    for (kind, micros) in STORAGE_PRICES {
+        storage_price::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            region_id: Set(None),
+            kind: Set(kind),
+            gib_month_micros: Set(micros),
+            effective_from: Set(now),
+            created_at: Set(now),
+        }
+        .insert(&txn)
+        .await?;
     }
     for (spec, region) in REGIONS.iter().zip(&regions) {
         let name = spec.name;

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use gantry_core::error::ApiResult;
 use gantry_core::validate::Fields;
 use gantry_entities::{node, volume};
-use gantry_types::classes::VolumeState;
+use gantry_types::classes::{DriverKind, VolumeState};
 
 /// Volumes one heartbeat may report: more than a node could keep.
 pub const REPORTS_MAX: usize = 4096;
@@ -251,4 +251,65 @@ pub async fn storage(
         });
     }
     Ok(storage)
+}
+
+/// Room a simulated node has for volumes: enough for a demo's worth.
+pub const SIMULATED_ROOM_GIB: i64 = 4096;
+
+/// Simulated nodes keep their volumes at once, as an agent would within a
+/// heartbeat: volumes to make are made (and grown), volumes to erase are
+/// gone, and each node's room is what its volumes leave of
+/// [`SIMULATED_ROOM_GIB`].
+pub async fn keep_on_simulated_nodes(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    let simulated: Vec<node::Model> = node::Entity::find()
+        .filter(node::Column::Driver.eq(DriverKind::Simulated))
+        .all(db)
+        .await?;
+    if simulated.is_empty() {
+        return Ok(());
+    }
+    let kept = volume::Entity::find()
+        .filter(volume::Column::NodeId.is_in(simulated.iter().map(|n| n.id)))
+        .filter(volume::Column::State.is_in([
+            VolumeState::Creating,
+            VolumeState::Available,
+            VolumeState::Deleting,
+        ]))
+        .all(db)
+        .await?;
+    let mut held: HashMap<Uuid, i64> = HashMap::new();
+    for v in kept {
+        let mut row: volume::ActiveModel = v.clone().into();
+        if v.state == VolumeState::Deleting {
+            row.state = Set(VolumeState::Deleted);
+            row.deleted_at = Set(Some(now));
+            row.used_bytes = Set(None);
+        } else {
+            if let Some(node) = v.node_id {
+                *held.entry(node).or_default() += v.size_gib;
+            }
+            if v.state == VolumeState::Available && v.provisioned_gib == v.size_gib {
+                continue;
+            }
+            row.state = Set(VolumeState::Available);
+            row.provisioned_gib = Set(v.size_gib);
+            row.used_bytes = Set(Some(v.used_bytes.unwrap_or(0)));
+        }
+        row.updated_at = Set(now);
+        row.update(db).await?;
+    }
+    for n in simulated {
+        let room = (SIMULATED_ROOM_GIB - held.get(&n.id).copied().unwrap_or(0)).max(0) * (1 << 30);
+        if n.volume_free_bytes != Some(room) {
+            node::Entity::update_many()
+                .col_expr(node::Column::VolumeFreeBytes, Expr::value(room))
+                .filter(node::Column::Id.eq(n.id))
+                .exec(db)
+                .await?;
+        }
+    }
+    Ok(())
 }

@@ -19,7 +19,7 @@ use gantry_core::catalog::Catalog;
 use gantry_core::error::{ApiError, ApiResult, Resource};
 use gantry_core::validate::Fields;
 use gantry_entities::{node, order, order_volume, region, volume, volume_size};
-use gantry_types::classes::{DriverKind, NodeState, OrderStatus, VolumeKind, VolumeState};
+use gantry_types::classes::{NodeState, OrderStatus, VolumeKind, VolumeState};
 
 /// The largest volume, in GiB: 64 TiB.
 pub const SIZE_MAX_GIB: i64 = 65_536;
@@ -458,7 +458,6 @@ async fn roomiest_node(
 ) -> ApiResult<node::Model> {
     let nodes = node::Entity::find()
         .filter(node::Column::RegionId.eq(region))
-        .filter(node::Column::Driver.eq(DriverKind::Agent))
         .filter(node::Column::State.eq(NodeState::Ready))
         .filter(node::Column::VolumeFreeBytes.is_not_null())
         .order_by_asc(node::Column::Id)
