@@ -1,6 +1,7 @@
 //! Local volumes on a real agent, as a tenant uses them and as another
 //! tenant attacks them: a checkpoint written by one job and read by the
-//! next (under other ids of the node), ENOSPC at the size sold and nothing
+//! next (under other ids of the node), and again after the agent is killed
+//! and the node's mounts are gone, ENOSPC at the size sold and nothing
 //! outside, a grow that the next job sees, read-only attachments, another
 //! organization's jobs and API calls that find nothing, mount paths that
 //! are refused, and a delete that leaves none of the bytes in the file that
@@ -89,7 +90,7 @@ async fn job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) -> Vec
 
 async fn a_checkpoint_outlives_its_jobs(engine: Engine) {
     let node = Node::new(engine).await;
-    let _agent = node.agent("sandbox");
+    let mut agent = node.agent("sandbox");
     node.ready().await;
     let alice = node.server.signup("alice").await;
     let created = node
@@ -140,6 +141,30 @@ async fn a_checkpoint_outlives_its_jobs(engine: Engine) {
     assert!(read.contains(&"writable".to_owned()), "{read:?}");
     let seen = volume(&node, &alice, id).await;
     assert!(seen["used_bytes"].as_i64().is_some_and(|b| b > 0), "{seen}");
+
+    // The agent killed and the node's mounts gone, as after a reboot: the
+    // agent back mounts the volume again, and the next job finds the file.
+    agent.0.kill().ok();
+    agent.0.wait().ok();
+    let data = node
+        .state()
+        .join("volumes")
+        .join(id.to_string())
+        .join("data");
+    let unmounted = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&data)
+        .status()
+        .expect("umount");
+    assert!(unmounted.success(), "the volume was mounted on the node");
+    agent = node.agent("sandbox");
+    node.ready().await;
+    let after = job(&node, &alice, "cat /ckpt/state", attach.clone()).await;
+    assert!(
+        after.contains(&SECRET.to_owned()),
+        "{after:?}\n{}",
+        node.agent_log()
+    );
 
     // Past its size: ENOSPC inside, the node's file no larger.
     let full = job(
@@ -236,6 +261,7 @@ async fn a_checkpoint_outlives_its_jobs(engine: Engine) {
         !bytes.windows(needle.len()).any(|w| w == needle),
         "the checkpoint survived the delete"
     );
+    drop(agent);
 }
 
 async fn mount_paths_and_other_tenants_volumes_are_refused(engine: Engine) {
