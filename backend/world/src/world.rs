@@ -446,14 +446,16 @@ fn compare<T, V: PartialEq>(
     ));
 }
 
-/// A node as the scheduler sees it: heartbeats and credentials left out,
-/// as the change log leaves them out.
+/// A node as the scheduler sees it: heartbeats (and the room for volumes
+/// they carry), and credentials left out, as the change log leaves them
+/// out.
 fn node_view(n: &node::Model) -> node::Model {
     node::Model {
         credential_hash: None,
         credential_next_hash: None,
         credential_rotate: false,
         last_heartbeat_at: None,
+        volume_free_bytes: None,
         runtime: None,
         updated_at: n.created_at,
         ..n.clone()

@@ -4,8 +4,8 @@
 //! and the node's mounts are gone, ENOSPC at the size sold and nothing
 //! outside, a grow that the next job sees, read-only attachments, another
 //! organization's jobs and API calls that find nothing, mount paths that
-//! are refused, and a delete that leaves none of the bytes in the file that
-//! held them.
+//! are refused, a delete that leaves none of the bytes in the file that
+//! held them, and a preempted spot job resuming from its volume.
 
 use crate::node;
 use crate::support;
@@ -33,6 +33,14 @@ mod postgres {
             return;
         }
         super::mount_paths_and_other_tenants_volumes_are_refused(super::Engine::Postgres).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_preempted_spot_job_resumes_from_its_volume() {
+        if crate::support::postgres_skipped() {
+            return;
+        }
+        super::a_preempted_spot_job_resumes_from_its_volume(super::Engine::Postgres).await;
     }
 }
 
@@ -421,4 +429,75 @@ async fn mount_paths_and_other_tenants_volumes_are_refused(engine: Engine) {
         )
         .await
         .expect_problem(StatusCode::CONFLICT, "volume_attached");
+}
+
+async fn a_preempted_spot_job_resumes_from_its_volume(engine: Engine) {
+    let node = Node::new(engine).await;
+    let _agent = node.agent("sandbox");
+    node.ready().await;
+    let types = node
+        .server
+        .get("/api/v1/catalog/instance-types", &node.operator)
+        .await;
+    let h100x2 = types.items()[0]["id"].as_str().expect("id").to_owned();
+    node.server
+        .post(
+            &format!("/api/v1/admin/catalog/instance-types/{h100x2}/prices"),
+            &node.operator,
+            json!({ "pricing_class": "spot", "hourly_micros": 1_000_000 }),
+        )
+        .await
+        .expect(StatusCode::CREATED);
+    let alice = node.server.signup("alice").await;
+    let created = node
+        .server
+        .post(
+            &format!("/api/v1/orgs/{}/volumes", alice.org_id),
+            &alice.token,
+            json!({ "name": "ckpt", "region": "lab", "size_gib": 1 }),
+        )
+        .await;
+    created.expect(StatusCode::CREATED);
+    let id = created.id("/id");
+    volume_until(&node, &alice, id, "available", |v| {
+        v["status"] == "available"
+    })
+    .await;
+
+    // A spot job saves its step and works on; preempted, its next attempt
+    // starts from the step it finds.
+    let spot = node
+        .server
+        .order(
+            &alice,
+            json!({ "instance_type": "h100x2", "pricing_class": "spot",
+                    "job": { "command": "if [ -f /ckpt/step ]; then echo resumed-from=$(cat /ckpt/step); else echo 41 > /ckpt/step && sync && echo saved && sleep 600; fi" },
+                    "volumes": [{ "volume_id": id, "mount_path": "/ckpt" }] }),
+        )
+        .await;
+    node.printed(&alice, spot, "saved").await;
+    // Four GPUs: two standard jobs of two take the spot job's.
+    let mut standard = Vec::new();
+    for _ in 0..2 {
+        standard.push(
+            node.server
+                .order(
+                    &alice,
+                    json!({ "instance_type": "h100x2", "job": { "command": "sleep 600" } }),
+                )
+                .await,
+        );
+    }
+    node.until(&alice, spot, "preempted", |o| {
+        o["attempts"].as_i64().is_some_and(|a| a >= 1) && o["status"] != "running"
+    })
+    .await;
+    for order in standard {
+        node.server.cancel(&alice, order).await;
+    }
+    node.printed(&alice, spot, "resumed-from=41").await;
+    let done = node
+        .until(&alice, spot, "completed", |o| o["status"] == "completed")
+        .await;
+    assert!(done["attempts"].as_i64().is_some_and(|a| a >= 2), "{done}");
 }
