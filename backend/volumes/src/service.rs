@@ -248,9 +248,10 @@ pub async fn delete(
         ));
     }
     let mut row: volume::ActiveModel = current.clone().into();
-    // A volume no node made, or whose node is gone, has nothing to erase.
-    let nothing_kept = current.node_id.is_none() || current.provisioned_gib == 0;
-    if nothing_kept {
+    // A volume on no node has nothing to erase. One on a node goes through
+    // its node even if the node never said it made it: the node may have
+    // made it since, and its space must come back erased.
+    if current.node_id.is_none() {
         row.state = Set(VolumeState::Deleted);
         row.deleted_at = Set(Some(now));
     } else {
