@@ -136,16 +136,7 @@ impl Volumes {
     fn keep(&self, id: Uuid, bytes: u64, busy: bool) -> Result<(), String> {
         let (image, data) = (self.image(id), self.data(id));
         if !image.exists() {
-            let free = crate::disk::free_bytes(&self.dir)
-                .map_err(|e| format!("reading the free space of {}: {e}", self.dir.display()))?;
-            if free < bytes.saturating_add(self.reserve) {
-                return Err(format!(
-                    "this node cannot make a {} volume: {} is free and the agent keeps {} for the node",
-                    size(bytes),
-                    size(free),
-                    size(self.reserve)
-                ));
-            }
+            self.ensure_room(bytes, &format!("make a {} volume", size(bytes)))?;
             std::fs::create_dir_all(self.home(id))
                 .map_err(|e| format!("making the volume's directory: {e}"))?;
             // Made for ids as workloads have them inside: its root is 0.
@@ -161,16 +152,23 @@ impl Volumes {
             .map_err(|e| format!("reading the volume's size: {e}"))?
             .len();
         if now < bytes {
-            let free = crate::disk::free_bytes(&self.dir).unwrap_or(0);
-            if free < (bytes - now).saturating_add(self.reserve) {
-                return Err(format!(
-                    "this node cannot grow the volume to {}: {} is free and the agent keeps {} for the node",
-                    size(bytes),
-                    size(free),
-                    size(self.reserve)
-                ));
-            }
+            self.ensure_room(bytes - now, &format!("grow the volume to {}", size(bytes)))?;
             self.disks.grow(&image, &data, bytes, busy)?;
+        }
+        Ok(())
+    }
+
+    /// Refuses to take `more` bytes of the node's disk into the agent's
+    /// reserve; `what` says what they were for.
+    fn ensure_room(&self, more: u64, what: &str) -> Result<(), String> {
+        let free = crate::disk::free_bytes(&self.dir)
+            .map_err(|e| format!("reading the free space of {}: {e}", self.dir.display()))?;
+        if free < more.saturating_add(self.reserve) {
+            return Err(format!(
+                "this node cannot {what}: {} is free and the agent keeps {} for the node",
+                size(free),
+                size(self.reserve)
+            ));
         }
         Ok(())
     }

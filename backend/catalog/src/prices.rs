@@ -119,6 +119,22 @@ pub(super) async fn find_type(
         .ok_or_else(|| ApiError::not_found(Resource::InstanceType, id))
 }
 
+/// When a new price version takes effect: now when not given, and never in
+/// the past (`kept` says what keeps the price it had), with a minute of
+/// slack for clocks that differ between client and server.
+pub(crate) fn effective_from(
+    fields: &mut Fields,
+    asked: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    kept: &str,
+) -> DateTime<Utc> {
+    let at = asked.unwrap_or(now);
+    if at < now - chrono::Duration::minutes(1) {
+        fields.push("effective_from", format!("must not be in the past: {kept}"));
+    }
+    at.max(now)
+}
+
 /// Every price version of an instance type, newest first, including those
 /// not yet in effect.
 #[utoipa::path(
@@ -172,14 +188,12 @@ async fn create_price(
     let now = state.clock.now();
     let mut fields = Fields::default();
     fields.range("hourly_micros", request.hourly_micros, 0, HOURLY_MICROS_MAX);
-    // A minute of slack for clocks that differ between client and server.
-    let effective_from = request.effective_from.unwrap_or(now);
-    if effective_from < now - chrono::Duration::minutes(1) {
-        fields.push(
-            "effective_from",
-            "must not be in the past: recorded usage keeps the price it had",
-        );
-    }
+    let effective_from = effective_from(
+        &mut fields,
+        request.effective_from,
+        now,
+        "recorded usage keeps the price it had",
+    );
     fields.finish()?;
     let txn = gantry_core::db::write(&state.db).await?;
     let instance = find_type(&txn, &params).await?;
@@ -193,7 +207,7 @@ async fn create_price(
         region_id: Set(region.as_ref().map(|r| r.id)),
         pricing_class: Set(request.pricing_class),
         hourly_micros: Set(request.hourly_micros),
-        effective_from: Set(effective_from.max(now)),
+        effective_from: Set(effective_from),
         created_at: Set(now),
     }
     .insert(&txn)

@@ -122,14 +122,12 @@ async fn create_storage_price(
         0,
         GIB_MONTH_MICROS_MAX,
     );
-    // A minute of slack for clocks that differ between client and server.
-    let effective_from = request.effective_from.unwrap_or(now);
-    if effective_from < now - chrono::Duration::minutes(1) {
-        fields.push(
-            "effective_from",
-            "must not be in the past: storage already held keeps the price it had",
-        );
-    }
+    let effective_from = super::prices::effective_from(
+        &mut fields,
+        request.effective_from,
+        now,
+        "storage already held keeps the price it had",
+    );
     fields.finish()?;
     let txn = gantry_core::db::write(&state.db).await?;
     let region = match &request.region {
@@ -141,7 +139,7 @@ async fn create_storage_price(
         region_id: Set(region.as_ref().map(|r| r.id)),
         kind: Set(request.kind),
         gib_month_micros: Set(request.gib_month_micros),
-        effective_from: Set(effective_from.max(now)),
+        effective_from: Set(effective_from),
         created_at: Set(now),
     }
     .insert(&txn)

@@ -237,7 +237,10 @@ pub async fn insert(
         credential_next_hash: Set(None),
         credential_rotate: Set(false),
         fabric_address: Set(None),
-        volume_free_bytes: Set(None),
+        // An agent says its room with its heartbeats; a simulated node
+        // starts with all of its own (see `keep_on_simulated_nodes`).
+        volume_free_bytes: Set((spec.driver == DriverKind::Simulated)
+            .then_some(gantry_volumes::nodes::SIMULATED_ROOM_GIB << 30)),
         last_heartbeat_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),

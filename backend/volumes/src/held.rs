@@ -22,6 +22,17 @@ pub struct HeldVolume {
     pub sizes: Vec<(i64, DateTime<Utc>, DateTime<Utc>)>,
 }
 
+/// Sizes held at some moment of `[start, end)`.
+fn overlapping(start: DateTime<Utc>, end: DateTime<Utc>) -> Condition {
+    Condition::all()
+        .add(volume_size::Column::StartsAt.lt(end))
+        .add(
+            Condition::any()
+                .add(volume_size::Column::EndsAt.is_null())
+                .add(volume_size::Column::EndsAt.gt(start)),
+        )
+}
+
 /// The organization's volumes that held space in `[start, end)`, by name.
 pub async fn held(
     db: &impl ConnectionTrait,
@@ -34,12 +45,7 @@ pub async fn held(
     }
     let rows = volume_size::Entity::find()
         .filter(volume_size::Column::OrgId.eq(org_id))
-        .filter(volume_size::Column::StartsAt.lt(end))
-        .filter(
-            Condition::any()
-                .add(volume_size::Column::EndsAt.is_null())
-                .add(volume_size::Column::EndsAt.gt(start)),
-        )
+        .filter(overlapping(start, end))
         .all(db)
         .await?;
     if rows.is_empty() {
@@ -89,12 +95,7 @@ pub async fn holders(
     end: DateTime<Utc>,
 ) -> Result<Vec<Uuid>, sea_orm::DbErr> {
     volume_size::Entity::find()
-        .filter(volume_size::Column::StartsAt.lt(end))
-        .filter(
-            Condition::any()
-                .add(volume_size::Column::EndsAt.is_null())
-                .add(volume_size::Column::EndsAt.gt(start)),
-        )
+        .filter(overlapping(start, end))
         .select_only()
         .column(volume_size::Column::OrgId)
         .distinct()

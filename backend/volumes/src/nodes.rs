@@ -2,11 +2,13 @@
 //! erase, told with a node's assignments; and what the node says back
 //! with its heartbeat, which moves each volume along its life.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -131,40 +133,53 @@ pub async fn apply(
         .all(db)
         .await?;
     for v in kept {
-        let mut next = Standing::of(&v);
-        match (v.state, reported.get(&v.id)) {
-            (VolumeState::Deleting, None) => {
-                next.state = VolumeState::Deleted;
-                next.deleted_at = Some(now);
-                next.used_bytes = None;
-            }
-            (VolumeState::Creating, Some(r)) if r.error.is_some() && r.size_gib == 0 => {
-                next.state = VolumeState::Failed;
-                next.reason.clone_from(&r.error);
-            }
-            (_, Some(r)) => {
-                if v.state == VolumeState::Creating && r.size_gib > 0 {
-                    next.state = VolumeState::Available;
-                }
-                next.reason.clone_from(&r.error);
-                next.provisioned_gib = r.size_gib;
-                next.used_bytes = Some(r.used_bytes);
-            }
-            (_, None) => {}
-        }
-        // Most heartbeats change nothing: no write for them.
-        if next == Standing::of(&v) {
-            continue;
-        }
-        let mut row: volume::ActiveModel = v.into();
-        row.state = Set(next.state);
-        row.state_reason = Set(next.reason);
-        row.provisioned_gib = Set(next.provisioned_gib);
-        row.used_bytes = Set(next.used_bytes);
-        row.deleted_at = Set(next.deleted_at);
-        row.updated_at = Set(now);
-        row.update(db).await?;
+        let report = reported.get(&v.id).copied();
+        settle(db, v, report, now).await?;
     }
+    Ok(())
+}
+
+/// Moves volume `v` along as its node's `report` says (none: the node
+/// does not have it), writing only what changed: most heartbeats change
+/// nothing.
+async fn settle(
+    db: &impl ConnectionTrait,
+    v: volume::Model,
+    report: Option<&VolumeReport>,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    let mut next = Standing::of(&v);
+    match (v.state, report) {
+        (VolumeState::Deleting, None) => {
+            next.state = VolumeState::Deleted;
+            next.deleted_at = Some(now);
+            next.used_bytes = None;
+        }
+        (VolumeState::Creating, Some(r)) if r.error.is_some() && r.size_gib == 0 => {
+            next.state = VolumeState::Failed;
+            next.reason.clone_from(&r.error);
+        }
+        (_, Some(r)) => {
+            if v.state == VolumeState::Creating && r.size_gib > 0 {
+                next.state = VolumeState::Available;
+            }
+            next.reason.clone_from(&r.error);
+            next.provisioned_gib = r.size_gib;
+            next.used_bytes = Some(r.used_bytes);
+        }
+        (_, None) => {}
+    }
+    if next == Standing::of(&v) {
+        return Ok(());
+    }
+    let mut row: volume::ActiveModel = v.into();
+    row.state = Set(next.state);
+    row.state_reason = Set(next.reason);
+    row.provisioned_gib = Set(next.provisioned_gib);
+    row.used_bytes = Set(next.used_bytes);
+    row.deleted_at = Set(next.deleted_at);
+    row.updated_at = Set(now);
+    row.update(db).await?;
     Ok(())
 }
 
@@ -257,59 +272,61 @@ pub async fn storage(
 pub const SIMULATED_ROOM_GIB: i64 = 4096;
 
 /// Simulated nodes keep their volumes at once, as an agent would within a
-/// heartbeat: volumes to make are made (and grown), volumes to erase are
-/// gone, and each node's room is what its volumes leave of
-/// [`SIMULATED_ROOM_GIB`].
+/// heartbeat: volumes to make are made (and grown) and volumes to erase
+/// are gone, through the same steps as an agent's report. The leader asks
+/// every cycle, so one query finds the volumes waiting on a simulated node
+/// (none, mostly); only the nodes they are on have their room counted
+/// again, as what their volumes leave of [`SIMULATED_ROOM_GIB`].
 pub async fn keep_on_simulated_nodes(
     db: &impl ConnectionTrait,
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
-    let simulated: Vec<node::Model> = node::Entity::find()
-        .filter(node::Column::Driver.eq(DriverKind::Simulated))
+    let simulated = Query::select()
+        .column(node::Column::Id)
+        .from(node::Entity)
+        .and_where(node::Column::Driver.eq(DriverKind::Simulated))
+        .to_owned();
+    let waiting = volume::Entity::find()
+        .filter(volume::Column::NodeId.in_subquery(simulated))
+        .filter(
+            Condition::any()
+                .add(volume::Column::State.is_in([VolumeState::Creating, VolumeState::Deleting]))
+                .add(
+                    Condition::all()
+                        .add(volume::Column::State.eq(VolumeState::Available))
+                        .add(
+                            Expr::col(volume::Column::ProvisionedGib)
+                                .ne(Expr::col(volume::Column::SizeGib)),
+                        ),
+                ),
+        )
         .all(db)
         .await?;
-    if simulated.is_empty() {
-        return Ok(());
+    let nodes: HashSet<Uuid> = waiting.iter().filter_map(|v| v.node_id).collect();
+    for v in waiting {
+        let made = (v.state != VolumeState::Deleting).then(|| VolumeReport {
+            volume_id: v.id,
+            size_gib: v.size_gib,
+            used_bytes: v.used_bytes.unwrap_or(0),
+            error: None,
+        });
+        settle(db, v, made.as_ref(), now).await?;
     }
-    let kept = volume::Entity::find()
-        .filter(volume::Column::NodeId.is_in(simulated.iter().map(|n| n.id)))
-        .filter(volume::Column::State.is_in([
-            VolumeState::Creating,
-            VolumeState::Available,
-            VolumeState::Deleting,
-        ]))
-        .all(db)
-        .await?;
-    let mut held: HashMap<Uuid, i64> = HashMap::new();
-    for v in kept {
-        let mut row: volume::ActiveModel = v.clone().into();
-        if v.state == VolumeState::Deleting {
-            row.state = Set(VolumeState::Deleted);
-            row.deleted_at = Set(Some(now));
-            row.used_bytes = Set(None);
-        } else {
-            if let Some(node) = v.node_id {
-                *held.entry(node).or_default() += v.size_gib;
-            }
-            if v.state == VolumeState::Available && v.provisioned_gib == v.size_gib {
-                continue;
-            }
-            row.state = Set(VolumeState::Available);
-            row.provisioned_gib = Set(v.size_gib);
-            row.used_bytes = Set(Some(v.used_bytes.unwrap_or(0)));
-        }
-        row.updated_at = Set(now);
-        row.update(db).await?;
-    }
-    for n in simulated {
-        let room = (SIMULATED_ROOM_GIB - held.get(&n.id).copied().unwrap_or(0)).max(0) * (1 << 30);
-        if n.volume_free_bytes != Some(room) {
-            node::Entity::update_many()
-                .col_expr(node::Column::VolumeFreeBytes, Expr::value(room))
-                .filter(node::Column::Id.eq(n.id))
-                .exec(db)
-                .await?;
-        }
+    for node_id in nodes {
+        let held: i64 = volume::Entity::find()
+            .filter(volume::Column::NodeId.eq(node_id))
+            .filter(volume::Column::State.is_in([VolumeState::Creating, VolumeState::Available]))
+            .all(db)
+            .await?
+            .iter()
+            .map(|v| v.size_gib)
+            .sum();
+        let room = std::cmp::max(SIMULATED_ROOM_GIB - held, 0) << 30;
+        node::Entity::update_many()
+            .col_expr(node::Column::VolumeFreeBytes, Expr::value(room))
+            .filter(node::Column::Id.eq(node_id))
+            .exec(db)
+            .await?;
     }
     Ok(())
 }

@@ -314,25 +314,31 @@ pub async fn find(
     scope: &OrgScope,
     id: Uuid,
 ) -> ApiResult<volume::Model> {
-    scope
-        .select::<volume::Entity>()
-        .filter(volume::Column::Id.eq(id))
-        .filter(volume::Column::State.ne(VolumeState::Deleted))
-        .one(db)
-        .await?
-        .ok_or_else(|| ApiError::not_found(Resource::Volume, id))
+    one(db, live(scope, id), id).await
 }
 
+/// [`find`], locked for the rest of the transaction.
 async fn find_locked(
     db: &impl ConnectionTrait,
     scope: &OrgScope,
     id: Uuid,
 ) -> ApiResult<volume::Model> {
+    one(db, live(scope, id).lock_exclusive(), id).await
+}
+
+fn live(scope: &OrgScope, id: Uuid) -> sea_orm::Select<volume::Entity> {
     scope
         .select::<volume::Entity>()
         .filter(volume::Column::Id.eq(id))
         .filter(volume::Column::State.ne(VolumeState::Deleted))
-        .lock_exclusive()
+}
+
+async fn one(
+    db: &impl ConnectionTrait,
+    select: sea_orm::Select<volume::Entity>,
+    id: Uuid,
+) -> ApiResult<volume::Model> {
+    select
         .one(db)
         .await?
         .ok_or_else(|| ApiError::not_found(Resource::Volume, id))
