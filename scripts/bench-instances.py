@@ -2,7 +2,8 @@
 """An instance from its order to SSH answering, on both runtimes, beside a
 plain `podman run` of the same image in the same run; disk writes inside
 an instance beside the node's own disk; and sequential writes and reads
-on a local volume inside a `sandbox` instance beside the node's disk.
+on a local volume inside a `sandbox` instance beside the node's disk, and
+on a shared volume beside the same GlusterFS mount used directly.
 
     cargo build --release && scripts/bench-instances.py
 
@@ -18,9 +19,12 @@ inside an instance (its 10 GiB disk: ext4 on a loop device, under the
 overlay) and on the node's disk where the agent keeps its state. The
 `sandbox` agent's last instance attaches a 4 GiB local volume at /vol:
 `dd` of 1 GiB with fdatasync into it and back out with direct I/O, beside
-the same two on the node's disk.
+the same two on the node's disk; and a 4 GiB shared volume at /shared on
+the GlusterFS volume of scripts/test-glusterfs.sh (one brick on this
+machine, FUSE client), the same two beside the same two on that mount.
 
-Needs root, podman, runc, bubblewrap, lxcfs, docker-registry and ssh.
+Needs root, podman, runc, bubblewrap, lxcfs, docker-registry, ssh and
+GlusterFS (glusterfs-server, glusterfs-client).
 GANTRY_BIN_DIR (default target/release) and ROUNDS (default 10) apply.
 """
 
@@ -119,6 +123,13 @@ try:
                      f"  maintenance:\n    readonly:\n      enabled: true\nhttp:\n  addr: {registry}\n")
     start(["docker-registry", "serve", os.path.join(work, "registry.yml")])
     image = f"{registry}/{images['base']}"
+    gluster = subprocess.run([os.path.join(os.path.dirname(__file__), "test-glusterfs.sh")],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    corner = os.path.join(gluster, f"bench-{os.getpid()}")
+    os.makedirs(corner)
+    shared = os.path.join(work, "shared")
+    os.makedirs(shared)
+    subprocess.run(["mount", "--bind", corner, shared], check=True)
 
     data = os.path.join(work, "server")
     env = dict(os.environ, GANTRY_DATA_DIR=data, GANTRY_LISTEN=f"127.0.0.1:{PORT}", GANTRY_DEMO="false",
@@ -146,6 +157,7 @@ try:
     call("POST", f"/admin/catalog/instance-types/{kind['id']}/prices",
          {"pricing_class": "on_demand", "hourly_micros": 2_000_000}, op)
     call("PUT", "/admin/catalog/image-policy", {"allowed_prefixes": [registry]}, op)
+    call("PUT", "/admin/shared-file-systems", {"region": "lab", "kind": "glusterfs", "mount_path": shared}, op)
     tenant = {"email": "t@example.com", "password": PASSWORD}
     signed = call("POST", "/auth/signup", dict(tenant, name="T", organization="T"))
     token, org = signed["access_token"], signed["organization"]["id"]
@@ -172,16 +184,19 @@ try:
                 break
             time.sleep(0.05)
         assert node, f"the {runtime} agent never became ready"
-        volume = None
+        volume = shared_volume = None
         if runtime == "sandbox":
             volume = call("POST", f"/orgs/{org}/volumes",
                           {"name": "bench", "region": "lab", "size_gib": 4}, token)["id"]
+            shared_volume = call("POST", f"/orgs/{org}/volumes",
+                                 {"name": "team", "region": "lab", "kind": "shared", "size_gib": 4}, token)["id"]
         took = []
         for round_ in range(ROUNDS + 1):
             began = time.monotonic()
             body = {"instance_type": "h100x1", "image": image}
             if volume and round_ == ROUNDS:
-                body["volumes"] = [{"volume_id": volume, "mount_path": "/vol"}]
+                body["volumes"] = [{"volume_id": volume, "mount_path": "/vol"},
+                                   {"volume_id": shared_volume, "mount_path": "/shared"}]
             order = call("POST", f"/orgs/{org}/orders", body, token)
             port = None
             while port is None:
@@ -203,6 +218,10 @@ try:
                 if volume:
                     volume_rates = (dd_both(lambda c: ssh(key, port, f"cd /vol && {c}").stdout),
                                     dd_both(on_node))
+                    on_mount = lambda c: subprocess.run(c, shell=True, cwd=shared, capture_output=True,
+                                                        text=True).stdout
+                    shared_rates = (dd_both(lambda c: ssh(key, port, f"cd /shared && {c}").stdout),
+                                    dd_both(on_mount))
             call("POST", f"/orgs/{org}/orders/{order['id']}/cancel", {}, token)
             while call("GET", f"/orgs/{org}/orders/{order['id']}", token=token).get("ended_at") is None:
                 time.sleep(0.01)
@@ -226,6 +245,9 @@ try:
     (volume_write, volume_read), (node_write, node_read) = volume_rates
     print(f"local volume inside a sandbox instance: write {volume_write}, read {volume_read}; "
           f"the node's disk: write {node_write}, read {node_read}")
+    (volume_write, volume_read), (mount_write, mount_read) = shared_rates
+    print(f"shared volume (GlusterFS) inside a sandbox instance: write {volume_write}, read {volume_read}; "
+          f"the same GlusterFS mount directly: write {mount_write}, read {mount_read}")
 finally:
     for process in reversed(processes):
         process.terminate()
@@ -241,4 +263,7 @@ finally:
         for name in os.listdir(volumes) if os.path.isdir(volumes) else []:
             subprocess.run(["umount", "-l", os.path.join(volumes, name, "data")],
                            check=False, capture_output=True)
+    subprocess.run(["umount", "-l", os.path.join(work, "shared")], check=False, capture_output=True)
     shutil.rmtree(work, ignore_errors=True)
+    if "corner" in globals():
+        shutil.rmtree(corner, ignore_errors=True)

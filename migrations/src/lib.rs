@@ -34,6 +34,7 @@ mod m20261212_000027_project_networks;
 mod m20261213_000028_stop_causes;
 mod m20261214_000029_node_state_reasons;
 mod m20261215_000030_volumes;
+mod m20261216_000031_shared_storage;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -73,6 +74,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261213_000028_stop_causes::Migration),
             Box::new(m20261214_000029_node_state_reasons::Migration),
             Box::new(m20261215_000030_volumes::Migration),
+            Box::new(m20261216_000031_shared_storage::Migration),
         ]
     }
 }

@@ -2,6 +2,8 @@
 //! the node with the most room and is refused past it, orders that attach
 //! it run on that node only (and wait, saying so, while it is busy),
 //! another organization finds none of it, a volume in use is not deleted;
+//! operators declare a region's shared file system, whose volumes one node
+//! tends and each organization's files carry ids of their own;
 //! and storage is invoiced to the micro-unit across a month boundary, a
 //! grow and a price change, on the server's own monthly invoices.
 
@@ -13,6 +15,7 @@ use crate::support::{Engine, Tenant, TestServer};
 
 crate::on_both_engines!(
     local_volumes_pin_their_orders_to_their_node,
+    shared_file_systems_are_declared_by_operators_and_tended_by_one_node,
     storage_is_billed_to_the_micro_across_a_month_and_a_grow
 );
 
@@ -314,13 +317,229 @@ async fn local_volumes_pin_their_orders_to_their_node(engine: Engine) {
     let assignments = server.get("/api/v1/agent/assignments", &roomy).await;
     assert_eq!(
         assignments.body["volumes"],
-        json!([{ "volume_id": id, "org_id": alice.org_id, "size_gib": 20, "action": "erase" }])
+        json!([{ "volume_id": id, "org_id": alice.org_id, "size_gib": 20, "action": "erase", "shared": null }])
     );
     heartbeat(&server, &roomy, 50, json!([])).await;
     server
         .get(&format!("{volumes}/{id}"), &alice.token)
         .await
         .expect_problem(StatusCode::NOT_FOUND, "volume_not_found");
+}
+
+async fn shared_file_systems_are_declared_by_operators_and_tended_by_one_node(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 0).await;
+    let tender = server.join_agent(&operator, "r1", "first", 8).await;
+    let other = server.join_agent(&operator, "r1", "second", 8).await;
+    let alice = server.signup("alice").await;
+    let bob = server.signup("bob").await;
+    let declare = "/api/v1/admin/shared-file-systems";
+    let declaration = |path: &str, first_id: i64| json!({ "region": "r1", "kind": "glusterfs", "mount_path": path, "first_id": first_id });
+
+    // Operators only; every field checked, nothing written on a refusal.
+    server
+        .put(
+            declare,
+            &alice.token,
+            declaration("/mnt/shared", 3_000_000_000),
+        )
+        .await
+        .expect(StatusCode::FORBIDDEN);
+    for (body, field) in [
+        (declaration("mnt/shared", 3_000_000_000), "mount_path"),
+        (declaration("/mnt/../etc", 3_000_000_000), "mount_path"),
+        (declaration("/", 3_000_000_000), "mount_path"),
+        (declaration("/mnt/shared", 1000), "first_id"),
+        (declaration("/mnt/shared", 4_294_967_295), "first_id"),
+    ] {
+        let refused = server.put(declare, &operator.token, body).await;
+        refused.expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+        assert_eq!(
+            refused.body["errors"][0]["field"], field,
+            "{}",
+            refused.body
+        );
+    }
+    server
+        .put(
+            declare,
+            &operator.token,
+            json!({ "region": "nowhere", "kind": "nfs", "mount_path": "/mnt/shared" }),
+        )
+        .await
+        .expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "unknown_region");
+    assert_eq!(server.get(declare, &operator.token).await.body, json!([]));
+
+    let declared = server
+        .put(
+            declare,
+            &operator.token,
+            declaration("/mnt/shared", 3_000_000_000),
+        )
+        .await;
+    declared.expect(StatusCode::OK);
+    assert_eq!(declared.body["region"], "r1");
+    assert_eq!(
+        declared.body["ranges_left"],
+        (4_294_967_296_i64 - 3_000_000_000) / 65_536
+    );
+
+    let create = |tenant: &Tenant, name: &str| {
+        let path = format!("/api/v1/orgs/{}/volumes", tenant.org_id);
+        let body = json!({ "name": name, "region": "r1", "kind": "shared", "size_gib": 1 });
+        let server = &server;
+        let token = tenant.token.clone();
+        async move { server.post(&path, &token, body).await }
+    };
+    let created = create(&alice, "team").await;
+    created.expect(StatusCode::CREATED);
+    assert_eq!(created.body["status"], "creating");
+    assert!(created.body["node"].is_null(), "{}", created.body);
+    let alice_volume = created.id("/id");
+    let created = create(&bob, "bobs").await;
+    created.expect(StatusCode::CREATED);
+    let bob_volume = created.id("/id");
+
+    // The first node tends both; each organization has its own ids.
+    let told = server.get("/api/v1/agent/assignments", &tender).await;
+    told.expect(StatusCode::OK);
+    let place = |id: uuid::Uuid| {
+        told.body["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["volume_id"] == id.to_string())
+            .map(|v| v["shared"].clone())
+            .expect("the volume is listed")
+    };
+    let (alice_place, bob_place) = (place(alice_volume), place(bob_volume));
+    assert_eq!(
+        alice_place["path"],
+        format!("/mnt/shared/gantry-volumes/{alice_volume}")
+    );
+    let owners = [&alice_place, &bob_place].map(|p| p["owner_id"].as_i64().expect("owner"));
+    assert_eq!((owners[0] - owners[1]).abs(), 65_536, "{owners:?}");
+    assert!(
+        owners
+            .iter()
+            .all(|o| (3_000_000_000..3_000_131_072).contains(o))
+    );
+    let untold = server.get("/api/v1/agent/assignments", &other).await;
+    assert_eq!(
+        untold.body["volumes"],
+        json!([]),
+        "only one node tends them"
+    );
+
+    // Measured past its size: the tenant is told, and orders cannot
+    // attach it.
+    server
+        .post(
+            "/api/v1/agent/heartbeat",
+            &tender,
+            json!({ "gpus": [], "volumes": [
+                { "volume_id": alice_volume, "size_gib": 1, "used_bytes": 2 * GIB }
+            ] }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    let seen = server
+        .get(
+            &format!("/api/v1/orgs/{}/volumes/{alice_volume}", alice.org_id),
+            &alice.token,
+        )
+        .await;
+    assert_eq!(seen.body["status"], "available");
+    assert!(
+        seen.body["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("more than its 1 GiB")),
+        "{}",
+        seen.body
+    );
+    server
+        .post(
+            &format!("/api/v1/orgs/{}/orders", alice.org_id),
+            &alice.token,
+            json!({ "instance_type": "h100x1", "job": { "command": "true" },
+                    "volumes": [{ "volume_id": alice_volume, "mount_path": "/team" }] }),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "volume_over_size");
+
+    // The ids cannot move under the files; the mount path can.
+    server
+        .put(
+            declare,
+            &operator.token,
+            declaration("/mnt/shared", 3_500_000_000),
+        )
+        .await
+        .expect_problem(StatusCode::CONFLICT, "shared_ids_in_use");
+    server
+        .put(
+            declare,
+            &operator.token,
+            declaration("/srv/gluster", 3_000_000_000),
+        )
+        .await
+        .expect(StatusCode::OK);
+
+    // Deleted volumes are gone only once the tending node says it erased
+    // them; the file system stays declared while any lives on it.
+    for (tenant, id) in [(&alice, alice_volume), (&bob, bob_volume)] {
+        server
+            .delete(
+                &format!("/api/v1/orgs/{}/volumes/{id}", tenant.org_id),
+                &tenant.token,
+            )
+            .await
+            .expect(StatusCode::ACCEPTED);
+    }
+    server
+        .delete(&format!("{declare}/r1"), &operator.token)
+        .await
+        .expect_problem(StatusCode::CONFLICT, "shared_volumes_exist");
+    heartbeat(&server, &other, 0, json!([])).await;
+    assert_eq!(
+        server
+            .get(
+                &format!("/api/v1/orgs/{}/volumes/{bob_volume}", bob.org_id),
+                &bob.token,
+            )
+            .await
+            .body["status"],
+        "deleting",
+        "a node that says nothing of it erased nothing"
+    );
+    server
+        .post(
+            "/api/v1/agent/heartbeat",
+            &tender,
+            json!({ "gpus": [], "volumes": [
+                { "volume_id": alice_volume, "size_gib": 0, "used_bytes": 0, "erased": true },
+                { "volume_id": bob_volume, "size_gib": 0, "used_bytes": 0, "erased": true }
+            ] }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    server
+        .get(
+            &format!("/api/v1/orgs/{}/volumes/{bob_volume}", bob.org_id),
+            &bob.token,
+        )
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "volume_not_found");
+    server
+        .delete(&format!("{declare}/r1"), &operator.token)
+        .await
+        .expect(StatusCode::NO_CONTENT);
+    assert_eq!(server.get(declare, &operator.token).await.body, json!([]));
+    server
+        .delete(&format!("{declare}/r1"), &operator.token)
+        .await
+        .expect_problem(StatusCode::NOT_FOUND, "shared_file_system_not_found");
 }
 
 fn first_of_next_month(now: DateTime<Utc>) -> DateTime<Utc> {

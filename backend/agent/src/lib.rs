@@ -22,6 +22,7 @@ pub mod output;
 pub mod rdma;
 pub mod root;
 pub mod runtime;
+pub mod shared;
 pub mod ssh;
 pub mod supervisor;
 pub mod userns;

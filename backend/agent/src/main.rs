@@ -104,6 +104,10 @@ struct Cli {
     /// that would eat into it is refused.
     #[arg(long, default_value_t = 10)]
     disk_reserve_gib: u64,
+    /// How often, in seconds, the files of a shared volume are measured
+    /// (a walk of its tree on the shared file system).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    shared_measure_seconds: u64,
     /// Where lxcfs is mounted: workloads' `/proc/meminfo`, `/proc/cpuinfo`
     /// and friends come from there, so they say the instance type's size.
     #[arg(long, default_value = "/var/lib/lxcfs")]
@@ -271,6 +275,7 @@ fn open_runtime(cli: &Cli, source: &Source, gpus: &[Gpu]) -> anyhow::Result<Open
         &state_dir.join("volumes"),
         roots.disks().clone(),
         cli.disk_reserve_gib,
+        Duration::from_secs(cli.shared_measure_seconds),
     )
     .map_err(anyhow::Error::msg)?;
     let devices = match source {

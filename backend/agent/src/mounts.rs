@@ -60,6 +60,18 @@ pub fn idmapped(
     userns: &OwnedFd,
     read_only: bool,
 ) -> std::io::Result<()> {
+    shown(source, target, Some(userns), read_only)
+}
+
+/// Shows the directory `source` at `target` as [`idmapped`] does, with
+/// owners shifted only where `userns` is given: a file system that takes
+/// no idmapped mount (FUSE, NFS) is shown with the ids it stores.
+pub fn shown(
+    source: &Path,
+    target: &Path,
+    userns: Option<&OwnedFd>,
+    read_only: bool,
+) -> std::io::Result<()> {
     let (source, target) = (c_path(source)?, c_path(target)?);
     let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
     // SAFETY: open_tree(2) reads a NUL-terminated path; the descriptor it
@@ -74,17 +86,22 @@ pub fn idmapped(
         OwnedFd::from_raw_fd(i32::try_from(fd).map_err(std::io::Error::other)?)
     };
     let attr = libc::mount_attr {
-        attr_set: libc::MOUNT_ATTR_IDMAP
-            | if read_only {
-                libc::MOUNT_ATTR_RDONLY
-            } else {
-                0
-            }
-            | libc::MOUNT_ATTR_NODEV
+        attr_set: if userns.is_some() {
+            libc::MOUNT_ATTR_IDMAP
+        } else {
+            0
+        } | if read_only {
+            libc::MOUNT_ATTR_RDONLY
+        } else {
+            0
+        } | libc::MOUNT_ATTR_NODEV
             | libc::MOUNT_ATTR_NOSUID,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: u64::try_from(userns.as_raw_fd()).map_err(std::io::Error::other)?,
+        userns_fd: match userns {
+            Some(ns) => u64::try_from(ns.as_raw_fd()).map_err(std::io::Error::other)?,
+            None => 0,
+        },
     };
     let empty = c"";
     // SAFETY: mount_setattr(2) reads `attr` of the size given; move_mount(2)

@@ -191,8 +191,9 @@ impl Roots {
         Ok(())
     }
 
-    /// Shows each of `volumes` at its path in `root`, owned as the
-    /// workload's user namespace maps the ids stored on it. A path's
+    /// Shows each of `volumes` at its path in `root`: a local one owned as
+    /// the workload's user namespace maps the ids stored on it, a shared
+    /// one as stored (the workload runs under its owner's ids). A path's
     /// missing directories are made, owned by the workload's root; a path
     /// through a symbolic link or a file of the image is refused, since
     /// the node would follow the link out of the root.
@@ -209,7 +210,10 @@ impl Roots {
             userns::open(&root.userns).map_err(|e| format!("opening the user namespace: {e}"))?;
         for volume in volumes {
             let target = mount_point_in(&root.tree, &volume.target, first_id)?;
-            mounts::idmapped(&volume.source, &target, &ns, volume.read_only)
+            // A shared volume's files carry the ids its workloads run
+            // under already; a local one's are shifted onto them.
+            let shift = volume.owner.is_none().then_some(&ns);
+            mounts::shown(&volume.source, &target, shift, volume.read_only)
                 .map_err(|e| format!("mounting a volume at {}: {e}", volume.target))?;
         }
         Ok(())

@@ -268,8 +268,8 @@ impl Supervisor {
 
     /// How the node's volumes stand and the room left for more, where it
     /// keeps them.
-    pub fn volume_reports(&self) -> Option<(Vec<VolumeReport>, u64)> {
-        self.volumes.as_ref().map(Volumes::reports)
+    pub fn volume_reports(&mut self) -> Option<(Vec<VolumeReport>, u64)> {
+        self.volumes.as_mut().map(Volumes::reports)
     }
 
     /// Where a workload sees each volume its assignment attaches.
@@ -286,13 +286,14 @@ impl Supervisor {
             .volumes
             .iter()
             .map(|a| {
-                let source = volumes
+                let (source, owner) = volumes
                     .source(a.volume_id)
                     .ok_or_else(|| format!("volume {} is not ready on this node", a.volume_id))?;
                 Ok(VolumeMount {
                     source,
                     target: a.mount_path.clone(),
                     read_only: a.read_only,
+                    owner,
                 })
             })
             .collect()
@@ -652,6 +653,24 @@ impl Supervisor {
             .find(|start| !taken.contains(start))
     }
 
+    /// The range of ids starting at `owner` (an organization's on the
+    /// region's shared file system), for a workload attaching its shared
+    /// volumes: its files there carry those ids on every node. Refused
+    /// where it overlaps the ranges this agent gives out, which would hand
+    /// the organization's files to another workload.
+    fn owner_range(&self, owner: u32) -> Result<u32, String> {
+        let last = owner
+            .checked_add(IDS_PER_WORKLOAD - 1)
+            .ok_or("the shared file system's id range ends past the last id")?;
+        let (first, end) = (*self.slots.uids.start(), *self.slots.uids.end());
+        if owner <= end && first <= last {
+            return Err(format!(
+                "the shared file system's ids {owner}-{last} overlap this agent's --uid-range                  {first}-{end}: the operator must move one of them"
+            ));
+        }
+        Ok(owner)
+    }
+
     /// `count` node ports that no live workload holds and nothing else
     /// listens on.
     fn free_ports(&self, count: usize) -> Option<Vec<u16>> {
@@ -688,10 +707,13 @@ impl Supervisor {
             .network
             .clone()
             .filter(|_| isolated && self.fabric.is_some());
-        let uid = match self.free_uid() {
-            Some(uid) => uid,
-            None if isolated => return Err("every id range of this node is taken".into()),
-            None => 0,
+        let uid = match volume_mounts.iter().find_map(|v| v.owner) {
+            Some(owner) => self.owner_range(owner)?,
+            None => match self.free_uid() {
+                Some(uid) => uid,
+                None if isolated => return Err("every id range of this node is taken".into()),
+                None => 0,
+            },
         };
         // An instance gets an SSH server where the runtime offers one.
         let ssh = assignment.command.is_none() && self.runtime.offers_ssh();

@@ -1,13 +1,15 @@
-//! The node's local volumes: each a disk (see `disk`) of exactly the size
-//! sold, made when the control plane first lists it, mounted under the
-//! agent's state directory (which no workload sees), grown in place, and
-//! erased before its space is given back. They outlive workloads, agent
-//! restarts and reboots: a volume's file stays, and is mounted again.
+//! The node's volumes. Local ones are each a disk (see `disk`) of exactly
+//! the size sold, made when the control plane first lists it, mounted
+//! under the agent's state directory (which no workload sees), grown in
+//! place, and erased before its space is given back. They outlive
+//! workloads, agent restarts and reboots: a volume's file stays, and is
+//! mounted again. Shared ones are directories on the region's shared file
+//! system (see `shared`).
 //!
-//! A volume's files are stored with the ids its workloads have inside
-//! (root is 0): each workload sees it through an idmapped mount onto its
-//! own user namespace, so what one instance writes as root the next one
-//! owns as root, whichever ids of the node they run under.
+//! A local volume's files are stored with the ids its workloads have
+//! inside (root is 0): each workload sees it through an idmapped mount
+//! onto its own user namespace, so what one instance writes as root the
+//! next one owns as root, whichever ids of the node they run under.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
@@ -33,6 +35,18 @@ pub struct NodeVolume {
     pub volume_id: Uuid,
     pub size_gib: u64,
     pub action: VolumeAction,
+    /// For a volume on the region's shared file system: where.
+    #[serde(default)]
+    pub shared: Option<SharedPlace>,
+}
+
+/// A shared volume's directory on the node, and the first id of its
+/// organization's range: its files' root, and the ids its workloads run
+/// under.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SharedPlace {
+    pub path: PathBuf,
+    pub owner_id: u32,
 }
 
 /// A volume a workload attaches.
@@ -51,6 +65,8 @@ pub struct VolumeReport {
     pub size_gib: u64,
     pub used_bytes: u64,
     pub error: Option<String>,
+    /// A shared volume asked to be erased, erased.
+    pub erased: bool,
 }
 
 /// A volume to show inside a workload.
@@ -61,6 +77,9 @@ pub struct VolumeMount {
     /// The workload's path for it.
     pub target: String,
     pub read_only: bool,
+    /// For a shared volume, the first id of its owner's range: its files
+    /// carry those ids, so the workload must run under them.
+    pub owner: Option<u32>,
 }
 
 pub struct Volumes {
@@ -70,10 +89,17 @@ pub struct Volumes {
     reserve: u64,
     /// Why a volume could not be made or grown, until it can.
     errors: HashMap<Uuid, String>,
+    /// The shared volumes the control plane lists for this node.
+    shared: crate::shared::SharedVolumes,
 }
 
 impl Volumes {
-    pub fn new(dir: &Path, disks: Disks, reserve_gib: u64) -> Result<Self, String> {
+    pub fn new(
+        dir: &Path,
+        disks: Disks,
+        reserve_gib: u64,
+        measure_every: std::time::Duration,
+    ) -> Result<Self, String> {
         std::fs::create_dir_all(dir)
             .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
             .map_err(|e| format!("preparing {}: {e}", dir.display()))?;
@@ -82,6 +108,7 @@ impl Volumes {
             disks,
             reserve: reserve_gib.saturating_mul(GIB),
             errors: HashMap::new(),
+            shared: crate::shared::SharedVolumes::new(measure_every),
         })
     }
 
@@ -98,8 +125,17 @@ impl Volumes {
         self.home(id).join("data")
     }
 
-    /// Where volume `id` is mounted on the node, once it is.
-    pub fn source(&self, id: Uuid) -> Option<PathBuf> {
+    /// Where volume `id` is mounted on the node, once it is, and for a
+    /// shared one the first id of its owner's range.
+    pub fn source(&self, id: Uuid) -> Option<(PathBuf, Option<u32>)> {
+        if let Some(place) = self.shared.ready(id) {
+            return Some((place.path.clone(), Some(place.owner_id)));
+        }
+        self.mounted(id).map(|data| (data, None))
+    }
+
+    /// Where local volume `id` is mounted on the node, once it is.
+    fn mounted(&self, id: Uuid) -> Option<PathBuf> {
         let data = self.data(id);
         mounts::is_mount_point(&data).then_some(data)
     }
@@ -108,7 +144,8 @@ impl Volumes {
     /// that no workload (`in_use`) holds. A volume in use grows in place
     /// where the node allows it, else once it is free.
     pub fn reconcile(&mut self, wanted: &[NodeVolume], in_use: &HashSet<Uuid>) {
-        for volume in wanted {
+        self.shared.reconcile(wanted, in_use);
+        for volume in wanted.iter().filter(|v| v.shared.is_none()) {
             let id = volume.volume_id;
             let done = match volume.action {
                 VolumeAction::Keep => self.keep(
@@ -193,15 +230,15 @@ impl Volumes {
     }
 
     /// How each volume on the node stands (those it could not make
-    /// included), and the room left for more.
-    pub fn reports(&self) -> (Vec<VolumeReport>, u64) {
+    /// included, shared ones too), and the room left for more local ones.
+    pub fn reports(&mut self) -> (Vec<VolumeReport>, u64) {
         let mut reports: Vec<VolumeReport> = std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
             .flatten()
             .filter_map(|entry| entry.file_name().to_str()?.parse::<Uuid>().ok())
             .filter_map(|id| {
-                let data = self.source(id)?;
+                let data = self.mounted(id)?;
                 let size = std::fs::metadata(self.image(id)).ok()?.len();
                 let (_, used) = crate::disk::usage(&data).ok()?;
                 Some(VolumeReport {
@@ -209,6 +246,7 @@ impl Volumes {
                     size_gib: size / GIB,
                     used_bytes: used,
                     error: self.errors.get(&id).cloned(),
+                    erased: false,
                 })
             })
             .collect();
@@ -222,8 +260,10 @@ impl Volumes {
                     size_gib: 0,
                     used_bytes: 0,
                     error: Some(why.clone()),
+                    erased: false,
                 }),
         );
+        reports.extend(self.shared.reports());
         reports.sort_by_key(|r| r.volume_id);
         let free = crate::disk::free_bytes(&self.dir)
             .unwrap_or(0)
@@ -238,7 +278,12 @@ impl Volumes {
 pub fn zero_written(image: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new().write(true).open(image)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never through a link: a tenant's file may be one.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(image)?;
     let length = i64::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
     let fd = file.as_raw_fd();
     let seek = |offset: i64, whence: i32| {

@@ -584,8 +584,7 @@ async fn heartbeat(
     let node = agent.node;
     let txn = gantry_core::db::write(&state.db).await?;
     if let Some(reports) = &request.volumes {
-        gantry_volumes::nodes::apply(&txn, node.id, reports, request.volume_free_bytes, now)
-            .await?;
+        gantry_volumes::nodes::apply(&txn, &node, reports, request.volume_free_bytes, now).await?;
     }
     let recovered = node.state == NodeState::Unhealthy;
     let mut row: node::ActiveModel = node.clone().into();
@@ -685,7 +684,11 @@ async fn assignments(
     loop {
         let seen = changes.borrow_and_update().mark(node);
         let assignments = current(&state, &agent.node).await?;
-        let volumes = gantry_volumes::nodes::of_node(&state.db, node).await?;
+        let attached: Vec<Uuid> = assignments
+            .iter()
+            .flat_map(|a| a.volumes.iter().map(|v| v.volume_id))
+            .collect();
+        let volumes = gantry_volumes::nodes::of_node(&state.db, &agent.node, &attached).await?;
         let version = version(&assignments, &volumes);
         let now = tokio::time::Instant::now();
         if query.since.as_deref() != Some(version.as_str())

@@ -219,6 +219,7 @@ pub enum Resource {
     IdentityProvider,
     RegistryCredential,
     Volume,
+    SharedFileSystem,
 }
 
 impl Resource {
@@ -242,6 +243,10 @@ impl Resource {
             Self::SshKey => ("ssh_key_not_found", "SSH key"),
             Self::RegistryCredential => ("registry_credential_not_found", "registry credential"),
             Self::Volume => ("volume_not_found", "volume"),
+            Self::SharedFileSystem => (
+                "shared_file_system_not_found",
+                "shared file system for region",
+            ),
             Self::Reservation => ("reservation_not_found", "reservation"),
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
             Self::Invitation => ("invitation_not_found", "invitation"),

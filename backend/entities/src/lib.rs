@@ -42,6 +42,8 @@ pub mod region;
 pub mod registry_credential;
 pub mod reservation;
 pub mod reservation_node;
+pub mod shared_file_system;
+pub mod shared_owner;
 pub mod sla_credit;
 pub mod sla_policy;
 pub mod ssh_key;

@@ -342,6 +342,17 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// The distributed file system a region's `shared` volumes live on.
+    SharedFsKind {
+        Glusterfs = "glusterfs",
+        Nfs = "nfs",
+        Cephfs = "cephfs",
+        Lustre = "lustre",
+        Weka = "weka",
+    }
+}
+
+stored_enum! {
     /// Where a volume is in its life, as stored; `attached` is shown while
     /// live orders use an available volume.
     VolumeState {

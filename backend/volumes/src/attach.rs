@@ -1,6 +1,7 @@
-//! Volumes an order attaches: each the organization's own, available, in
-//! the order's region, at a mount path of its own. `local` volumes pin the
-//! order to their node.
+//! Volumes an order attaches: each the organization's own, available,
+//! within its size, in the order's region, at a mount path of its own.
+//! `local` volumes pin the order to their node; `shared` ones only to
+//! their region.
 
 use std::collections::HashMap;
 
@@ -120,6 +121,15 @@ pub async fn resolve(
             .ok_or_else(|| ApiError::not_found(Resource::Volume, a.volume_id))?;
         if !matches!(v.state, VolumeState::Creating | VolumeState::Available) {
             return Err(crate::service::unavailable(v));
+        }
+        if let Some(why) = v
+            .used_bytes
+            .and_then(|used| crate::service::over_size(v.size_gib, used))
+        {
+            return Err(ApiError::conflict(
+                "volume_over_size",
+                format!("volume {}: {why}", v.name),
+            ));
         }
         let field = format!("volumes[{i}].volume_id");
         match region {

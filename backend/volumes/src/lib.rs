@@ -14,3 +14,4 @@ pub mod nodes;
 pub mod paths;
 pub mod quotas;
 pub mod service;
+pub mod shared;

@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter,
+    QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -16,7 +17,7 @@ use uuid::Uuid;
 use gantry_core::error::ApiResult;
 use gantry_core::validate::Fields;
 use gantry_entities::{node, volume};
-use gantry_types::classes::{DriverKind, VolumeState};
+use gantry_types::classes::{DriverKind, NodeState, VolumeKind, VolumeState};
 
 /// Volumes one heartbeat may report: more than a node could keep.
 pub const REPORTS_MAX: usize = 4096;
@@ -41,6 +42,8 @@ pub struct NodeVolume {
     pub org_id: Uuid,
     pub size_gib: i64,
     pub action: VolumeAction,
+    /// For a `shared` volume: its directory and its organization's ids.
+    pub shared: Option<crate::shared::SharedPlace>,
 }
 
 /// How a node's volume stands, as its agent says.
@@ -57,6 +60,10 @@ pub struct VolumeReport {
     /// What went wrong making or growing it, in the node's words.
     #[schema(max_length = 500)]
     pub error: Option<String>,
+    /// A `shared` volume the node was asked to erase, erased: its files
+    /// are overwritten and gone.
+    #[serde(default)]
+    pub erased: bool,
 }
 
 /// Checks a heartbeat's volume reports.
@@ -81,17 +88,35 @@ pub fn check(fields: &mut Fields, reports: &[VolumeReport], free_bytes: Option<i
     }
 }
 
-/// The volumes `node` keeps or erases.
-pub async fn of_node(db: &impl ConnectionTrait, node: Uuid) -> ApiResult<Vec<NodeVolume>> {
-    Ok(volume::Entity::find()
-        .filter(volume::Column::NodeId.eq(node))
-        .filter(volume::Column::State.is_in([
-            VolumeState::Creating,
-            VolumeState::Available,
-            VolumeState::Deleting,
-        ]))
+/// The volumes `node` keeps or erases: its `local` ones; the `shared`
+/// ones its orders attach (`attached`); and, on the node that tends its
+/// region's shared file system, every `shared` volume there to make,
+/// measure or erase.
+pub async fn of_node(
+    db: &impl ConnectionTrait,
+    node: &node::Model,
+    attached: &[Uuid],
+) -> ApiResult<Vec<NodeVolume>> {
+    let mut volumes = volume::Entity::find()
+        .filter(volume::Column::NodeId.eq(node.id))
+        .filter(volume::Column::State.is_in(KEPT))
         .all(db)
+        .await?;
+    if crate::shared::of_region(db, node.region_id)
         .await?
+        .is_some()
+    {
+        let mut shared = volume::Entity::find()
+            .filter(volume::Column::RegionId.eq(node.region_id))
+            .filter(volume::Column::Kind.eq(VolumeKind::Shared))
+            .filter(volume::Column::State.is_in(KEPT));
+        if tender(db, node.region_id).await? != Some(node.id) {
+            shared = shared.filter(volume::Column::Id.is_in(attached.iter().copied()));
+        }
+        volumes.extend(shared.all(db).await?);
+    }
+    let places = crate::shared::places(db, &volumes).await?;
+    Ok(volumes
         .into_iter()
         .map(|v| NodeVolume {
             volume_id: v.id,
@@ -102,37 +127,68 @@ pub async fn of_node(db: &impl ConnectionTrait, node: Uuid) -> ApiResult<Vec<Nod
             } else {
                 VolumeAction::Keep
             },
+            shared: places.get(&v.id).cloned(),
         })
         .collect())
 }
 
+/// States of a volume its node still has a hand in.
+const KEPT: [VolumeState; 3] = [
+    VolumeState::Creating,
+    VolumeState::Available,
+    VolumeState::Deleting,
+];
+
+/// The node that makes, measures and erases the `shared` volumes of
+/// region `region_id`: its first agent node that answers. Another takes
+/// over when it stops answering; either may be asked twice, which does
+/// nothing more.
+async fn tender(db: &impl ConnectionTrait, region_id: Uuid) -> ApiResult<Option<Uuid>> {
+    Ok(node::Entity::find()
+        .filter(node::Column::RegionId.eq(region_id))
+        .filter(node::Column::Driver.eq(DriverKind::Agent))
+        .filter(node::Column::State.ne(NodeState::Unhealthy))
+        .order_by_asc(node::Column::Id)
+        .one(db)
+        .await?
+        .map(|n| n.id))
+}
+
 /// Applies a node's report: volumes it made become available, grown ones
 /// take their new size, failed ones say why, and erased ones (asked to be
-/// and no longer reported) are deleted. `free_bytes` is its room for more.
+/// and no longer reported, or reported erased) are deleted. `free_bytes`
+/// is its room for more local volumes. Any node of a region may report on
+/// its `shared` volumes: they read the same from each.
 pub async fn apply(
     db: &impl ConnectionTrait,
-    node_id: Uuid,
+    node: &node::Model,
     reports: &[VolumeReport],
     free_bytes: Option<i64>,
     now: DateTime<Utc>,
 ) -> ApiResult<()> {
     node::Entity::update_many()
         .col_expr(node::Column::VolumeFreeBytes, Expr::value(free_bytes))
-        .filter(node::Column::Id.eq(node_id))
+        .filter(node::Column::Id.eq(node.id))
         .exec(db)
         .await?;
     let reported: HashMap<Uuid, &VolumeReport> = reports.iter().map(|r| (r.volume_id, r)).collect();
     let kept = volume::Entity::find()
-        .filter(volume::Column::NodeId.eq(node_id))
-        .filter(volume::Column::State.is_in([
-            VolumeState::Creating,
-            VolumeState::Available,
-            VolumeState::Deleting,
-            VolumeState::Failed,
-        ]))
+        .filter(volume::Column::NodeId.eq(node.id))
+        .filter(volume::Column::State.is_in(KEPT.into_iter().chain([VolumeState::Failed])))
         .all(db)
         .await?;
     for v in kept {
+        let report = reported.get(&v.id).copied();
+        settle(db, v, report, now).await?;
+    }
+    let shared = volume::Entity::find()
+        .filter(volume::Column::Id.is_in(reported.keys().copied()))
+        .filter(volume::Column::RegionId.eq(node.region_id))
+        .filter(volume::Column::Kind.eq(VolumeKind::Shared))
+        .filter(volume::Column::State.ne(VolumeState::Deleted))
+        .all(db)
+        .await?;
+    for v in shared {
         let report = reported.get(&v.id).copied();
         settle(db, v, report, now).await?;
     }
@@ -149,12 +205,18 @@ async fn settle(
     now: DateTime<Utc>,
 ) -> Result<(), sea_orm::DbErr> {
     let mut next = Standing::of(&v);
+    let gone = match (v.kind, report) {
+        (VolumeKind::Local, None) => true,
+        (_, Some(r)) => r.erased,
+        (VolumeKind::Shared, None) => false,
+    };
     match (v.state, report) {
-        (VolumeState::Deleting, None) => {
+        (VolumeState::Deleting, _) if gone => {
             next.state = VolumeState::Deleted;
             next.deleted_at = Some(now);
             next.used_bytes = None;
         }
+        (_, Some(r)) if r.erased => {}
         (VolumeState::Creating, Some(r)) if r.error.is_some() && r.size_gib == 0 => {
             next.state = VolumeState::Failed;
             next.reason.clone_from(&r.error);
@@ -163,7 +225,10 @@ async fn settle(
             if v.state == VolumeState::Creating && r.size_gib > 0 {
                 next.state = VolumeState::Available;
             }
-            next.reason.clone_from(&r.error);
+            next.reason = r
+                .error
+                .clone()
+                .or_else(|| crate::service::over_size(v.size_gib, r.used_bytes));
             next.provisioned_gib = r.size_gib;
             next.used_bytes = Some(r.used_bytes);
         }
@@ -309,6 +374,7 @@ pub async fn keep_on_simulated_nodes(
             size_gib: v.size_gib,
             used_bytes: v.used_bytes.unwrap_or(0),
             error: None,
+            erased: false,
         });
         settle(db, v, made.as_ref(), now).await?;
     }

@@ -14,6 +14,26 @@ const COVERS: &[&str] = &[
 
 /// Why `path` cannot be a mount path, or none when it can.
 pub fn refusal(path: &str) -> Option<String> {
+    if let Some(why) = shape_refusal(path) {
+        return Some(why);
+    }
+    if COVERS.contains(&path) {
+        return Some(format!(
+            "{path} holds the system; mount the volume below it or elsewhere"
+        ));
+    }
+    if let Some(system) = COVERS_BENEATH
+        .iter()
+        .find(|dir| path == **dir || path.starts_with(&format!("{dir}/")))
+    {
+        return Some(format!("{system} belongs to the kernel and the runtime"));
+    }
+    None
+}
+
+/// Why `path` is not an absolute, plain path of at most
+/// [`MOUNT_PATH_MAX`] bytes, or none when it is.
+pub fn shape_refusal(path: &str) -> Option<String> {
     if !path.starts_with('/') {
         return Some("must be an absolute path, starting with '/'".into());
     }
@@ -32,17 +52,6 @@ pub fn refusal(path: &str) -> Option<String> {
             .any(|part| part.is_empty() || part == "." || part == "..")
     {
         return Some("must be plain: no empty, '.' or '..' parts".into());
-    }
-    if COVERS.contains(&path) {
-        return Some(format!(
-            "{path} holds the system; mount the volume below it or elsewhere"
-        ));
-    }
-    if let Some(system) = COVERS_BENEATH
-        .iter()
-        .find(|dir| path == **dir || path.starts_with(&format!("{dir}/")))
-    {
-        return Some(format!("{system} belongs to the kernel and the runtime"));
     }
     None
 }

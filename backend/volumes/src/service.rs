@@ -55,7 +55,8 @@ fn check_size(fields: &mut Fields, size_gib: i64) {
 }
 
 /// Creates a volume: a `local` one on the node of its region with the most
-/// room for it, which then makes it.
+/// room for it, which then makes it; a `shared` one on the region's shared
+/// file system, where a node of the region makes its directory.
 pub async fn create(
     db: &impl ConnectionTrait,
     catalog: &Catalog,
@@ -77,13 +78,9 @@ pub async fn create(
             Some(roomiest_node(db, region.id, &region.name, request.size_gib).await?)
         }
         VolumeKind::Shared => {
-            return Err(ApiError::unprocessable(
-                "shared_storage_not_configured",
-                format!(
-                    "region {} has no shared file system for volumes: ask the operator, or create a `local` volume",
-                    region.name
-                ),
-            ));
+            let fs = crate::shared::required(db, region).await?;
+            crate::shared::ensure_owner(db, &fs, scope.org_id).await?;
+            None
         }
     };
     let row = volume::ActiveModel {
@@ -248,10 +245,11 @@ pub async fn delete(
         ));
     }
     let mut row: volume::ActiveModel = current.clone().into();
-    // A volume on no node has nothing to erase. One on a node goes through
-    // its node even if the node never said it made it: the node may have
-    // made it since, and its space must come back erased.
-    if current.node_id.is_none() {
+    // A local volume on no node has nothing to erase. One on a node goes
+    // through its node even if the node never said it made it: the node
+    // may have made it since, and its space must come back erased. A
+    // shared one is erased by a node of its region.
+    if current.kind == VolumeKind::Local && current.node_id.is_none() {
         row.state = Set(VolumeState::Deleted);
         row.deleted_at = Set(Some(now));
     } else {
@@ -361,6 +359,18 @@ pub fn unavailable(volume: &volume::Model) -> ApiError {
         "volume_unavailable",
         format!("volume {} {why}", volume.name),
     )
+}
+
+/// What a volume whose files take `used_bytes`, more than its
+/// `size_gib`, tells its tenant; none while they fit. Only a shared file
+/// system without quotas lets files grow past the size sold.
+pub fn over_size(size_gib: i64, used_bytes: i64) -> Option<String> {
+    (used_bytes > size_gib.saturating_mul(GIB)).then(|| {
+        format!(
+            "its files take {:.1} GiB, more than its {size_gib} GiB: orders cannot attach it until it is grown or files are removed",
+            used_bytes as f64 / GIB as f64
+        )
+    })
 }
 
 async fn ensure_name_free(

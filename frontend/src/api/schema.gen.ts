@@ -784,6 +784,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/shared-file-systems": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The shared file systems of every region. */
+        get: operations["list_shared_file_systems"];
+        /**
+         * Declares (or changes) a region's shared file system. Its id range
+         *     cannot move once an organization has files under it.
+         */
+        put: operations["set_shared_file_system"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/shared-file-systems/{region}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Takes a region's shared file system out of Gantry's hands, once no
+         *     volume lives on it.
+         */
+        delete: operations["delete_shared_file_system"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/sla": {
         parameters: {
             query?: never;
@@ -3924,6 +3965,7 @@ export interface components {
             /** Format: int64 */
             size_gib: number;
             action: components["schemas"]["VolumeAction"];
+            shared?: components["schemas"]["SharedPlace"] | null;
         };
         /** @description A lower price in a window of local hours. */
         OffPeak: {
@@ -5350,6 +5392,20 @@ export interface components {
             /** @description Every quota of the organization; what is not listed is removed. */
             quotas: components["schemas"]["QuotaSpec"][];
         };
+        SetSharedFileSystem: {
+            /** @description A region name or id. */
+            region: string;
+            kind: components["schemas"]["SharedFsKind"];
+            /** @description Where every node of the region has it mounted: an absolute path. */
+            mount_path: string;
+            /**
+             * Format: int64
+             * @description The first node id of organizations' ranges (65,536 ids each); no
+             *     node's own users nor its agent's `--uid-range` may use ids from
+             *     there on. Fixed once an organization has a range.
+             */
+            first_id?: number | null;
+        };
         SetStorageQuota: {
             /** @description A region name or id; absent for every region together. */
             region?: string | null;
@@ -5360,6 +5416,59 @@ export interface components {
              *     new volumes and grows, and takes nothing away.
              */
             max_gib: number;
+        };
+        /** @description A region's shared file system, as operators see it. */
+        SharedFileSystem: {
+            region: string;
+            kind: components["schemas"]["SharedFsKind"];
+            /** @description Where every node of the region has it mounted. */
+            mount_path: string;
+            /**
+             * Format: int64
+             * @description The first node id of organizations' ranges on it.
+             */
+            first_id: number;
+            /**
+             * Format: int64
+             * @description Organizations with a range on it.
+             */
+            organizations: number;
+            /**
+             * Format: int64
+             * @description Ranges left for more organizations.
+             */
+            ranges_left: number;
+            /**
+             * Format: int64
+             * @description Live `shared` volumes on it.
+             */
+            volumes: number;
+            /**
+             * Format: int64
+             * @description GiB sold to them.
+             */
+            provisioned_gib: number;
+            /**
+             * Format: int64
+             * @description Bytes their files take, as last measured.
+             */
+            used_bytes: number;
+        };
+        /**
+         * @description The distributed file system a region's `shared` volumes live on.
+         * @enum {string}
+         */
+        SharedFsKind: "glusterfs" | "nfs" | "cephfs" | "lustre" | "weka";
+        /**
+         * @description Where a node finds a shared volume, and the first id of its
+         *     organization's range: its workloads run under that range, and its
+         *     directory belongs to its root.
+         */
+        SharedPlace: {
+            /** @description The volume's directory on the node. */
+            path: string;
+            /** Format: int32 */
+            owner_id: number;
         };
         /** @description How people may sign in here. */
         SignInOptions: {
@@ -5846,6 +5955,11 @@ export interface components {
             used_bytes: number;
             /** @description What went wrong making or growing it, in the node's words. */
             error?: string | null;
+            /**
+             * @description A `shared` volume the node was asked to erase, erased: its files
+             *     are overwritten and gone.
+             */
+            erased?: boolean;
         };
         /**
          * @description Where a volume is in its life, as stored; `attached` is shown while
@@ -8311,6 +8425,125 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["SchedulerStatus"];
                 };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_shared_file_systems: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each region's shared file system */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedFileSystem"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_shared_file_system: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetSharedFileSystem"];
+            };
+        };
+        responses: {
+            /** @description The region's shared file system */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SharedFileSystem"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_shared_file_system: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Region name or id */
+                region: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The region has no shared file system now */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

@@ -1,8 +1,10 @@
 //! The agent as a node runs it, in one test binary: real agent processes
 //! against a real server (`agent`, `jobs`, `instances`), a tenant's
 //! workload attacking the node and its neighbours (`isolation`, `fabric`,
-//! `networks`), and RDMA devices handed to workloads (`rdma`). `lab` starts
-//! agents; `node` prepares a node for instances.
+//! `networks`), RDMA devices handed to workloads (`rdma`), and volumes
+//! local to a node (`volumes`) or on a shared file system
+//! (`shared_volumes`). `lab` starts agents; `node` prepares a node for
+//! instances.
 
 mod lab;
 mod node;
@@ -14,6 +16,7 @@ mod isolation;
 mod jobs;
 mod networks;
 mod rdma;
+mod shared_volumes;
 mod volumes;
 
 use gantry_test_support as support;

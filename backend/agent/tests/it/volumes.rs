@@ -46,7 +46,7 @@ mod postgres {
 
 const SECRET: &str = "checkpoint-step-41-of-tenant-a";
 
-async fn volume(node: &Node, tenant: &Tenant, id: Uuid) -> Value {
+pub async fn volume(node: &Node, tenant: &Tenant, id: Uuid) -> Value {
     let reply = node
         .server
         .get(
@@ -59,7 +59,7 @@ async fn volume(node: &Node, tenant: &Tenant, id: Uuid) -> Value {
 }
 
 /// Waits until the volume reads as `done` says.
-async fn volume_until(
+pub async fn volume_until(
     node: &Node,
     tenant: &Tenant,
     id: Uuid,
@@ -81,7 +81,7 @@ async fn volume_until(
 }
 
 /// Runs a job attaching `volumes` to its end; answers its output.
-async fn job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) -> Vec<String> {
+pub async fn job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) -> Vec<String> {
     let order = node
         .server
         .order(

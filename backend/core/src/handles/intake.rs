@@ -7,19 +7,23 @@
 //! single writer per process takes whatever has arrived, locks the
 //! organizations, counts, inserts the orders, their dependency edges and
 //! audit rows with a few multi-row statements, and commits once; each
-//! caller gets its own answer. When the batch fails as a whole (a
+//! caller gets its own answer. The volumes the orders attach are locked
+//! and read again: one deleted since its order was checked refuses that
+//! order, and a delete waiting on the lock then finds the order attaching
+//! it. When the batch fails as a whole (a
 //! constraint that only a race can break), each order is written again on
 //! its own, so one bad order never refuses the others.
 
 use std::collections::{BTreeSet, HashMap};
 
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::handles::waiting::Waiting;
-use gantry_entities::{audit_log, order, order_dependency, order_volume};
+use gantry_entities::{audit_log, order, order_dependency, order_volume, volume};
+use gantry_types::classes::VolumeState;
 
 /// The order, and whether this call made it (a replayed key did not).
 pub struct Created {
@@ -139,6 +143,30 @@ enum Outcome {
     SameAs(Uuid),
 }
 
+/// The volumes `batch` attaches that are still there to attach, locked
+/// until the batch commits.
+async fn live_volumes(
+    txn: &impl sea_orm::ConnectionTrait,
+    batch: &[&Prepared],
+) -> Result<BTreeSet<Uuid>, DbErr> {
+    let ids: BTreeSet<Uuid> = batch
+        .iter()
+        .flat_map(|p| p.volumes.iter().filter_map(|v| v.volume_id.clone().take()))
+        .collect();
+    if ids.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    Ok(volume::Entity::find()
+        .filter(volume::Column::Id.is_in(ids))
+        .filter(volume::Column::State.is_in([VolumeState::Creating, VolumeState::Available]))
+        .lock_exclusive()
+        .all(txn)
+        .await?
+        .into_iter()
+        .map(|v| v.id)
+        .collect())
+}
+
 /// Writes one batch in one transaction: an answer per request, in order.
 async fn store(
     db: &DatabaseConnection,
@@ -167,6 +195,7 @@ async fn store(
             }
         }
     }
+    let live = live_volumes(&txn, batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let (mut orders, mut edges, mut audits) = (Vec::new(), Vec::new(), Vec::new());
     let mut volumes = Vec::new();
@@ -187,6 +216,18 @@ async fn store(
             outcomes.push(Outcome::Refused(lost()));
             continue;
         };
+        if let Some(gone) = prepared
+            .volumes
+            .iter()
+            .filter_map(|v| v.volume_id.clone().take())
+            .find(|id| !live.contains(id))
+        {
+            outcomes.push(Outcome::Refused(ApiError::conflict(
+                "volume_unavailable",
+                format!("volume {gone} is being deleted"),
+            )));
+            continue;
+        }
         if let Err(refused) = waiting.admit(prepared.org_id, prepared.project_id, count) {
             outcomes.push(Outcome::Refused(refused));
             continue;

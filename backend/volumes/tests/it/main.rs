@@ -59,7 +59,12 @@ pub async fn region(db: &DatabaseConnection, name: &str) -> Uuid {
 }
 
 /// A ready agent node of `region` with `free_gib` of room for volumes.
-pub async fn node(db: &DatabaseConnection, region_id: Uuid, name: &str, free_gib: i64) -> Uuid {
+pub async fn node(
+    db: &DatabaseConnection,
+    region_id: Uuid,
+    name: &str,
+    free_gib: i64,
+) -> node::Model {
     let now = Utc::now();
     node::ActiveModel {
         id: Set(Uuid::now_v7()),
@@ -86,7 +91,6 @@ pub async fn node(db: &DatabaseConnection, region_id: Uuid, name: &str, free_gib
     .insert(db)
     .await
     .expect("node")
-    .id
 }
 
 pub struct Made {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A real GlusterFS volume for the shared-volume tests, made once per
+# machine: Debian's glusterd, one volume with one brick on this host, and
+# the volume mounted with the FUSE client. Prints the mount point.
+#
+# Kept under $GANTRY_TEST_CACHE (default /var/cache/gantry-test)/glusterfs;
+# a later run finds glusterd, the volume and the mount and changes nothing.
+set -euo pipefail
+
+cache=${GANTRY_TEST_CACHE:-/var/cache/gantry-test}
+dir="$cache/glusterfs"
+volume=gantry-test
+mnt="$dir/mnt"
+mkdir -p "$dir/brick" "$mnt"
+# The daemons started below must not inherit the lock (9>&-).
+exec 9>"$dir.lock"
+flock 9
+
+mounted() { grep -q " $mnt fuse.glusterfs " /proc/mounts && stat -f "$mnt" >/dev/null 2>&1; }
+if mounted; then
+  echo "$mnt"
+  exit 0
+fi
+
+# glusterd answers on its socket once it is up.
+if ! gluster --mode=script pool list >/dev/null 2>&1; then
+  glusterd --log-file="$dir/glusterd.log" </dev/null >/dev/null 2>&1 9>&-
+  for _ in $(seq 1 100); do
+    gluster --mode=script pool list >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+fi
+# GlusterFS refuses a brick on a loopback address; the host's name is one
+# of its own addresses all the same.
+if ! gluster --mode=script volume info "$volume" >/dev/null 2>&1; then
+  gluster --mode=script volume create "$volume" "$(hostname):$dir/brick" force >/dev/null
+fi
+if ! gluster --mode=script volume status "$volume" >/dev/null 2>&1; then
+  gluster --mode=script volume start "$volume" force </dev/null >/dev/null 2>&1 9>&-
+fi
+# A mount whose client died answers "Transport endpoint is not connected".
+if grep -q " $mnt " /proc/mounts; then
+  umount -l "$mnt"
+fi
+for _ in $(seq 1 50); do
+  mount -t glusterfs "$(hostname):/$volume" "$mnt" </dev/null >/dev/null 2>&1 9>&- && break
+  sleep 0.2
+done
+mounted || { echo "the GlusterFS volume did not mount at $mnt" >&2; exit 1; }
+echo "$mnt"
