@@ -732,4 +732,70 @@ async fn storage_is_billed_to_the_micro_across_a_month_and_a_grow(engine: Engine
         second["subtotal_micros"],
         priced(at_first, 100_000) + priced(at_change, 123_457)
     );
+
+    // The usage report counts the same GiB-seconds, cut at midnights when
+    // grouped by day; grouped by order, in the totals only.
+    let usage_path = |group_by: &str, format: &str| {
+        format!(
+            "/api/v1/orgs/{}/usage?from={}&to={}&group_by={group_by}&format={format}",
+            tenant.org_id,
+            month.format("%Y-%m-%dT%H:%M:%SZ"),
+            next.format("%Y-%m-%dT%H:%M:%SZ"),
+        )
+    };
+    let usage = |group_by: &str, format: &str| {
+        let path = usage_path(group_by, format);
+        let server = &server;
+        let token = tenant.token.clone();
+        async move { server.get(&path, &token).await }
+    };
+    // GiB-seconds rounded down once, where the invoice rounds each line.
+    let held_in_month = (10 * (grown - month).num_milliseconds()
+        + 25 * (deleted - grown).num_milliseconds())
+        / 1000;
+    let by_day = usage("day", "json").await;
+    by_day.expect(StatusCode::OK);
+    assert_eq!(by_day.body["totals"]["storage_gib_seconds"], held_in_month);
+    let grow_day = month + TimeDelta::days(3);
+    let day = by_day.body["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["key"] == grow_day.format("%Y-%m-%d").to_string())
+        .cloned()
+        .expect("the day of the grow");
+    assert_eq!(
+        day["storage_gib_seconds"],
+        (10 * (grown - grow_day).num_milliseconds()
+            + 25 * (grow_day + TimeDelta::days(1) - grown).num_milliseconds())
+            / 1000
+    );
+    let by_order = usage("order", "json").await;
+    assert_eq!(by_order.body["groups"], json!([]));
+    assert_eq!(
+        by_order.body["totals"]["storage_gib_seconds"],
+        held_in_month
+    );
+    let text = server
+        .http
+        .get(server.url(&usage_path("region", "csv")))
+        .bearer_auth(&tenant.token)
+        .send()
+        .await
+        .expect("csv")
+        .text()
+        .await
+        .expect("csv text");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|h| h.ends_with(",storage_gib_seconds")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("region,")
+            && l.contains(",r1,")
+            && l.ends_with(&format!(",{held_in_month}"))),
+        "{text}"
+    );
 }

@@ -12,6 +12,7 @@
 
 pub mod corrections;
 pub mod spans;
+pub mod stored;
 pub mod usage;
 
 use std::collections::HashMap;

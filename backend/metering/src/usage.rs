@@ -1,6 +1,6 @@
 //! The usage API: metered GPU-seconds of an organization (or, for
-//! operators, of all of them) over a period, grouped and totalled, as JSON
-//! or CSV.
+//! operators, of all of them) over a period, and the GiB-seconds its
+//! volumes held, grouped and totalled, as JSON or CSV.
 //!
 //! A record belongs to the period its span starts in. Spans never cross an
 //! hour (UTC), so any period on whole hours, and every day, is exact.
@@ -84,6 +84,9 @@ pub struct UsageFigures {
     pub excluded_gpu_seconds: i64,
     /// Nodes × seconds held while running.
     pub node_seconds: i64,
+    /// GiB × seconds volumes held at the size sold, as invoiced; counted
+    /// in groups by day, project, region and organization, and in totals.
+    pub storage_gib_seconds: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -146,6 +149,7 @@ async fn org_usage(
     let usage = summarize(
         &state.db,
         access.scope.select::<usage_record::Entity>(),
+        Some(access.scope.org_id),
         from,
         to,
         group_by,
@@ -181,6 +185,7 @@ async fn all_usage(
     let usage = summarize(
         &state.db,
         select,
+        filter.org_id,
         from,
         to,
         query.group_by.unwrap_or_default(),
@@ -261,14 +266,17 @@ impl Sums {
             billable_gpu_seconds: gpu_seconds - excluded_gpu_seconds,
             excluded_gpu_seconds,
             node_seconds: self.node_seconds,
+            storage_gib_seconds: 0,
         }
     }
 }
 
-/// Grouped sums of `records` whose span starts in `[from, to)`.
+/// Grouped sums of `records` whose span starts in `[from, to)`, with the
+/// storage organization `org_id`'s volumes (or everyone's) held then.
 pub async fn summarize(
     db: &impl ConnectionTrait,
     records: Select<usage_record::Entity>,
+    org_id: Option<Uuid>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     group_by: GroupBy,
@@ -345,8 +353,43 @@ pub async fn summarize(
                 .and_then(|id: Uuid| means.get(&id).copied());
         }
     }
+    let (stored, stored_total) = crate::stored::gib_seconds(db, org_id, from, to, group_by).await?;
+    let unlabelled: Vec<Uuid> = stored
+        .keys()
+        .filter(|key| !groups.iter().any(|g| &g.key == *key))
+        .filter_map(|key| key.parse().ok())
+        .collect();
+    let labels = match group_by {
+        GroupBy::Project => project_names(db, unlabelled.into_iter()).await?,
+        _ => names_of(db, group_by, unlabelled.into_iter()).await?,
+    };
+    for (key, gib_seconds) in stored {
+        match groups.iter_mut().find(|g| g.key == key) {
+            Some(group) => group.figures.storage_gib_seconds = gib_seconds,
+            None => groups.push(UsageGroup {
+                label: match group_by {
+                    GroupBy::Day => key.clone(),
+                    GroupBy::Project if key.is_empty() => "(no project)".into(),
+                    _ => key
+                        .parse()
+                        .ok()
+                        .and_then(|id: Uuid| labels.get(&id).cloned())
+                        .unwrap_or_else(|| key.clone()),
+                },
+                key,
+                figures: UsageFigures {
+                    storage_gib_seconds: gib_seconds,
+                    ..UsageFigures::default()
+                },
+                mean_gpu_utilization_percent: None,
+            }),
+        }
+    }
     groups.sort_by(|a, b| a.key.cmp(&b.key));
-    let totals = total.figures();
+    let totals = UsageFigures {
+        storage_gib_seconds: stored_total,
+        ..total.figures()
+    };
     Ok(Usage {
         from,
         to,
@@ -494,6 +537,7 @@ fn to_csv(usage: &Usage) -> Table {
         "billable_gpu_seconds",
         "excluded_gpu_seconds",
         "node_seconds",
+        "storage_gib_seconds",
     ]);
     let group_by = serde_json::to_value(usage.group_by)
         .ok()
@@ -517,6 +561,7 @@ fn to_csv(usage: &Usage) -> Table {
             f.billable_gpu_seconds,
             f.excluded_gpu_seconds,
             f.node_seconds,
+            f.storage_gib_seconds,
         ]
         .map(|n| n.to_string());
         table.row(
@@ -539,6 +584,7 @@ mod tests {
             billable_gpu_seconds: 7_000,
             excluded_gpu_seconds: 200,
             node_seconds: 900,
+            storage_gib_seconds: 3_600,
         };
         let usage = Usage {
             from: DateTime::UNIX_EPOCH,
@@ -554,9 +600,9 @@ mod tests {
         };
         assert_eq!(
             to_csv(&usage).text().expect("CSV as text"),
-            "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds\n\
-             project,p,\"the \"\"big\"\" run, again\",7200,7000,200,900\n\
-             total,,,7200,7000,200,900\n"
+            "group,key,label,gpu_seconds,billable_gpu_seconds,excluded_gpu_seconds,node_seconds,storage_gib_seconds\n\
+             project,p,\"the \"\"big\"\" run, again\",7200,7000,200,900,3600\n\
+             total,,,7200,7000,200,900,3600\n"
         );
     }
 

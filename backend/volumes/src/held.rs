@@ -1,5 +1,5 @@
-//! What each of an organization's volumes held over a period: its sizes,
-//! cut to the period, for invoices and spend.
+//! What volumes held over a period: their sizes, cut to the period, for
+//! invoices, spend and usage.
 
 use std::collections::HashMap;
 
@@ -33,23 +33,36 @@ fn overlapping(start: DateTime<Utc>, end: DateTime<Utc>) -> Condition {
         )
 }
 
-/// The organization's volumes that held space in `[start, end)`, by name.
-pub async fn held(
+/// A size one volume held, cut to a period.
+#[derive(Debug, Clone)]
+pub struct HeldSpan {
+    pub volume_id: Uuid,
+    pub org_id: Uuid,
+    pub project_id: Option<Uuid>,
+    pub region_id: Uuid,
+    pub size_gib: i64,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+/// Every size held in `[start, end)` (by organization `org_id`'s volumes
+/// only, where given), cut to the period, with the volumes they are of.
+pub async fn spans(
     db: &impl ConnectionTrait,
-    org_id: Uuid,
+    org_id: Option<Uuid>,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
-) -> ApiResult<Vec<HeldVolume>> {
+) -> ApiResult<(Vec<HeldSpan>, HashMap<Uuid, volume::Model>)> {
     if end <= start {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), HashMap::new()));
     }
-    let rows = volume_size::Entity::find()
-        .filter(volume_size::Column::OrgId.eq(org_id))
-        .filter(overlapping(start, end))
-        .all(db)
-        .await?;
+    let mut select = volume_size::Entity::find().filter(overlapping(start, end));
+    if let Some(org_id) = org_id {
+        select = select.filter(volume_size::Column::OrgId.eq(org_id));
+    }
+    let rows = select.all(db).await?;
     if rows.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), HashMap::new()));
     }
     let volumes: HashMap<Uuid, volume::Model> = volume::Entity::find()
         .filter(volume::Column::Id.is_in(rows.iter().map(|r| r.volume_id)))
@@ -58,16 +71,39 @@ pub async fn held(
         .into_iter()
         .map(|v| (v.id, v))
         .collect();
+    let spans = rows
+        .into_iter()
+        .filter_map(|row| {
+            let v = volumes.get(&row.volume_id)?;
+            let from = row.starts_at.max(start);
+            let to = row.ends_at.map_or(end, |e| e.min(end));
+            (from < to).then_some(HeldSpan {
+                volume_id: v.id,
+                org_id: v.org_id,
+                project_id: v.project_id,
+                region_id: v.region_id,
+                size_gib: row.size_gib,
+                from,
+                to,
+            })
+        })
+        .collect();
+    Ok((spans, volumes))
+}
+
+/// The organization's volumes that held space in `[start, end)`, by name.
+pub async fn held(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> ApiResult<Vec<HeldVolume>> {
+    let (spans, volumes) = spans(db, Some(org_id), start, end).await?;
     let mut held: HashMap<Uuid, HeldVolume> = HashMap::new();
-    for row in rows {
-        let Some(v) = volumes.get(&row.volume_id) else {
+    for span in spans {
+        let Some(v) = volumes.get(&span.volume_id) else {
             continue;
         };
-        let from = row.starts_at.max(start);
-        let to = row.ends_at.map_or(end, |e| e.min(end));
-        if to <= from {
-            continue;
-        }
         held.entry(v.id)
             .or_insert_with(|| HeldVolume {
                 volume_id: v.id,
@@ -77,7 +113,7 @@ pub async fn held(
                 sizes: Vec::new(),
             })
             .sizes
-            .push((row.size_gib, from, to));
+            .push((span.size_gib, span.from, span.to));
     }
     let mut held: Vec<HeldVolume> = held.into_values().collect();
     for h in &mut held {

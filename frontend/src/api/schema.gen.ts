@@ -5794,6 +5794,12 @@ export interface components {
              * @description Nodes × seconds held while running.
              */
             node_seconds: number;
+            /**
+             * Format: int64
+             * @description GiB × seconds volumes held at the size sold, as invoiced; counted
+             *     in groups by day, project, region and organization, and in totals.
+             */
+            storage_gib_seconds: number;
         };
         UsageGroup: components["schemas"]["UsageFigures"] & {
             /**

@@ -90,6 +90,7 @@ export function UsagePage() {
                     <Text size="sm" c="dimmed" data-testid="usage-total">
                       {t("usage.billableTotal", { hours: gpuHours(data.totals.billable_gpu_seconds) })}
                       {data.totals.excluded_gpu_seconds > 0 && t("usage.excludedTotal", { hours: gpuHours(data.totals.excluded_gpu_seconds) })}
+                      {data.totals.storage_gib_seconds > 0 && t("usage.storageTotal", { gibHours: number(Math.round(data.totals.storage_gib_seconds / 36) / 100) })}
                       {spend.data &&
                         t("usage.costTotal", {
                           cost: money(
@@ -187,6 +188,7 @@ export function UsagePage() {
                           <Table.Th ta="right">{t("usage.billable")}</Table.Th>
                           <Table.Th ta="right">{t("usage.excluded")}</Table.Th>
                           <Table.Th ta="right">{t("usage.nodeHours")}</Table.Th>
+                          <Table.Th ta="right">{t("usage.storageGibHours")}</Table.Th>
                           {breakdown === "order" && <Table.Th ta="right">{t("usage.utilization")}</Table.Th>}
                         </Table.Tr>
                       </Table.Thead>
@@ -197,6 +199,7 @@ export function UsagePage() {
                             <Table.Td ta="right">{gpuHours(g.billable_gpu_seconds)}</Table.Td>
                             <Table.Td ta="right">{gpuHours(g.excluded_gpu_seconds)}</Table.Td>
                             <Table.Td ta="right">{number(Math.round(g.node_seconds / 36) / 100)}</Table.Td>
+                            <Table.Td ta="right">{number(Math.round(g.storage_gib_seconds / 36) / 100)}</Table.Td>
                             {breakdown === "order" && (
                               <Table.Td ta="right">
                                 {g.mean_gpu_utilization_percent === null || g.mean_gpu_utilization_percent === undefined
