@@ -2,7 +2,8 @@
 // organization by name, and what to do), an order the launch form will not
 // let it make because the API would refuse it, and what happened to an
 // order whose node an operator drained: each stop, requeue and move on its
-// timeline, and a runtime that counts only running time.
+// timeline, and a runtime that counts only running time. And what an
+// operator declares for storage: a region's shared file system.
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
 import { accessible, apiCall, apiToken, browserSuite, chooseLanguage, instanceTypeId, OPERATOR, screenshot, signIn, signUp, until } from "./harness";
@@ -203,5 +204,31 @@ describe("what the console says about an order", () => {
     const l40s = await instanceTypeId(suite.server, token, "l40sx1");
     const left = await apiCall<{ hourly_micros: number }[]>(suite.server, token, "GET", `/catalog/instance-types/${l40s}/prices`);
     expect(left.map((p) => p.hourly_micros)).not.toContain(1_770_000);
+  });
+
+  test("an operator declares a region's shared file system, refused first where the path is not absolute", async () => {
+    const ops = await session();
+    await signIn(ops.page, OPERATOR);
+    await ops.page.getByRole("link", { name: "Queues" }).waitFor();
+    await ops.page.goto("/admin/catalog");
+    await ops.page.getByText("No region has a shared file system yet").waitFor();
+    const form = ops.page.locator("form").filter({ has: ops.page.getByRole("button", { name: "Declare" }) });
+    await form.getByRole("combobox", { name: "Region" }).click();
+    const region = ops.page.getByRole("option").first();
+    const name = (await region.textContent()) ?? "";
+    await region.click();
+    await form.getByRole("textbox", { name: "Mount path on every node" }).fill("mnt/shared");
+    await form.getByRole("button", { name: "Declare" }).click();
+    await form.getByText("An absolute path, such as /mnt/shared").waitFor();
+    await form.getByRole("textbox", { name: "Mount path on every node" }).fill("/mnt/shared");
+    await form.getByRole("button", { name: "Declare" }).click();
+    await ops.page.getByText(`Region ${name} keeps shared volumes now`).waitFor();
+    const row = ops.page.getByRole("table", { name: "Shared file systems" }).getByRole("row").filter({ hasText: "/mnt/shared" });
+    await row.waitFor();
+    expect(await row.textContent()).toContain(name);
+    expect(await row.textContent()).toContain("from id 2000000000");
+    const token = await apiToken(suite.server, OPERATOR);
+    const declared = await apiCall<{ region: string; kind: string; mount_path: string }[]>(suite.server, token, "GET", "/admin/shared-file-systems");
+    expect(declared).toEqual([expect.objectContaining({ region: name, kind: "glusterfs", mount_path: "/mnt/shared" })]);
   });
 });

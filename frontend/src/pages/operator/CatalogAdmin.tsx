@@ -25,6 +25,7 @@ import { dateTime, money, words } from "../../lib/format";
 import { instantOfInput, zoneLabel } from "../../lib/zone";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { ImagePolicy, ImagesTable, NewImage } from "./ImagesAdmin";
+import { DeclareSharedFileSystem, SharedFileSystems } from "./SharedStorageAdmin";
 import { t } from "../../i18n";
 
 const CLASSES: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
@@ -74,6 +75,10 @@ export function CatalogAdminPage() {
             {t("catalogAdmin.images")}
           </Title>
           <ImagesTable />
+          <Title order={3} mt="lg" mb="sm">
+            {t("sharedFs.title")}
+          </Title>
+          <SharedFileSystems />
         </Grid.Col>
         <Grid.Col span={{ base: 12, lg: 4 }}>
           <Stack>
@@ -81,6 +86,7 @@ export function CatalogAdminPage() {
             <NewInstanceType />
             <NewImage />
             <ImagePolicy />
+            <DeclareSharedFileSystem />
           </Stack>
         </Grid.Col>
       </Grid>
