@@ -243,13 +243,48 @@ async fn local_volumes_pin_their_orders_to_their_node(engine: Engine) {
         })
         .await;
     assert_eq!(
-        seen["pending_details"][0]["kind"], "cpu_or_memory",
+        seen["pending_details"][0],
+        json!({ "kind": "pinned_by_volume", "volume": "data", "node": "roomy", "node_state": "ready" }),
+        "first, that its volume holds it to its node: {seen:#}"
+    );
+    assert_eq!(
+        seen["pending_details"][1]["kind"], "cpu_or_memory",
         "{seen:#}"
     );
     assert_eq!(
-        seen["pending_details"][0]["nodes_with_free_gpus"], 1,
+        seen["pending_details"][1]["nodes_with_free_gpus"], 1,
         "only its volume's node counts: {seen:#}"
     );
+    // Its node cordoned, the order says so.
+    let roomy_id = server
+        .get("/api/v1/admin/nodes", &operator.token)
+        .await
+        .items()
+        .iter()
+        .find(|n| n["name"] == "roomy")
+        .and_then(|n| n["id"].as_str())
+        .expect("roomy")
+        .to_owned();
+    for action in ["cordon", "uncordon"] {
+        server
+            .post(
+                &format!("/api/v1/admin/nodes/{roomy_id}/{action}"),
+                &operator.token,
+                json!({}),
+            )
+            .await
+            .expect(StatusCode::OK);
+        let state = if action == "cordon" {
+            "cordoned"
+        } else {
+            "ready"
+        };
+        server
+            .wait_order(&alice, waiting, "told of its node", |o| {
+                o["pending_details"][0]["node_state"] == state
+            })
+            .await;
+    }
     // A size its volume's node can never host is refused at once.
     let never = server
         .post(

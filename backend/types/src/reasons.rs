@@ -97,6 +97,14 @@ pub enum WaitReason {
     OffPeak { region: String, at: DateTime<Utc> },
     /// A project's or a region's maximum for the GPU model is reached.
     ScopedQuota { needed_gpus: i64 },
+    /// Its local volume lives on one node, so it runs there only and waits
+    /// for that node (added by the order view, not by the engine).
+    PinnedByVolume {
+        volume: String,
+        node: String,
+        /// Whether the node takes new work now.
+        node_state: crate::classes::NodeState,
+    },
     /// A job it depends on has not ended as it must.
     Dependency {
         order: OrderRef,
@@ -241,6 +249,7 @@ impl WaitReason {
             Self::NotBefore { .. } => "not_before",
             Self::OffPeak { .. } => "off_peak",
             Self::ScopedQuota { .. } => "scoped_quota",
+            Self::PinnedByVolume { .. } => "pinned_by_volume",
             Self::Dependency { .. } => "dependency",
         }
     }

@@ -6067,6 +6067,13 @@ export interface components {
             /** @enum {string} */
             kind: "scoped_quota";
         } | {
+            volume: string;
+            node: string;
+            /** @description Whether the node takes new work now. */
+            node_state: components["schemas"]["NodeState"];
+            /** @enum {string} */
+            kind: "pinned_by_volume";
+        } | {
             order: components["schemas"]["OrderRef"];
             /** @description The dependency's status now. */
             status: components["schemas"]["OrderStatus"];

@@ -101,6 +101,16 @@ export function reasonText(orgId: string, reason: Reason, reader: Reader = {}): 
       return t("reasons.offPeak", { region: reason.region, at: dateTime(reason.at) });
     case "scoped_quota":
       return t("reasons.scopedQuota", { needed: gpus(reason.needed_gpus) });
+    case "pinned_by_volume": {
+      const values = { volume: reason.volume, node: reason.node, state: words(reason.node_state) };
+      const node =
+        reason.node_state === "unhealthy"
+          ? t("reasons.pinnedNodeDown", values)
+          : reason.node_state === "ready"
+            ? ""
+            : t("reasons.pinnedNodeClosed", values);
+      return [t("reasons.pinnedByVolume", values), node].filter(Boolean).join(" ");
+    }
     case "dependency":
       return (
         <Trans

@@ -35,7 +35,7 @@ use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::{ApiJson, ApiQuery, path_uuid};
 use gantry_core::http::pagination::{Page, PageQuery};
 use gantry_core::state::AppState;
-use gantry_entities::{allocation, node, order, order_dependency};
+use gantry_entities::{allocation, node, order, order_dependency, volume};
 use gantry_types::classes::{
     AllocationState, EstimateConfidence, OrderStatus, PricingClass, PriorityClass, StopCause,
     WorkloadClass,
@@ -355,6 +355,7 @@ async fn views(
         .map(|o| (o.id, reasons::parse(o.pending_details.as_deref())))
         .filter(|(_, r)| !r.is_empty())
         .collect();
+    pinned_reasons(db, &rows, &volumes, &mut details).await?;
     let mentioned = reasons::mentioned(details.values().flatten());
     if !mentioned.is_empty() {
         let named: Vec<(Uuid, Uuid, Option<String>)> = order::Entity::find()
@@ -464,6 +465,62 @@ async fn views(
             }
         })
         .collect())
+}
+
+/// Puts first, among the reasons of each waiting order pinned to a node
+/// by its local volume, that it waits for that node: the engine's reasons
+/// speak of that node alone, and the tenant must read why.
+async fn pinned_reasons(
+    db: &impl ConnectionTrait,
+    rows: &[order::Model],
+    volumes: &HashMap<Uuid, Vec<gantry_volumes::attach::VolumeAttachment>>,
+    details: &mut HashMap<Uuid, Vec<reasons::WaitReason>>,
+) -> ApiResult<()> {
+    let pinned: Vec<(&order::Model, Uuid)> = rows
+        .iter()
+        .filter(|o| details.contains_key(&o.id))
+        .filter_map(|o| o.node_id.map(|node| (o, node)))
+        .collect();
+    if pinned.is_empty() {
+        return Ok(());
+    }
+    let nodes: HashMap<Uuid, node::Model> = node::Entity::find()
+        .filter(node::Column::Id.is_in(pinned.iter().map(|(_, n)| *n)))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|n| (n.id, n))
+        .collect();
+    let attached = pinned
+        .iter()
+        .flat_map(|(o, _)| volumes.get(&o.id).into_iter().flatten())
+        .map(|a| a.volume_id);
+    let local: Vec<volume::Model> = volume::Entity::find()
+        .filter(volume::Column::Id.is_in(attached))
+        .filter(volume::Column::NodeId.is_not_null())
+        .all(db)
+        .await?;
+    for (o, node_id) in pinned {
+        let (Some(node), Some(reasons_of)) = (nodes.get(&node_id), details.get_mut(&o.id)) else {
+            continue;
+        };
+        let Some(volume) = volumes.get(&o.id).into_iter().flatten().find_map(|a| {
+            local
+                .iter()
+                .find(|v| v.id == a.volume_id && v.node_id == Some(node_id))
+        }) else {
+            continue;
+        };
+        reasons_of.insert(
+            0,
+            reasons::WaitReason::PinnedByVolume {
+                volume: volume.name.clone(),
+                node: node.name.clone(),
+                node_state: node.state,
+            },
+        );
+    }
+    Ok(())
 }
 
 /// The earlier of two times that may be unknown; unknown only when both are.

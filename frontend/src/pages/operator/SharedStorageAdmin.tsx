@@ -109,7 +109,7 @@ export function DeclareSharedFileSystem() {
           <TextInput
             label={t("sharedFs.mountPath")}
             description={t("sharedFs.mountPathHint")}
-            placeholder="/mnt/shared"
+            placeholder={t("sharedFs.mountPathExample")}
             required
             {...form.getInputProps("mount_path")}
           />
