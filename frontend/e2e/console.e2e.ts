@@ -904,9 +904,10 @@ describe("the console", () => {
     await page.getByRole("link", { name: "Launch", exact: true }).first().click();
     await page.getByRole("combobox", { name: "Instance type" }).click();
     await page.getByRole("option", { name: /^h100x1 / }).click();
-    await page.getByRole("combobox", { name: "Volume" }).click();
+    await page.getByRole("button", { name: "Attach a volume" }).click();
+    await page.getByRole("combobox", { name: "Volume 1" }).click();
     await page.getByRole("option", { name: /^checkpoints / }).click();
-    await page.getByRole("textbox", { name: "Mount path" }).fill("/ckpt");
+    await page.getByRole("textbox", { name: "Mount path of volume 1" }).fill("/ckpt");
     await page.getByRole("button", { name: "Launch", exact: true }).click();
     await page.waitForURL(/\/orders\/[0-9a-f-]+$/);
     const orderId = page.url().split("/").pop() ?? "";

@@ -27,9 +27,7 @@ const values: Values = {
   ports: "",
   reservationId: "",
   name: "",
-  volumeId: "",
-  mountPath: "/data",
-  volumeReadOnly: false,
+  volumes: [],
 };
 
 describe("jobOf", () => {

@@ -21,6 +21,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useNavigate } from "@tanstack/react-router";
 import { useMemo } from "react";
 import { JobFields } from "./JobFields";
+import { VolumeFields } from "./VolumeFields";
 import { api, ApiError, type Schemas, unwrap } from "../../api/client";
 import {
   keys,
@@ -76,10 +77,8 @@ export type Values = {
   ports: string;
   reservationId: string;
   name: string;
-  /** A volume of the organization to attach, or "" for none. */
-  volumeId: string;
-  mountPath: string;
-  volumeReadOnly: boolean;
+  /** Volumes of the organization to attach, each at its own path. */
+  volumes: { volumeId: string; mountPath: string; readOnly: boolean }[];
 };
 
 /** Where the API names a field in its refusal, the form field that holds it. */
@@ -106,9 +105,13 @@ const FIELDS: Record<string, keyof Values> = {
   ssh_key_ids: "sshKeyIds",
   ports: "ports",
   reservation_id: "reservationId",
-  "volumes[0].volume_id": "volumeId",
-  "volumes[0].mount_path": "mountPath",
 };
+
+/** Where the API names an attached volume's field, the form's path to it. */
+function volumeFieldOf(apiField: string): string | undefined {
+  const match = /^volumes\[(\d+)\]\.(volume_id|mount_path)$/.exec(apiField);
+  return match ? `volumes.${match[1]}.${match[2] === "volume_id" ? "volumeId" : "mountPath"}` : undefined;
+}
 
 /** A share of one GPU (a fraction or a MIG instance) runs on one node: the API refuses a gang of them. */
 function sharesOneGpu(type: { gpu_milli?: number | null; mig_profile?: string | null }): boolean {
@@ -170,9 +173,7 @@ export function LaunchPage() {
       ports: "",
       reservationId: "",
       name: "",
-      volumeId: "",
-      mountPath: "/data",
-      volumeReadOnly: false,
+      volumes: [],
     },
     validate: {
       name: (v) => (v === "" || /^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : t("launch.nameFormat")),
@@ -195,7 +196,15 @@ export function LaunchPage() {
           ? null
           : t("launch.portsFormat"),
       reservationId: (v, all) => (all.pricingClass === "reserved" && !v ? t("launch.reservationRequired") : null),
-      mountPath: (v, all) => (all.volumeId && !/^\/[^\0]*[^/]$/.test(v) ? t("launch.mountPathHint") : null),
+      volumes: {
+        volumeId: (v) => (v ? null : t("launch.volumeRequired")),
+        mountPath: (v, all, path) => {
+          const at = Number(path.split(".")[1]);
+          if (!/^\/[^\0]*[^/]$/.test(v)) return t("launch.mountPathHint");
+          if (all.volumes.some((other, i) => i < at && other.mountPath === v)) return t("launch.mountPathTwice", { path: v });
+          return null;
+        },
+      },
     },
   });
   const values = form.getValues();
@@ -242,7 +251,7 @@ export function LaunchPage() {
             ssh_key_ids: v.kind === "instance" && v.sshKeyIds.length ? v.sshKeyIds : null,
             ports: v.kind === "instance" ? portsOf(v.ports) : null,
             reservation_id: v.pricingClass === "reserved" ? v.reservationId : null,
-            volumes: v.volumeId ? [{ volume_id: v.volumeId, mount_path: v.mountPath, read_only: v.volumeReadOnly }] : null,
+            volumes: v.volumes.length ? v.volumes.map((a) => ({ volume_id: a.volumeId, mount_path: a.mountPath, read_only: a.readOnly })) : null,
           },
         }),
       ),
@@ -253,7 +262,7 @@ export function LaunchPage() {
     onError: (error) => {
       if (error instanceof ApiError) {
         for (const f of error.fieldErrors) {
-          const field = fieldOf(f.field);
+          const field = fieldOf(f.field) ?? volumeFieldOf(f.field);
           if (field) form.setFieldError(field, f.message);
         }
       }
@@ -424,35 +433,7 @@ export function LaunchPage() {
                     />
                   </Group>
                 )}
-                <Group grow align="flex-start">
-                  <Select
-                    label={t("launch.volume")}
-                    description={t("launch.volumeHint")}
-                    data={[
-                      { value: "", label: t("launch.noVolume") },
-                      ...(volumes.data ?? [])
-                        .filter((v) => v.status !== "deleting" && v.status !== "failed")
-                        .map((v) => ({ value: v.id, label: `${v.name} (${words(v.kind)}, ${v.region}, ${v.size_gib} GiB)` })),
-                    ]}
-                    allowDeselect={false}
-                    key={form.key("volumeId")}
-                    {...form.getInputProps("volumeId")}
-                  />
-                  <TextInput
-                    label={t("launch.mountPath")}
-                    description={t("launch.mountPathHint")}
-                    disabled={!values.volumeId}
-                    key={form.key("mountPath")}
-                    {...form.getInputProps("mountPath")}
-                  />
-                </Group>
-                {values.volumeId && (
-                  <Checkbox
-                    label={t("launch.volumeReadOnly")}
-                    key={form.key("volumeReadOnly")}
-                    {...form.getInputProps("volumeReadOnly", { type: "checkbox" })}
-                  />
-                )}
+                <VolumeFields form={form} volumes={volumes.data ?? []} />
                 <NumberInput
                   label={t("launch.duration")}
                   description={t("launch.durationHint")}
