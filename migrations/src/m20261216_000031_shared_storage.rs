@@ -20,6 +20,7 @@ impl MigrationTrait for Migration {
                     .col(string_len(SharedFileSystems::Kind, 16))
                     .col(string_len(SharedFileSystems::MountPath, 255))
                     .col(big_integer(SharedFileSystems::FirstId))
+                    .col(big_integer_null(SharedFileSystems::FreeBytes))
                     .col(timestamp_with_time_zone(SharedFileSystems::CreatedAt))
                     .col(timestamp_with_time_zone(SharedFileSystems::UpdatedAt))
                     .foreign_key(
@@ -88,6 +89,7 @@ enum SharedFileSystems {
     Kind,
     MountPath,
     FirstId,
+    FreeBytes,
     CreatedAt,
     UpdatedAt,
 }

@@ -467,6 +467,22 @@ async fn shared_file_systems_are_declared_by_operators_and_tended_by_one_node(en
         "only one node tends them"
     );
 
+    // Any node of the region says how much room the file system has left.
+    let free = |bytes: i64| json!({ "gpus": [], "shared_free_bytes": bytes });
+    let refused = server
+        .post("/api/v1/agent/heartbeat", &other, free(-1))
+        .await;
+    refused.expect_problem(StatusCode::UNPROCESSABLE_ENTITY, "validation_failed");
+    assert_eq!(refused.body["errors"][0]["field"], "shared_free_bytes");
+    server
+        .post("/api/v1/agent/heartbeat", &other, free(700 * GIB))
+        .await
+        .expect(StatusCode::OK);
+    assert_eq!(
+        server.get(declare, &operator.token).await.body[0]["free_bytes"],
+        700 * GIB
+    );
+
     // Measured past its size: the tenant is told, and orders cannot
     // attach it.
     server

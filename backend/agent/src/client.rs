@@ -9,7 +9,7 @@ use uuid::Uuid;
 use crate::discovery::{Gpu, Sample};
 use crate::output::Line;
 use crate::runtime::AssignedImage;
-use crate::volumes::{Attachment, NodeVolume, VolumeReport};
+use crate::volumes::{Attachment, NodeVolume, VolumeStanding};
 
 #[derive(Debug, Serialize)]
 pub struct Registration<'a> {
@@ -246,12 +246,15 @@ impl Client {
         credential: &str,
         gpus: &[Sample],
         fabric_address: Option<std::net::Ipv4Addr>,
-        volumes: Option<(Vec<VolumeReport>, u64)>,
+        volumes: Option<VolumeStanding>,
     ) -> Result<HeartbeatAck, CallError> {
         let mut body = serde_json::json!({ "gpus": gpus, "fabric_address": fabric_address });
-        if let Some((reports, free)) = volumes {
-            body["volumes"] = serde_json::json!(reports);
-            body["volume_free_bytes"] = serde_json::json!(free);
+        if let Some(standing) = volumes {
+            body["volumes"] = serde_json::json!(standing.reports);
+            body["volume_free_bytes"] = serde_json::json!(standing.free_bytes);
+            if let Some(free) = standing.shared_free_bytes {
+                body["shared_free_bytes"] = serde_json::json!(free);
+            }
         }
         let request = self
             .http

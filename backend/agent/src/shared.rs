@@ -99,6 +99,14 @@ impl SharedVolumes {
             .map(|k| &k.place)
     }
 
+    /// Free bytes of the shared file system, seen through a volume the
+    /// node was told of.
+    pub fn free_bytes(&self) -> Option<u64> {
+        let place = self.known.values().find(|k| k.made)?;
+        let root = place.place.path.parent()?.parent()?;
+        crate::disk::free_bytes(root).ok()
+    }
+
     /// How each listed shared volume stands, measuring those whose last
     /// measure is older than allowed.
     pub fn reports(&mut self) -> Vec<VolumeReport> {

@@ -30,7 +30,7 @@ use crate::images::{Image, Images, Pull};
 use crate::output::{Line, Output};
 use crate::runtime::{Access, Inside, Launch, PortMapping, Runtime, RuntimeKind};
 use crate::userns::IDS_PER_WORKLOAD;
-use crate::volumes::{NodeVolume, VolumeMount, VolumeReport, Volumes};
+use crate::volumes::{NodeVolume, VolumeMount, VolumeStanding, Volumes};
 
 /// What happened to a workload, for the control plane.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,8 +268,8 @@ impl Supervisor {
 
     /// How the node's volumes stand and the room left for more, where it
     /// keeps them.
-    pub fn volume_reports(&mut self) -> Option<(Vec<VolumeReport>, u64)> {
-        self.volumes.as_mut().map(Volumes::reports)
+    pub fn volume_reports(&mut self) -> Option<VolumeStanding> {
+        self.volumes.as_mut().map(Volumes::standing)
     }
 
     /// Where a workload sees each volume its assignment attaches.

@@ -69,6 +69,17 @@ pub struct VolumeReport {
     pub erased: bool,
 }
 
+/// How the node's volumes stand, for its heartbeat.
+#[derive(Debug, Clone, Default)]
+pub struct VolumeStanding {
+    pub reports: Vec<VolumeReport>,
+    /// Room left for more local volumes.
+    pub free_bytes: u64,
+    /// Free space of the region's shared file system, where the node has
+    /// shared volumes to look at it through.
+    pub shared_free_bytes: Option<u64>,
+}
+
 /// A volume to show inside a workload.
 #[derive(Debug, Clone)]
 pub struct VolumeMount {
@@ -230,8 +241,9 @@ impl Volumes {
     }
 
     /// How each volume on the node stands (those it could not make
-    /// included, shared ones too), and the room left for more local ones.
-    pub fn reports(&mut self) -> (Vec<VolumeReport>, u64) {
+    /// included, shared ones too), the room left for more local ones, and
+    /// the shared file system's free space.
+    pub fn standing(&mut self) -> VolumeStanding {
         let mut reports: Vec<VolumeReport> = std::fs::read_dir(&self.dir)
             .into_iter()
             .flatten()
@@ -268,7 +280,11 @@ impl Volumes {
         let free = crate::disk::free_bytes(&self.dir)
             .unwrap_or(0)
             .saturating_sub(self.reserve);
-        (reports, free)
+        VolumeStanding {
+            reports,
+            free_bytes: free,
+            shared_free_bytes: self.shared.free_bytes(),
+        }
     }
 }
 

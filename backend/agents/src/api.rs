@@ -150,6 +150,10 @@ pub struct Heartbeat {
     #[serde(default)]
     #[schema(minimum = 0)]
     pub volume_free_bytes: Option<i64>,
+    /// Free bytes of the region's shared file system, as the node sees it.
+    #[serde(default)]
+    #[schema(minimum = 0)]
+    pub shared_free_bytes: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -579,12 +583,18 @@ async fn heartbeat(
     if let Some(reports) = &request.volumes {
         gantry_volumes::nodes::check(&mut fields, reports, request.volume_free_bytes);
     }
+    if let Some(free) = request.shared_free_bytes {
+        fields.range("shared_free_bytes", free, 0, i64::MAX);
+    }
     fields.finish()?;
     let now = state.clock.now();
     let node = agent.node;
     let txn = gantry_core::db::write(&state.db).await?;
     if let Some(reports) = &request.volumes {
         gantry_volumes::nodes::apply(&txn, &node, reports, request.volume_free_bytes, now).await?;
+    }
+    if let Some(free) = request.shared_free_bytes {
+        gantry_volumes::shared::record_free(&txn, node.region_id, free).await?;
     }
     let recovered = node.state == NodeState::Unhealthy;
     let mut row: node::ActiveModel = node.clone().into();

@@ -15,6 +15,8 @@ pub struct Model {
     /// The first node id given to organizations' files on it: each
     /// organization gets the 65,536 ids from `first_id + slot × 65,536`.
     pub first_id: i64,
+    /// Its free space, as a node of the region last saw it.
+    pub free_bytes: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -17,7 +17,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
-use gantry_entities::{node, order, sla_policy, volume};
+use gantry_entities::{node, order, shared_file_system, sla_policy, volume};
 use gantry_types::classes::{
     AllocationState, NodeState, OrderStatus, PriorityClass, VolumeKind, VolumeState,
 };
@@ -42,6 +42,7 @@ pub const SLA_AT_RISK: &str = "gantry_sla_orders_at_risk";
 pub const VOLUME_GIB: &str = "gantry_volume_provisioned_gib";
 pub const VOLUME_USED: &str = "gantry_volume_used_bytes";
 pub const VOLUME_FREE: &str = "gantry_node_volume_free_bytes";
+pub const SHARED_FREE: &str = "gantry_shared_file_system_free_bytes";
 
 pub fn describe() {
     describe_gauge!(
@@ -55,6 +56,10 @@ pub fn describe() {
     describe_gauge!(
         VOLUME_FREE,
         "Room a node's agent reports for more local volumes, by region and node"
+    );
+    describe_gauge!(
+        SHARED_FREE,
+        "Free bytes of a region's shared file system, as its nodes last saw them, by region and kind"
     );
     describe_gauge!(
         GPUS,
@@ -392,6 +397,22 @@ pub async fn publish_storage(
         })
         .collect();
     published.set(VOLUME_FREE, free);
+    let shared: HashMap<Labels, f64> = shared_file_system::Entity::find()
+        .filter(shared_file_system::Column::FreeBytes.is_not_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|fs| {
+            (
+                vec![
+                    ("region", region(&fs.region_id)),
+                    ("kind", fs.kind.as_str().to_owned()),
+                ],
+                fs.free_bytes.unwrap_or(0) as f64,
+            )
+        })
+        .collect();
+    published.set(SHARED_FREE, shared);
     Ok(())
 }
 

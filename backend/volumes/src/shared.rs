@@ -71,6 +71,9 @@ pub struct SharedFileSystem {
     pub provisioned_gib: i64,
     /// Bytes their files take, as last measured.
     pub used_bytes: i64,
+    /// The file system's free space, as a node of the region last saw it;
+    /// none before one did.
+    pub free_bytes: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -223,6 +226,29 @@ pub async fn places(
         .collect())
 }
 
+/// Records the free space a node of region `region_id` sees on its shared
+/// file system, writing only a change.
+pub async fn record_free(
+    db: &impl ConnectionTrait,
+    region_id: Uuid,
+    free_bytes: i64,
+) -> ApiResult<()> {
+    shared_file_system::Entity::update_many()
+        .col_expr(
+            shared_file_system::Column::FreeBytes,
+            sea_orm::sea_query::Expr::value(free_bytes),
+        )
+        .filter(shared_file_system::Column::RegionId.eq(region_id))
+        .filter(
+            sea_orm::Condition::any()
+                .add(shared_file_system::Column::FreeBytes.is_null())
+                .add(shared_file_system::Column::FreeBytes.ne(free_bytes)),
+        )
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
 /// The shared file systems of every region.
 #[utoipa::path(
     get,
@@ -271,6 +297,7 @@ async fn view(
         used_bytes: live.iter().filter_map(|v| v.used_bytes).sum(),
         mount_path: fs.mount_path,
         first_id: fs.first_id,
+        free_bytes: fs.free_bytes,
     })
 }
 
@@ -358,6 +385,7 @@ async fn set_shared_file_system(
                 kind: Set(request.kind),
                 mount_path: Set(request.mount_path.clone()),
                 first_id: Set(first_id),
+                free_bytes: Set(None),
                 created_at: Set(now),
                 updated_at: Set(now),
             }

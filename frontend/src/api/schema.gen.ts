@@ -3343,6 +3343,11 @@ export interface components {
              * @description Room left for more volumes on the node's disk, in bytes.
              */
             volume_free_bytes?: number | null;
+            /**
+             * Format: int64
+             * @description Free bytes of the region's shared file system, as the node sees it.
+             */
+            shared_free_bytes?: number | null;
         };
         HeartbeatAck: {
             /** Format: uuid */
@@ -5453,6 +5458,12 @@ export interface components {
              * @description Bytes their files take, as last measured.
              */
             used_bytes: number;
+            /**
+             * Format: int64
+             * @description The file system's free space, as a node of the region last saw it;
+             *     none before one did.
+             */
+            free_bytes?: number | null;
         };
         /**
          * @description The distributed file system a region's `shared` volumes live on.

@@ -160,6 +160,25 @@ async fn a_checkpoint_is_read_on_another_node(engine: Engine) {
     })
     .await;
     let dir = shared.join("gantry-volumes").join(id.to_string());
+    for _ in 0..200 {
+        let listed = node
+            .server
+            .get("/api/v1/admin/shared-file-systems", &node.operator)
+            .await;
+        if listed.body[0]["free_bytes"].as_i64().is_some_and(|b| b > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = node
+        .server
+        .get("/api/v1/admin/shared-file-systems", &node.operator)
+        .await;
+    assert!(
+        listed.body[0]["free_bytes"].as_i64().is_some_and(|b| b > 0),
+        "the file system's free space, as the nodes see it: {}",
+        listed.body
+    );
     let meta = std::fs::metadata(&dir).expect("the volume's directory");
     assert_eq!(meta.uid(), first_id, "its organization's root owns it");
     assert_eq!(meta.permissions().mode() & 0o777, 0o700);

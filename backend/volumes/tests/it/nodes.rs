@@ -181,6 +181,7 @@ async fn shared_volumes_are_tended_by_one_node_and_erased_only_when_it_says(engi
         kind: Set(SharedFsKind::Glusterfs),
         mount_path: Set("/mnt/shared/".to_owned()),
         first_id: Set(3_000_000_000),
+        free_bytes: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }

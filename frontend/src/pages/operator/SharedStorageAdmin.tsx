@@ -41,6 +41,7 @@ export function SharedFileSystems() {
                     <Table.Th ta="right">{t("sharedFs.volumes")}</Table.Th>
                     <Table.Th ta="right">{t("sharedFs.provisioned")}</Table.Th>
                     <Table.Th ta="right">{t("sharedFs.used")}</Table.Th>
+                    <Table.Th ta="right">{t("sharedFs.free")}</Table.Th>
                     <Table.Th ta="right">{t("sharedFs.organizations")}</Table.Th>
                   </Table.Tr>
                 </Table.Thead>
@@ -53,6 +54,7 @@ export function SharedFileSystems() {
                       <Table.Td ta="right">{number(fs.volumes)}</Table.Td>
                       <Table.Td ta="right">{t("sharedFs.gib", { gib: number(fs.provisioned_gib) })}</Table.Td>
                       <Table.Td ta="right">{t("sharedFs.gib", { gib: number(Math.round((fs.used_bytes / GIB) * 100) / 100) })}</Table.Td>
+                      <Table.Td ta="right">{fs.free_bytes == null ? "—" : t("sharedFs.gib", { gib: number(Math.round(fs.free_bytes / GIB)) })}</Table.Td>
                       <Table.Td ta="right">
                         {t("sharedFs.ranges", { used: number(fs.organizations), left: number(fs.ranges_left), first: fs.first_id })}
                       </Table.Td>
