@@ -157,8 +157,8 @@ async fn tender(db: &impl ConnectionTrait, region_id: Uuid) -> ApiResult<Option<
 /// Applies a node's report: volumes it made become available, grown ones
 /// take their new size, failed ones say why, and erased ones (asked to be
 /// and no longer reported, or reported erased) are deleted. `free_bytes`
-/// is its room for more local volumes. Any node of a region may report on
-/// its `shared` volumes: they read the same from each.
+/// is its room for more local volumes. Of a region's `shared` volumes,
+/// only the node that tends them reports.
 pub async fn apply(
     db: &impl ConnectionTrait,
     node: &node::Model,
@@ -180,6 +180,11 @@ pub async fn apply(
     for v in kept {
         let report = reported.get(&v.id).copied();
         settle(db, v, report, now).await?;
+    }
+    // Only the tending node speaks for the region's shared volumes: another
+    // node's trouble with its own mount is not the volume's.
+    if tender(db, node.region_id).await? != Some(node.id) {
+        return Ok(());
     }
     let shared = volume::Entity::find()
         .filter(volume::Column::Id.is_in(reported.keys().copied()))
@@ -217,7 +222,11 @@ async fn settle(
             next.used_bytes = None;
         }
         (_, Some(r)) if r.erased => {}
-        (VolumeState::Creating, Some(r)) if r.error.is_some() && r.size_gib == 0 => {
+        // A shared volume stays `creating` with the node's words: another
+        // node may make it where this one cannot.
+        (VolumeState::Creating, Some(r))
+            if v.kind == VolumeKind::Local && r.error.is_some() && r.size_gib == 0 =>
+        {
             next.state = VolumeState::Failed;
             next.reason.clone_from(&r.error);
         }

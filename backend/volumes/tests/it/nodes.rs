@@ -160,10 +160,11 @@ async fn reports_move_volumes_along_their_life(engine: Engine) {
 }
 
 /// A region's shared volumes go to the one node that tends them, and to
-/// any other node only where its orders attach them; a node that does not
-/// mention one leaves it be (another node may tend it now), and a shared
-/// volume is gone only when a node says it erased it. Files past the size
-/// are told on the volume.
+/// any other node only where its orders attach them; only the tending
+/// node's reports move them, a node's failure to make one leaves it to be
+/// made, one not mentioned is left be, and a shared volume is gone only
+/// when the node says it erased it. Files past the size are told on the
+/// volume.
 async fn shared_volumes_are_tended_by_one_node_and_erased_only_when_it_says(engine: Engine) {
     use gantry_entities::{shared_file_system, shared_owner};
     use gantry_types::classes::SharedFsKind;
@@ -227,18 +228,6 @@ async fn shared_volumes_are_tended_by_one_node_and_erased_only_when_it_says(engi
     assert_eq!(attached.len(), 1);
     assert_eq!(attached[0].action, VolumeAction::Keep);
 
-    // The second node reports the volume it attaches, past its size; it
-    // does not mention the one being erased, which stays.
-    let over = VolumeReport {
-        volume_id: data.id,
-        size_gib: 1,
-        used_bytes: 2 * GIB,
-        error: None,
-        erased: false,
-    };
-    apply(&db, &second, &[over], None, now)
-        .await
-        .expect("applied");
     let read = |id| {
         let db = db.clone();
         async move {
@@ -249,6 +238,50 @@ async fn shared_volumes_are_tended_by_one_node_and_erased_only_when_it_says(engi
                 .expect("row")
         }
     };
+    // Another node's trouble with its own mount is not the volume's; the
+    // tending node's is said, and the volume stays to be made.
+    let unmounted = VolumeReport {
+        volume_id: data.id,
+        size_gib: 0,
+        used_bytes: 0,
+        error: Some("the region's shared file system is not mounted".into()),
+        erased: false,
+    };
+    apply(&db, &second, std::slice::from_ref(&unmounted), None, now)
+        .await
+        .expect("applied");
+    let untouched = read(data.id).await;
+    assert_eq!(
+        (untouched.state, untouched.state_reason),
+        (VolumeState::Creating, None)
+    );
+    apply(&db, &first, &[unmounted], None, now)
+        .await
+        .expect("applied");
+    let waiting = read(data.id).await;
+    assert_eq!(
+        waiting.state,
+        VolumeState::Creating,
+        "not failed: another node may make it"
+    );
+    assert!(
+        waiting
+            .state_reason
+            .is_some_and(|r| r.contains("not mounted"))
+    );
+
+    // The tending node reports it made, past its size; it does not mention
+    // the one being erased, which stays.
+    let over = VolumeReport {
+        volume_id: data.id,
+        size_gib: 1,
+        used_bytes: 2 * GIB,
+        error: None,
+        erased: false,
+    };
+    apply(&db, &first, &[over], None, now)
+        .await
+        .expect("applied");
     let data = read(data.id).await;
     assert_eq!(data.state, VolumeState::Available);
     assert_eq!(data.used_bytes, Some(2 * GIB));
