@@ -177,17 +177,24 @@ pub async fn apply(
         .filter(volume::Column::State.is_in(KEPT.into_iter().chain([VolumeState::Failed])))
         .all(db)
         .await?;
+    let local: HashSet<Uuid> = kept.iter().map(|v| v.id).collect();
     for v in kept {
         let report = reported.get(&v.id).copied();
         settle(db, v, report, now).await?;
     }
-    // Only the tending node speaks for the region's shared volumes: another
-    // node's trouble with its own mount is not the volume's.
-    if tender(db, node.region_id).await? != Some(node.id) {
+    // The rest are shared volumes, of which only the tending node speaks:
+    // another node's trouble with its own mount is not the volume's. Most
+    // heartbeats report none, and ask nothing more.
+    let others: Vec<Uuid> = reported
+        .keys()
+        .filter(|id| !local.contains(id))
+        .copied()
+        .collect();
+    if others.is_empty() || tender(db, node.region_id).await? != Some(node.id) {
         return Ok(());
     }
     let shared = volume::Entity::find()
-        .filter(volume::Column::Id.is_in(reported.keys().copied()))
+        .filter(volume::Column::Id.is_in(others))
         .filter(volume::Column::RegionId.eq(node.region_id))
         .filter(volume::Column::Kind.eq(VolumeKind::Shared))
         .filter(volume::Column::State.ne(VolumeState::Deleted))

@@ -430,13 +430,9 @@ async fn delete_shared_file_system(
     actor: Actor,
     params: RawPathParams,
 ) -> ApiResult<StatusCode> {
-    let reference = params
-        .iter()
-        .find(|(name, _)| *name == "region")
-        .map(|(_, value)| value.to_owned())
-        .unwrap_or_default();
+    let reference = gantry_core::http::extract::path_param(&params, "region");
     let catalog = state.catalog.current(&state.db).await?;
-    let region = catalog.region(&reference)?;
+    let region = catalog.region(reference)?;
     let txn = gantry_core::db::write(&state.db).await?;
     let fs = of_region(&txn, region.id)
         .await?

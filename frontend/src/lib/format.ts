@@ -88,6 +88,11 @@ export function number(value: number): string {
   return new Intl.NumberFormat(locale()).format(value);
 }
 
+/** Bytes in GiB, to two decimals, in the reader's language. */
+export function gib(bytes: number): string {
+  return number(Math.round((bytes / 1024 ** 3) * 100) / 100);
+}
+
 /** An API enum value in the reader's words: "on_demand" → "on demand", "온디맨드". */
 export function words(value: string | null | undefined): string {
   if (!value) return "—";

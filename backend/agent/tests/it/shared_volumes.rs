@@ -9,7 +9,7 @@
 use crate::lab;
 use crate::node;
 use crate::support;
-use crate::volumes::{volume, volume_until};
+use crate::volumes::{deleted, finished_job, volume, volume_until};
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -54,17 +54,7 @@ async fn job_on(
     command: &str,
     volumes: Value,
 ) -> (Vec<String>, String) {
-    let order = node
-        .server
-        .order(
-            tenant,
-            json!({ "instance_type": "h100x2", "job": { "command": command }, "volumes": volumes }),
-        )
-        .await;
-    node.until(tenant, order, "over", |o| {
-        o["ended_at"].is_string() && o["status"] != "running"
-    })
-    .await;
+    let order = finished_job(node, tenant, command, volumes).await;
     let attempts = node
         .server
         .get(
@@ -160,24 +150,21 @@ async fn a_checkpoint_is_read_on_another_node(engine: Engine) {
     })
     .await;
     let dir = shared.join("gantry-volumes").join(id.to_string());
+    let mut listed = Value::Null;
     for _ in 0..200 {
-        let listed = node
+        listed = node
             .server
             .get("/api/v1/admin/shared-file-systems", &node.operator)
-            .await;
-        if listed.body[0]["free_bytes"].as_i64().is_some_and(|b| b > 0) {
+            .await
+            .body;
+        if listed[0]["free_bytes"].as_i64().is_some_and(|b| b > 0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let listed = node
-        .server
-        .get("/api/v1/admin/shared-file-systems", &node.operator)
-        .await;
     assert!(
-        listed.body[0]["free_bytes"].as_i64().is_some_and(|b| b > 0),
-        "the file system's free space, as the nodes see it: {}",
-        listed.body
+        listed[0]["free_bytes"].as_i64().is_some_and(|b| b > 0),
+        "the file system's free space, as the nodes see it: {listed}"
     );
     let meta = std::fs::metadata(&dir).expect("the volume's directory");
     assert_eq!(meta.uid(), first_id, "its organization's root owns it");
@@ -373,28 +360,7 @@ async fn a_checkpoint_is_read_on_another_node(engine: Engine) {
         .join(id.to_string())
         .join("ckpt");
     let mut held = std::fs::File::open(&brick).expect("the checkpoint on the brick");
-    node.server
-        .delete(
-            &format!("/api/v1/orgs/{}/volumes/{id}", alice.org_id),
-            &alice.token,
-        )
-        .await
-        .expect(StatusCode::ACCEPTED);
-    let mut gone = false;
-    for _ in 0..600 {
-        let reply = node
-            .server
-            .get(
-                &format!("/api/v1/orgs/{}/volumes/{id}", alice.org_id),
-                &alice.token,
-            )
-            .await;
-        if reply.status == StatusCode::NOT_FOUND {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = deleted(&node, &alice, id).await;
     assert!(
         gone,
         "{}\n{}",

@@ -80,8 +80,8 @@ pub async fn volume_until(
     );
 }
 
-/// Runs a job attaching `volumes` to its end; answers its output.
-pub async fn job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) -> Vec<String> {
+/// Runs a job attaching `volumes` to its end; answers the order.
+pub async fn finished_job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) -> Uuid {
     let order = node
         .server
         .order(
@@ -93,7 +93,30 @@ pub async fn job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) ->
         o["ended_at"].is_string() && o["status"] != "running"
     })
     .await;
+    order
+}
+
+/// Runs a job attaching `volumes` to its end; answers its output.
+async fn job(node: &Node, tenant: &Tenant, command: &str, volumes: Value) -> Vec<String> {
+    let order = finished_job(node, tenant, command, volumes).await;
     node.output(tenant, order).await
+}
+
+/// Deletes volume `id` and waits until it is gone, its node having erased
+/// it; answers whether it went.
+pub async fn deleted(node: &Node, tenant: &Tenant, id: Uuid) -> bool {
+    let path = format!("/api/v1/orgs/{}/volumes/{id}", tenant.org_id);
+    node.server
+        .delete(&path, &tenant.token)
+        .await
+        .expect(StatusCode::ACCEPTED);
+    for _ in 0..600 {
+        if node.server.get(&path, &tenant.token).await.status == StatusCode::NOT_FOUND {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }
 
 async fn a_checkpoint_outlives_its_jobs(engine: Engine) {
@@ -241,26 +264,7 @@ async fn a_checkpoint_outlives_its_jobs(engine: Engine) {
     // Deleted: the file that held it keeps none of its bytes (read through
     // a descriptor held from before, as a later owner of its blocks would).
     let mut held = std::fs::File::open(&image).expect("open the volume's file");
-    node.server
-        .delete(
-            &format!("/api/v1/orgs/{}/volumes/{id}", alice.org_id),
-            &alice.token,
-        )
-        .await
-        .expect(StatusCode::ACCEPTED);
-    for _ in 0..600 {
-        let reply = node
-            .server
-            .get(
-                &format!("/api/v1/orgs/{}/volumes/{id}", alice.org_id),
-                &alice.token,
-            )
-            .await;
-        if reply.status == StatusCode::NOT_FOUND {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    deleted(&node, &alice, id).await;
     assert!(!image.exists(), "the volume's file is gone");
     let mut bytes = Vec::new();
     held.read_to_end(&mut bytes).expect("read the erased file");

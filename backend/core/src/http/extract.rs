@@ -108,6 +108,15 @@ where
     }
 }
 
+/// One path parameter by name; empty where the route has none so named.
+pub fn path_param<'a>(params: &'a axum::extract::RawPathParams, name: &str) -> &'a str {
+    params
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+        .unwrap_or_default()
+}
+
 /// One UUID path parameter by name. A value that is not a UUID names no
 /// object, so it answers like an unknown id.
 pub fn path_uuid(
@@ -115,10 +124,6 @@ pub fn path_uuid(
     name: &str,
     resource: crate::error::Resource,
 ) -> Result<uuid::Uuid, ApiError> {
-    let raw = params
-        .iter()
-        .find(|(key, _)| *key == name)
-        .map(|(_, value)| value)
-        .unwrap_or_default();
+    let raw = path_param(params, name);
     uuid::Uuid::try_parse(raw).map_err(|_| ApiError::not_found(resource, raw))
 }

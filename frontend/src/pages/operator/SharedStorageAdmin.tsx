@@ -4,13 +4,12 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, type Schemas, unwrap } from "../../api/client";
 import { keys, useRegions } from "../../api/queries";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
-import { number } from "../../lib/format";
+import { gib, number } from "../../lib/format";
 import { notifySuccess } from "../../lib/notify";
 import { t } from "../../i18n";
 
 const KINDS: Schemas["SharedFsKind"][] = ["glusterfs", "nfs", "cephfs", "lustre", "weka"];
 const sharedKey = keys.admin("shared-file-systems");
-const GIB = 1024 ** 3;
 
 function useSharedFileSystems() {
   return useQuery({
@@ -53,8 +52,8 @@ export function SharedFileSystems() {
                       <Table.Td ff="monospace">{fs.mount_path}</Table.Td>
                       <Table.Td ta="right">{number(fs.volumes)}</Table.Td>
                       <Table.Td ta="right">{t("sharedFs.gib", { gib: number(fs.provisioned_gib) })}</Table.Td>
-                      <Table.Td ta="right">{t("sharedFs.gib", { gib: number(Math.round((fs.used_bytes / GIB) * 100) / 100) })}</Table.Td>
-                      <Table.Td ta="right">{fs.free_bytes == null ? "—" : t("sharedFs.gib", { gib: number(Math.round(fs.free_bytes / GIB)) })}</Table.Td>
+                      <Table.Td ta="right">{t("sharedFs.gib", { gib: gib(fs.used_bytes) })}</Table.Td>
+                      <Table.Td ta="right">{fs.free_bytes == null ? "—" : t("sharedFs.gib", { gib: gib(fs.free_bytes) })}</Table.Td>
                       <Table.Td ta="right">
                         {t("sharedFs.ranges", { used: number(fs.organizations), left: number(fs.ranges_left), first: fs.first_id })}
                       </Table.Td>

@@ -8,12 +8,10 @@ import { EmptyState } from "../../components/EmptyState";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
 import { PageHeader } from "../../components/PageHeader";
 import { StatusBadge } from "../../components/StatusBadge";
-import { money, number, words } from "../../lib/format";
+import { gib, money, number, words } from "../../lib/format";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { useAbilities, useOrgId } from "../../lib/orgId";
 import { t } from "../../i18n";
-
-const GIB = 1024 ** 3;
 
 type Draft = { name: string; region: string; kind: "local" | "shared"; sizeGib: number | string };
 
@@ -122,7 +120,7 @@ function VolumeRow({
   changes: ReturnType<typeof useVolumeChanges>;
 }) {
   const [size, setSize] = useState<number | string>(volume.size_gib);
-  const used = volume.used_bytes == null ? "—" : t("volumes.gib", { value: number(Math.round((volume.used_bytes / GIB) * 100) / 100) });
+  const used = volume.used_bytes == null ? "—" : t("volumes.gib", { value: gib(volume.used_bytes) });
   return (
     <Table.Tr>
       <Table.Td>{volume.name}</Table.Td>
