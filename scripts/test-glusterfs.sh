@@ -11,7 +11,7 @@ cache=${GANTRY_TEST_CACHE:-/var/cache/gantry-test}
 dir="$cache/glusterfs"
 volume=gantry-test
 mnt="$dir/mnt"
-mkdir -p "$dir/brick" "$mnt"
+mkdir -p "$cache"
 # The daemons started below must not inherit the lock (9>&-).
 exec 9>"$dir.lock"
 flock 9
@@ -21,6 +21,12 @@ if mounted; then
   echo "$mnt"
   exit 0
 fi
+# A mount whose client died answers "Transport endpoint is not connected"
+# to everything, mkdir included: it goes first.
+if grep -q " $mnt " /proc/mounts; then
+  umount -l "$mnt"
+fi
+mkdir -p "$dir/brick" "$mnt"
 
 # glusterd answers on its socket once it is up.
 if ! gluster --mode=script pool list >/dev/null 2>&1; then
@@ -32,15 +38,21 @@ if ! gluster --mode=script pool list >/dev/null 2>&1; then
 fi
 # GlusterFS refuses a brick on a loopback address; the host's name is one
 # of its own addresses all the same.
+# A volume kept from a machine of another name has a brick nobody serves.
+if gluster --mode=script volume info "$volume" >/dev/null 2>&1 &&
+  ! gluster --mode=script volume info "$volume" | grep -q "^Brick1: $(hostname):"; then
+  gluster --mode=script volume stop "$volume" force >/dev/null 2>&1 || true
+  gluster --mode=script volume delete "$volume" >/dev/null
+  rm -rf "$dir/brick"
+  mkdir -p "$dir/brick"
+fi
 if ! gluster --mode=script volume info "$volume" >/dev/null 2>&1; then
   gluster --mode=script volume create "$volume" "$(hostname):$dir/brick" force >/dev/null
 fi
-if ! gluster --mode=script volume status "$volume" >/dev/null 2>&1; then
+# A started volume whose brick process died is started again (force
+# starts only what is not running).
+if ! gluster --mode=script volume status "$volume" --xml 2>/dev/null | grep -q "<status>1</status>"; then
   gluster --mode=script volume start "$volume" force </dev/null >/dev/null 2>&1 9>&-
-fi
-# A mount whose client died answers "Transport endpoint is not connected".
-if grep -q " $mnt " /proc/mounts; then
-  umount -l "$mnt"
 fi
 for _ in $(seq 1 50); do
   mount -t glusterfs "$(hostname):/$volume" "$mnt" </dev/null >/dev/null 2>&1 9>&- && break

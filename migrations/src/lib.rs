@@ -4,6 +4,7 @@
 
 pub use sea_orm_migration::prelude::*;
 
+mod checks;
 mod m20261202_000001_tenancy;
 mod m20261202_000002_capacity;
 mod m20261202_000003_agents;
@@ -35,6 +36,7 @@ mod m20261213_000028_stop_causes;
 mod m20261214_000029_node_state_reasons;
 mod m20261215_000030_volumes;
 mod m20261216_000031_shared_storage;
+mod m20261217_000032_slurm;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -75,6 +77,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261214_000029_node_state_reasons::Migration),
             Box::new(m20261215_000030_volumes::Migration),
             Box::new(m20261216_000031_shared_storage::Migration),
+            Box::new(m20261217_000032_slurm::Migration),
         ]
     }
 }

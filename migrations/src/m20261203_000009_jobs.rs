@@ -4,7 +4,6 @@
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
-use sea_orm_migration::sea_orm::TransactionTrait;
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -35,58 +34,7 @@ const STATUSES_AFTER: &str = "'queued', 'scheduled', 'provisioning', 'running', 
 
 /// Replaces the check on `orders.status` with one allowing `to`.
 async fn allow_statuses(manager: &SchemaManager<'_>, from: &str, to: &str) -> Result<(), DbErr> {
-    let db = manager.get_connection();
-    match manager.get_database_backend() {
-        sea_orm::DbBackend::Postgres => {
-            db.execute_unprepared(&format!(
-                "DO $$ DECLARE name text; BEGIN \
-                   SELECT conname INTO name FROM pg_constraint \
-                    WHERE conrelid = 'orders'::regclass AND contype = 'c' \
-                      AND pg_get_constraintdef(oid) LIKE '%''preempted''%'; \
-                   IF name IS NOT NULL THEN EXECUTE format('ALTER TABLE orders DROP CONSTRAINT %I', name); END IF; \
-                 END $$; \
-                 ALTER TABLE orders ADD CONSTRAINT orders_status_check CHECK (status IN ({to}))"
-            ))
-            .await?;
-        }
-        // SQLite cannot alter a constraint. Its documented way to change a
-        // CHECK (which leaves stored rows as they are) is to edit the
-        // table's schema text and bump the schema version, on one
-        // connection, since the pragma is per connection.
-        _ => {
-            let db = db.begin().await?;
-            let version = db
-                .query_one_raw(sea_orm::Statement::from_string(
-                    sea_orm::DbBackend::Sqlite,
-                    "PRAGMA schema_version",
-                ))
-                .await?
-                .map(|row| row.try_get_by_index::<i64>(0))
-                .transpose()?
-                .unwrap_or(0);
-            let check = |statuses: &str| format!("\"status\" IN ({statuses}))").replace('\'', "''");
-            db.execute_unprepared("PRAGMA writable_schema = ON").await?;
-            let changed = db
-                .execute_unprepared(&format!(
-                    "UPDATE sqlite_schema SET sql = replace(sql, '{}', '{}') \
-                     WHERE type = 'table' AND name = 'orders'",
-                    check(from),
-                    check(to),
-                ))
-                .await?;
-            db.execute_unprepared(&format!("PRAGMA schema_version = {}", version + 1))
-                .await?;
-            db.execute_unprepared("PRAGMA writable_schema = OFF")
-                .await?;
-            if changed.rows_affected() != 1 {
-                return Err(DbErr::Custom(
-                    "the orders table has no status check to change".into(),
-                ));
-            }
-            db.commit().await?;
-        }
-    }
-    Ok(())
+    crate::checks::allow(manager, "orders", "status", "preempted", from, to).await
 }
 
 #[async_trait::async_trait]

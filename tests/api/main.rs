@@ -28,6 +28,7 @@ mod readable;
 mod reservations;
 mod sessions;
 mod shared_gpus;
+mod slurm;
 mod sso;
 mod usage;
 mod volumes;

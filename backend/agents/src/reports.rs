@@ -21,7 +21,7 @@ use gantry_core::http::extract::ApiJson;
 use gantry_core::state::AppState;
 use gantry_core::validate::Fields;
 use gantry_entities::{allocation, node, order};
-use gantry_types::classes::{AllocationState, OrderStatus, StopCause};
+use gantry_types::classes::{AllocationState, OrderStatus};
 use gantry_workload::orders::{HostAccess, OrderAccess, SshAccess, lifecycle};
 
 const MESSAGE_MAX: usize = 1000;
@@ -305,18 +305,6 @@ async fn apply(
     now: DateTime<Utc>,
 ) -> ApiResult<StatusAck> {
     super::holds_on(txn, report.order_id, node.id).await?;
-    let alive = [
-        OrderStatus::Scheduled,
-        OrderStatus::Provisioning,
-        OrderStatus::Running,
-    ];
-    let set_status = |status: OrderStatus, from: &[OrderStatus]| {
-        order::Entity::update_many()
-            .col_expr(order::Column::Status, Expr::value(status))
-            .col_expr(order::Column::UpdatedAt, Expr::value(now))
-            .filter(order::Column::Id.eq(report.order_id))
-            .filter(order::Column::Status.is_in(from.to_vec()))
-    };
     // A stop needs nothing of the order; a start and an end read it.
     let read = || async {
         order::Entity::find_by_id(report.order_id)
@@ -362,77 +350,15 @@ async fn apply(
                     ),
                 ));
             }
-            allocation::Entity::update_many()
-                .col_expr(allocation::Column::ExitCode, Expr::value(report.exit_code))
-                .filter(allocation::Column::OrderId.eq(report.order_id))
-                .filter(allocation::Column::NodeId.eq(node.id))
-                .filter(allocation::Column::State.ne(AllocationState::Released))
-                .exec(txn)
-                .await?;
-            if current.job.is_some() {
-                order::Entity::update_many()
-                    .col_expr(order::Column::ExitCode, Expr::value(report.exit_code))
-                    .filter(order::Column::Id.eq(current.id))
-                    .exec(txn)
-                    .await?;
-            }
-            // A job asked to retry failures runs again while retries last.
-            let failed = !matches!(
-                (report.state, report.exit_code),
-                (WorkloadState::Exited, Some(0))
-            );
-            let retry = failed
-                && current.job.is_some()
-                && current.retry_on_failure
-                && current.attempts <= current.max_retries
-                && alive.contains(&current.status);
-            if retry {
-                let why = match report.exit_code {
-                    Some(code) => format!("exited with code {code}"),
-                    None => message.clone().unwrap_or_else(|| "could not start".into()),
-                };
-                // Preempted, so that once stopped it is queued again.
-                set_status(OrderStatus::Preempted, &alive)
-                    .col_expr(
-                        order::Column::PendingReason,
-                        Expr::value(Some(format!(
-                            "{}{} {why}; retry {} of {}",
-                            gantry_types::job_spec::RETRY_REASON_PREFIX,
-                            current.attempts,
-                            current.attempts,
-                            current.max_retries
-                        ))),
-                    )
-                    .exec(txn)
-                    .await?;
-            } else {
-                let (status, reason) = match (report.state, report.exit_code) {
-                    (WorkloadState::Exited, Some(0)) => (OrderStatus::Completed, None),
-                    (WorkloadState::Exited, code) => (
-                        OrderStatus::Failed,
-                        Some(message.clone().unwrap_or_else(|| {
-                            format!(
-                                "the workload exited with code {}",
-                                code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
-                            )
-                        })),
-                    ),
-                    _ => (
-                        OrderStatus::Failed,
-                        Some(
-                            message
-                                .clone()
-                                .unwrap_or_else(|| "the agent could not start it".into()),
-                        ),
-                    ),
-                };
-                set_status(status, &alive)
-                    .col_expr(order::Column::FailureReason, Expr::value(reason))
-                    .exec(txn)
-                    .await?;
-            }
-            lifecycle::stop(txn, report.order_id, now, StopCause::Exited).await?;
-            lifecycle::stopped(txn, report.order_id, Some(node.id), now).await?;
+            let ending = match report.state {
+                WorkloadState::Exited => lifecycle::Ending::Exited(report.exit_code),
+                _ => lifecycle::Ending::NotStarted,
+            };
+            let message = message.or_else(|| {
+                (ending == lifecycle::Ending::NotStarted)
+                    .then(|| "the agent could not start it".to_owned())
+            });
+            lifecycle::ended(txn, &current, Some(node.id), ending, message, now).await?;
         }
         WorkloadState::Stopped => {
             lifecycle::stopped(txn, report.order_id, Some(node.id), now).await?;

@@ -220,6 +220,7 @@ pub enum Resource {
     RegistryCredential,
     Volume,
     SharedFileSystem,
+    SlurmCluster,
 }
 
 impl Resource {
@@ -247,6 +248,7 @@ impl Resource {
                 "shared_file_system_not_found",
                 "shared file system for region",
             ),
+            Self::SlurmCluster => ("slurm_cluster_not_found", "Slurm cluster for region"),
             Self::Reservation => ("reservation_not_found", "reservation"),
             Self::MaintenanceWindow => ("maintenance_window_not_found", "maintenance window"),
             Self::Invitation => ("invitation_not_found", "invitation"),

@@ -46,6 +46,8 @@ pub mod shared_file_system;
 pub mod shared_owner;
 pub mod sla_credit;
 pub mod sla_policy;
+pub mod slurm_cluster;
+pub mod slurm_job;
 pub mod ssh_key;
 pub mod storage_price;
 pub mod storage_quota;

@@ -4,6 +4,7 @@
 //! hands every order still being brought up or stopped to its driver again.
 
 pub mod simulated;
+pub mod slurm;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;

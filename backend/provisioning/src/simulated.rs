@@ -250,6 +250,7 @@ async fn access_details(db: &DatabaseConnection, order_id: Uuid) -> Result<Strin
         driver: "simulated".into(),
         runtime: None,
         hosts,
+        slurm: None,
     };
     Ok(serde_json::to_string(&access).unwrap_or_default())
 }

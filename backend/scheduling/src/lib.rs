@@ -29,6 +29,7 @@ use gantry_entities::{allocation, change_log, order};
 use gantry_monitoring::{fleet, history};
 use gantry_provisioning::Driver;
 use gantry_provisioning::simulated::{SimulatedDriver, Timing};
+use gantry_provisioning::slurm::SlurmDriver;
 use gantry_types::classes::{AllocationState, DriverKind, NodeState, OrderStatus, StopCause};
 use gantry_workload::orders::lifecycle;
 use world::{Followed, World};
@@ -50,6 +51,9 @@ const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// How often the leader looks for GPUs still held by ended orders.
 const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+/// How often Slurm regions' nodes and jobs are read: one `sinfo`, one
+/// `scontrol` and at most one `sacct` per region each time.
+const SLURM_SYNC_EVERY: Duration = Duration::from_secs(2);
 
 /// How often the leader compares its copy of the rows with a full read,
 /// and trims the change log it has followed.
@@ -79,6 +83,25 @@ struct Due {
     history: history::Recorder,
     /// Defragmentation moves of the past hour.
     defrag: defrag::Ledger,
+    /// When Slurm regions were last read.
+    slurm_synced: Option<Instant>,
+}
+
+/// The drivers that bring work up on nodes the control plane runs for
+/// them; agents fetch their own work.
+struct Drivers<'a> {
+    simulated: &'a SimulatedDriver,
+    slurm: &'a SlurmDriver,
+}
+
+impl Drivers<'_> {
+    fn of(&self, kind: DriverKind) -> Option<&dyn Driver> {
+        match kind {
+            DriverKind::Simulated => Some(self.simulated),
+            DriverKind::Slurm => Some(self.slurm),
+            DriverKind::Agent => None,
+        }
+    }
 }
 
 /// Orders already handed to the driver by this process, so each is handed
@@ -103,13 +126,23 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             failure_rate: config.simulated_failure_rate,
         },
     );
+    let slurm = SlurmDriver::new(
+        state.db.clone(),
+        state.scheduler.clone(),
+        state.clock.clone(),
+        state.secret_env_sealer.clone(),
+    );
+    let drivers = Drivers {
+        simulated: &driver,
+        slurm: &slurm,
+    };
     let keeper = tokio::spawn(keep_lease(state.clone(), stop.clone()));
     let mut handed = Handed::default();
     let mut due = Due::default();
     let mut world: Option<World> = None;
     loop {
         if state.scheduler.is_leader() {
-            if let Err(error) = cycle(&state, &driver, &mut world, &mut handed, &mut due).await {
+            if let Err(error) = cycle(&state, &drivers, &mut world, &mut handed, &mut due).await {
                 tracing::warn!(%error, "scheduling cycle failed; reading everything again");
                 world = None;
             }
@@ -173,7 +206,7 @@ async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
 /// driver.
 async fn cycle(
     state: &AppState,
-    driver: &dyn Driver,
+    drivers: &Drivers<'_>,
     world: &mut Option<World>,
     handed: &mut Handed,
     due: &mut Due,
@@ -266,7 +299,14 @@ async fn cycle(
     if applied.started + applied.preempted > 0 {
         follow_log(&state.db, world).await?;
     }
-    hand_over(world, driver, handed);
+    hand_over(world, drivers, handed);
+    if due
+        .slurm_synced
+        .is_none_or(|at| at.elapsed() >= SLURM_SYNC_EVERY)
+    {
+        due.slurm_synced = Some(Instant::now());
+        drivers.slurm.sync();
+    }
     let total_ms = began.elapsed().as_secs_f64() * 1000.0;
     for (phase, ms) in [
         ("load", load_ms),
@@ -567,40 +607,44 @@ async fn evacuate(state: &AppState, world: &World, now: DateTime<Utc>) -> Result
     Ok(())
 }
 
-/// Hands the simulated driver every order on simulated nodes being brought
-/// up or stopped that this process has not handed yet. Agents fetch their
-/// own work.
-fn hand_over(world: &World, driver: &dyn Driver, handed: &mut Handed) {
-    let on_simulated = |a: &&allocation::Model| {
-        world
-            .nodes
-            .get(&a.node_id)
-            .is_some_and(|n| n.driver == DriverKind::Simulated)
-    };
-    let live: Vec<&allocation::Model> = world.allocations.values().filter(on_simulated).collect();
-    let coming_up: HashSet<Uuid> = live
-        .iter()
-        .map(|a| a.order_id)
-        .filter(|id| {
-            world.orders.get(id).is_some_and(|o| {
+/// Hands each driver every order on its nodes being brought up or
+/// stopped that this process has not handed yet. Agents fetch their own
+/// work.
+fn hand_over(world: &World, drivers: &Drivers<'_>, handed: &mut Handed) {
+    // Every node of an order has one driver: its region's.
+    let live: HashMap<Uuid, (&allocation::Model, &dyn Driver)> = world
+        .allocations
+        .values()
+        .filter_map(|a| {
+            let driver = world
+                .nodes
+                .get(&a.node_id)
+                .and_then(|n| drivers.of(n.driver))?;
+            Some((a.id, (a, driver)))
+        })
+        .collect();
+    let coming_up: HashMap<Uuid, &dyn Driver> = live
+        .values()
+        .filter(|(a, _)| {
+            world.orders.get(&a.order_id).is_some_and(|o| {
                 matches!(o.status, OrderStatus::Scheduled | OrderStatus::Provisioning)
             })
         })
+        .map(|(a, driver)| (a.order_id, *driver))
         .collect();
-    let stopping: Vec<(Uuid, DateTime<Utc>)> = live
-        .iter()
-        .filter(|a| a.state == AllocationState::Stopping)
-        .map(|a| (a.order_id, a.stop_at.unwrap_or_else(Utc::now)))
+    let stopping: HashMap<Uuid, (DateTime<Utc>, &dyn Driver)> = live
+        .values()
+        .filter(|(a, _)| a.state == AllocationState::Stopping)
+        .map(|(a, driver)| (a.order_id, (a.stop_at.unwrap_or_else(Utc::now), *driver)))
         .collect();
-    handed.starts.retain(|id| coming_up.contains(id));
-    let stopping_ids: HashSet<Uuid> = stopping.iter().map(|(id, _)| *id).collect();
-    handed.stops.retain(|id| stopping_ids.contains(id));
-    for id in coming_up {
+    handed.starts.retain(|id| coming_up.contains_key(id));
+    handed.stops.retain(|id| stopping.contains_key(id));
+    for (id, driver) in coming_up {
         if handed.starts.insert(id) {
             driver.start(id);
         }
     }
-    for (id, stop_at) in stopping {
+    for (id, (stop_at, driver)) in stopping {
         if handed.stops.insert(id) {
             driver.stop(id, stop_at);
         }

@@ -57,6 +57,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(gantry_volumes::api::routes())
         .merge(gantry_volumes::quotas::routes())
         .merge(gantry_volumes::shared::routes())
+        .merge(gantry_provisioning::slurm::api::routes())
         .merge(gantry_scheduling::status::routes())
         .merge(gantry_scheduling::what_if::routes());
     OpenApiRouter::with_openapi(ApiDoc::openapi())

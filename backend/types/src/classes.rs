@@ -130,6 +130,9 @@ stored_enum! {
         Simulated = "simulated",
         /// A real node agent.
         Agent = "agent",
+        /// A node of a Slurm cluster Gantry fronts: Slurm runs the work
+        /// where Gantry placed it.
+        Slurm = "slurm",
     }
 }
 
@@ -338,6 +341,17 @@ stored_enum! {
         /// A directory on the region's distributed file system, reachable
         /// from every node of the region.
         Shared = "shared",
+    }
+}
+
+stored_enum! {
+    /// How tenants reach an instance that a Slurm cluster holds for them.
+    SlurmAccess {
+        /// `srun --jobid=<id> --pty bash` from the cluster's login node.
+        Srun = "srun",
+        /// SSH to the allocated nodes, which Slurm's `pam_slurm_adopt`
+        /// admits while the job holds them.
+        Ssh = "ssh",
     }
 }
 

@@ -863,6 +863,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/slurm-clusters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every region's Slurm cluster. */
+        get: operations["list_slurm_clusters"];
+        /**
+         * Declares (or changes) the Slurm cluster that runs a region. Its nodes
+         *     are imported on the next sync, a few seconds later.
+         */
+        put: operations["set_slurm_cluster"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/slurm-clusters/{region}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Takes a region's Slurm cluster out of Gantry's hands, once Slurm runs
+         *     none of Gantry's work there. Its nodes stay, cordoned by nobody: an
+         *     operator removes them.
+         */
+        delete: operations["delete_slurm_cluster"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/usage": {
         parameters: {
             query?: never;
@@ -3215,7 +3257,7 @@ export interface components {
          * @description Which provisioning driver brings work up on a node.
          * @enum {string}
          */
-        DriverKind: "simulated" | "agent";
+        DriverKind: "simulated" | "agent" | "slurm";
         /**
          * @description How far a waiting order's estimated start can be trusted.
          * @enum {string}
@@ -4097,14 +4139,15 @@ export interface components {
         };
         /** @description How a tenant reaches a running order: one entry per node. */
         OrderAccess: {
-            /** @description `agent` or `simulated`. */
+            /** @description `agent`, `slurm` or `simulated`. */
             driver: string;
             /**
              * @description How the nodes isolate it: `sandbox`, `oci`, `process` (not
-             *     isolated); none on simulated nodes.
+             *     isolated); none on simulated and Slurm nodes.
              */
             runtime?: string | null;
             hosts: components["schemas"]["HostAccess"][];
+            slurm?: components["schemas"]["SlurmJobAccess"] | null;
         };
         /** @description An order a reason mentions. */
         OrderRef: {
@@ -5411,6 +5454,31 @@ export interface components {
              */
             first_id?: number | null;
         };
+        SetSlurmCluster: {
+            /** @description A region name or id. */
+            region: string;
+            /** @description The partition whose nodes are the region's. */
+            partition: string;
+            /** @description The Slurm account Gantry's jobs are charged to. */
+            account?: string | null;
+            /** @description `SLURM_CONF` for the commands, where not the default. */
+            conf_path?: string | null;
+            /**
+             * @description `[user@]host` of a login node to run the commands on over SSH;
+             *     none to run them on the control plane's hosts.
+             */
+            login_host?: string | null;
+            /**
+             * @description Where jobs' output files go: a directory the nodes and the host the
+             *     commands run on both see.
+             */
+            output_dir: string;
+            /** @description Each catalog GPU model's GRES type, such as `{"H100-80GB": "h100"}`. */
+            gres_types: {
+                [key: string]: string;
+            };
+            access?: components["schemas"]["SlurmAccess"];
+        };
         SetStorageQuota: {
             /** @description A region name or id; absent for every region together. */
             region?: string | null;
@@ -5568,6 +5636,53 @@ export interface components {
             orders: components["schemas"]["OrderSla"][];
             /** Format: int64 */
             credits_micros: number;
+        };
+        /**
+         * @description How tenants reach an instance that a Slurm cluster holds for them.
+         * @enum {string}
+         */
+        SlurmAccess: "srun" | "ssh";
+        /** @description A region's Slurm cluster, as operators see it. */
+        SlurmCluster: {
+            region: string;
+            partition: string;
+            account?: string | null;
+            conf_path?: string | null;
+            login_host?: string | null;
+            output_dir: string;
+            /** @description Each catalog GPU model's GRES type. */
+            gres_types: {
+                [key: string]: string;
+            };
+            access: components["schemas"]["SlurmAccess"];
+            /**
+             * Format: int64
+             * @description Nodes imported from its partition.
+             */
+            nodes: number;
+            /** @description GPUs of each node that Slurm jobs Gantry did not submit hold. */
+            outside_gpus: {
+                [key: string]: number;
+            };
+            /**
+             * Format: int64
+             * @description Attempts Slurm runs or has not ended yet.
+             */
+            jobs: number;
+            /** @description What went wrong on the last sync; none when it went well. */
+            problem?: string | null;
+            /** Format: date-time */
+            synced_at?: string | null;
+        };
+        /** @description How a tenant reaches work a Slurm cluster runs. */
+        SlurmJobAccess: {
+            /** Format: int64 */
+            job_id: number;
+            /**
+             * @description The command that opens a shell in the allocation, from the
+             *     cluster's login node.
+             */
+            command: string;
         };
         Spend: {
             /** Format: date-time */
@@ -8689,6 +8804,125 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["SlaPolicy"][];
                 };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_slurm_clusters: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each Slurm region's cluster */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SlurmCluster"][];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    set_slurm_cluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetSlurmCluster"];
+            };
+        };
+        responses: {
+            /** @description The region's Slurm cluster */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SlurmCluster"];
+                };
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_slurm_cluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Region name or id */
+                region: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The region has no Slurm cluster now */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

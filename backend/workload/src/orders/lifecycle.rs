@@ -211,3 +211,107 @@ pub async fn stopped(
         .await?;
     Ok(())
 }
+
+/// How a workload ended on a node (or on all of its nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It ran and exited with the code, if one is known.
+    Exited(Option<i32>),
+    /// It could not be started.
+    NotStarted,
+}
+
+/// The order's workload ended by itself on `node_id` (or everywhere):
+/// a job records its exit code and completes, fails, or is queued again
+/// while its retries last; its GPUs there are freed. `message` says why it
+/// failed where the exit code alone would not.
+pub async fn ended(
+    db: &impl ConnectionTrait,
+    current: &order::Model,
+    node_id: Option<Uuid>,
+    ending: Ending,
+    message: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    let alive = [
+        OrderStatus::Scheduled,
+        OrderStatus::Provisioning,
+        OrderStatus::Running,
+    ];
+    let exit_code = match ending {
+        Ending::Exited(code) => code,
+        Ending::NotStarted => None,
+    };
+    let mut on_node = allocation::Entity::update_many()
+        .col_expr(allocation::Column::ExitCode, Expr::value(exit_code))
+        .filter(allocation::Column::OrderId.eq(current.id))
+        .filter(allocation::Column::State.ne(AllocationState::Released));
+    if let Some(node_id) = node_id {
+        on_node = on_node.filter(allocation::Column::NodeId.eq(node_id));
+    }
+    on_node.exec(db).await?;
+    if current.job.is_some() {
+        order::Entity::update_many()
+            .col_expr(order::Column::ExitCode, Expr::value(exit_code))
+            .filter(order::Column::Id.eq(current.id))
+            .exec(db)
+            .await?;
+    }
+    let set_status = |status: OrderStatus| {
+        order::Entity::update_many()
+            .col_expr(order::Column::Status, Expr::value(status))
+            .col_expr(order::Column::UpdatedAt, Expr::value(now))
+            .filter(order::Column::Id.eq(current.id))
+            .filter(order::Column::Status.is_in(alive))
+    };
+    // A job asked to retry failures runs again while retries last.
+    let failed = ending != Ending::Exited(Some(0));
+    let retry = failed
+        && current.job.is_some()
+        && current.retry_on_failure
+        && current.attempts <= current.max_retries
+        && alive.contains(&current.status);
+    if retry {
+        let why = match exit_code {
+            Some(code) => format!("exited with code {code}"),
+            None => message.unwrap_or_else(|| "could not start".into()),
+        };
+        // Preempted, so that once stopped it is queued again.
+        set_status(OrderStatus::Preempted)
+            .col_expr(
+                order::Column::PendingReason,
+                Expr::value(Some(format!(
+                    "{}{} {why}; retry {} of {}",
+                    gantry_types::job_spec::RETRY_REASON_PREFIX,
+                    current.attempts,
+                    current.attempts,
+                    current.max_retries
+                ))),
+            )
+            .exec(db)
+            .await?;
+    } else {
+        let (status, reason) = match ending {
+            Ending::Exited(Some(0)) => (OrderStatus::Completed, None),
+            Ending::Exited(code) => (
+                OrderStatus::Failed,
+                Some(message.unwrap_or_else(|| {
+                    format!(
+                        "the workload exited with code {}",
+                        code.map_or_else(|| "unknown".to_owned(), |c| c.to_string())
+                    )
+                })),
+            ),
+            Ending::NotStarted => (
+                OrderStatus::Failed,
+                Some(message.unwrap_or_else(|| "the node could not start it".into())),
+            ),
+        };
+        set_status(status)
+            .col_expr(order::Column::FailureReason, Expr::value(reason))
+            .exec(db)
+            .await?;
+    }
+    stop(db, current.id, now, StopCause::Exited).await?;
+    stopped(db, current.id, node_id, now).await
+}

@@ -135,13 +135,25 @@ pub struct Order {
 /// How a tenant reaches a running order: one entry per node.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct OrderAccess {
-    /// `agent` or `simulated`.
+    /// `agent`, `slurm` or `simulated`.
     pub driver: String,
     /// How the nodes isolate it: `sandbox`, `oci`, `process` (not
-    /// isolated); none on simulated nodes.
+    /// isolated); none on simulated and Slurm nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
     pub hosts: Vec<HostAccess>,
+    /// The Slurm job holding it, where a Slurm cluster runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmJobAccess>,
+}
+
+/// How a tenant reaches work a Slurm cluster runs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SlurmJobAccess {
+    pub job_id: i64,
+    /// The command that opens a shell in the allocation, from the
+    /// cluster's login node.
+    pub command: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -1,0 +1,170 @@
+//! The Slurm driver: a region whose nodes are a partition of a Slurm
+//! cluster that Gantry fronts. Gantry keeps deciding who runs where
+//! (quotas, fair share, priorities, gangs, estimates); Slurm executes each
+//! decision as a job pinned to the chosen nodes, and what Slurm reports
+//! (nodes, states, bound GPUs, exit codes, accounting times) flows back.
+//!
+//! Gantry talks to Slurm only through its command-line tools (`sinfo`,
+//! `scontrol`, `sbatch`, `sacct`, `scancel`) with explicit plain-text
+//! formats: they read the same on Slurm 22.05 and on 24.x–26.x, where
+//! `slurmrestd`'s API versions do not overlap. One sync per cycle reads
+//! every node and job of the partition in one call each.
+
+pub mod api;
+pub mod command;
+mod inventory;
+mod jobs;
+pub mod parse;
+pub mod script;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
+use uuid::Uuid;
+
+use super::Driver;
+use command::{Slurm, SlurmError};
+use gantry_core::handles::scheduler::SchedulerHandle;
+use gantry_core::sealing::Sealer;
+use gantry_entities::slurm_cluster;
+use gantry_types::clock::Clock;
+
+/// What went wrong talking to Slurm or keeping its answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Slurm(#[from] SlurmError),
+    #[error("the database: {0}")]
+    Db(#[from] DbErr),
+}
+
+/// The Slurm driver of every Slurm region.
+#[derive(Clone)]
+pub struct SlurmDriver {
+    db: DatabaseConnection,
+    scheduler: SchedulerHandle,
+    clock: Clock,
+    sealer: Sealer,
+    /// Whether a sync runs now: one at a time, beside the loop.
+    syncing: Arc<AtomicBool>,
+}
+
+impl SlurmDriver {
+    pub fn new(
+        db: DatabaseConnection,
+        scheduler: SchedulerHandle,
+        clock: Clock,
+        sealer: Sealer,
+    ) -> Self {
+        Self {
+            db,
+            scheduler,
+            clock,
+            sealer,
+            syncing: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Reads every Slurm region's nodes and jobs and moves Gantry's
+    /// inventory and orders on, beside the loop (a Slurm that does not
+    /// answer never holds placement up); a sync still running is let be.
+    pub fn sync(&self) {
+        if self.syncing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let driver = self.clone();
+        tokio::spawn(async move {
+            match driver.sync_all().await {
+                Ok(true) => driver.scheduler.wake(),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, "Slurm sync failed; retrying next cycle"),
+            }
+            driver.syncing.store(false, Ordering::Release);
+        });
+    }
+
+    /// True when something changed that the loop should see.
+    async fn sync_all(&self) -> Result<bool, DbErr> {
+        let mut changed = false;
+        for cluster in slurm_cluster::Entity::find().all(&self.db).await? {
+            let region_id = cluster.region_id;
+            let now = self.clock.now();
+            let outcome = self.sync_one(&cluster, now).await;
+            let problem = match &outcome {
+                Ok(moved) => {
+                    changed |= *moved;
+                    None
+                }
+                Err(SyncError::Db(error)) => return Err(DbErr::Custom(error.to_string())),
+                Err(error) => Some(error.to_string()),
+            };
+            if let Some(problem) = &problem {
+                tracing::warn!(%problem, %region_id, "Slurm did not answer as expected");
+            }
+            slurm_cluster::Entity::update_many()
+                .col_expr(slurm_cluster::Column::Problem, Expr::value(problem))
+                .col_expr(slurm_cluster::Column::SyncedAt, Expr::value(Some(now)))
+                .filter(slurm_cluster::Column::RegionId.eq(region_id))
+                .exec(&self.db)
+                .await?;
+        }
+        Ok(changed)
+    }
+
+    async fn sync_one(
+        &self,
+        cluster: &slurm_cluster::Model,
+        now: DateTime<Utc>,
+    ) -> Result<bool, SyncError> {
+        let slurm = Slurm::of(cluster);
+        let nodes = slurm
+            .run(
+                "sinfo",
+                &[
+                    "--noheader".into(),
+                    "--Node".into(),
+                    format!("--partition={}", cluster.partition),
+                    format!("--format={}", parse::SINFO_FORMAT),
+                ],
+                &[],
+                None,
+            )
+            .await?;
+        let nodes = parse::nodes(&nodes);
+        let mut changed = inventory::keep(&self.db, cluster, &nodes, now).await?;
+        changed |= jobs::follow(&self.db, &self.sealer, &slurm, cluster, now).await?;
+        Ok(changed)
+    }
+}
+
+impl Driver for SlurmDriver {
+    fn start(&self, order_id: Uuid) {
+        let driver = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = jobs::submit(&driver.db, &driver.sealer, order_id).await {
+                tracing::warn!(%error, %order_id, "Slurm submission failed; retrying next sync");
+            }
+        });
+    }
+
+    /// Slurm's own cancel gives the grace: see [`jobs::cancel`].
+    fn stop(&self, order_id: Uuid, _stop_at: DateTime<Utc>) {
+        let driver = self.clone();
+        tokio::spawn(async move {
+            match jobs::cancel(&driver.db, &driver.clock, order_id).await {
+                Ok(true) => driver.scheduler.wake(),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, %order_id, "Slurm cancel failed"),
+            }
+        });
+    }
+}
+
+/// The GRES type of each catalog GPU model a cluster names.
+fn gres_types(cluster: &slurm_cluster::Model) -> HashMap<String, String> {
+    serde_json::from_str(&cluster.gres_types).unwrap_or_default()
+}
