@@ -3,7 +3,8 @@
 // let it make because the API would refuse it, and what happened to an
 // order whose node an operator drained: each stop, requeue and move on its
 // timeline, and a runtime that counts only running time. And what an
-// operator declares for storage: a region's shared file system.
+// operator declares for storage and capacity: a region's shared file
+// system, and the Slurm cluster that runs a region.
 import type { Page } from "playwright-core";
 import { describe, expect, test } from "vitest";
 import { accessible, apiCall, apiToken, browserSuite, chooseLanguage, instanceTypeId, OPERATOR, screenshot, signIn, signUp, until } from "./harness";
@@ -230,5 +231,43 @@ describe("what the console says about an order", () => {
     const token = await apiToken(suite.server, OPERATOR);
     const declared = await apiCall<{ region: string; kind: string; mount_path: string }[]>(suite.server, token, "GET", "/admin/shared-file-systems");
     expect(declared).toEqual([expect.objectContaining({ region: name, kind: "glusterfs", mount_path: "/mnt/shared" })]);
+  });
+
+  test("an operator fronts a Slurm cluster with a region, refused first where the partition could read as an option", async () => {
+    const ops = await session();
+    await signIn(ops.page, OPERATOR);
+    await ops.page.getByRole("link", { name: "Queues" }).waitFor();
+    await ops.page.goto("/admin/catalog");
+    await ops.page.getByText("No region is run by a Slurm cluster.").waitFor();
+    const form = ops.page.locator("form").filter({ has: ops.page.getByRole("button", { name: "Front the cluster" }) });
+    await form.getByRole("combobox", { name: "Region" }).click();
+    const region = ops.page.getByRole("option").last();
+    const name = (await region.textContent()) ?? "";
+    await region.click();
+    await form.getByRole("combobox", { name: "GPU model" }).click();
+    const model = ops.page.getByRole("option").first();
+    const modelName = (await model.textContent()) ?? "";
+    await model.click();
+    await form.getByRole("textbox", { name: "Its GRES type" }).fill("h100");
+    await form.getByRole("textbox", { name: "Output directory" }).fill("/srv/gantry-output");
+    await form.getByRole("textbox", { name: "Partition" }).fill("--all");
+    await form.getByRole("button", { name: "Front the cluster" }).click();
+    await form.getByText("Letters, digits, '_', '.' and '-', not starting with '-'").waitFor();
+    await form.getByRole("textbox", { name: "Partition" }).fill("gpu");
+    await form.getByRole("button", { name: "Front the cluster" }).click();
+    await ops.page.getByText(`Slurm runs region ${name} now`).waitFor();
+    const row = ops.page.getByRole("table", { name: "Slurm clusters" }).getByRole("row").filter({ hasText: name });
+    await row.waitFor();
+    expect(await row.textContent()).toContain(`${modelName} → h100`);
+    const token = await apiToken(suite.server, OPERATOR);
+    const declared = await apiCall<{ region: string; partition: string; output_dir: string; access: string }[]>(
+      suite.server,
+      token,
+      "GET",
+      "/admin/slurm-clusters",
+    );
+    expect(declared).toEqual([
+      expect.objectContaining({ region: name, partition: "gpu", output_dir: "/srv/gantry-output", access: "srun" }),
+    ]);
   });
 });

@@ -26,6 +26,7 @@ import { instantOfInput, zoneLabel } from "../../lib/zone";
 import { notifyError, notifySuccess } from "../../lib/notify";
 import { ImagePolicy, ImagesTable, NewImage } from "./ImagesAdmin";
 import { DeclareSharedFileSystem, SharedFileSystems } from "./SharedStorageAdmin";
+import { DeclareSlurmCluster, SlurmClusters } from "./SlurmAdmin";
 import { t } from "../../i18n";
 
 const CLASSES: Schemas["PricingClass"][] = ["on_demand", "spot", "reserved"];
@@ -79,6 +80,10 @@ export function CatalogAdminPage() {
             {t("sharedFs.title")}
           </Title>
           <SharedFileSystems />
+          <Title order={3} mt="lg" mb="sm">
+            {t("slurm.title")}
+          </Title>
+          <SlurmClusters />
         </Grid.Col>
         <Grid.Col span={{ base: 12, lg: 4 }}>
           <Stack>
@@ -87,6 +92,7 @@ export function CatalogAdminPage() {
             <NewImage />
             <ImagePolicy />
             <DeclareSharedFileSystem />
+            <DeclareSlurmCluster />
           </Stack>
         </Grid.Col>
       </Grid>

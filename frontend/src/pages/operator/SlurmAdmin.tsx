@@ -1,0 +1,177 @@
+import { Button, Paper, Select, Stack, Table, Text, TextInput, Title } from "@mantine/core";
+import { useForm } from "@mantine/form";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { api, type Schemas, unwrap } from "../../api/client";
+import { keys, useGpuModelNames, useRegions } from "../../api/queries";
+import { Loadable, ProblemAlert } from "../../components/Loadable";
+import { dateTime, number } from "../../lib/format";
+import { notifySuccess } from "../../lib/notify";
+import { t } from "../../i18n";
+
+const ACCESS: Schemas["SlurmAccess"][] = ["srun", "ssh"];
+const slurmKey = keys.admin("slurm-clusters");
+/** Slurm's names: what `sbatch` takes as a partition, account or GRES type. */
+const SLURM_NAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$/;
+
+function useSlurmClusters() {
+  return useQuery({
+    queryKey: slurmKey,
+    queryFn: () => unwrap(api.GET("/api/v1/admin/slurm-clusters")),
+    refetchInterval: 10_000,
+  });
+}
+
+function outside(cluster: Schemas["SlurmCluster"]): string {
+  const held = Object.values(cluster.outside_gpus).reduce((sum, gpus) => sum + gpus, 0);
+  return number(held);
+}
+
+/** Each Slurm region's cluster: its nodes, Gantry's jobs in it, and what others hold. */
+export function SlurmClusters() {
+  const list = useSlurmClusters();
+  return (
+    <Loadable query={list}>
+      {(clusters) =>
+        clusters.length === 0 ? (
+          <Text c="dimmed" size="sm">
+            {t("slurm.none")}
+          </Text>
+        ) : (
+          <Paper withBorder>
+            <Table.ScrollContainer minWidth={720}>
+              <Table striped aria-label={t("slurm.title")}>
+                <Table.Thead>
+                  <Table.Tr>
+                    <Table.Th>{t("slurm.region")}</Table.Th>
+                    <Table.Th>{t("slurm.partition")}</Table.Th>
+                    <Table.Th>{t("slurm.gres")}</Table.Th>
+                    <Table.Th ta="right">{t("slurm.nodes")}</Table.Th>
+                    <Table.Th ta="right">{t("slurm.jobs")}</Table.Th>
+                    <Table.Th ta="right">{t("slurm.outside")}</Table.Th>
+                    <Table.Th>{t("slurm.synced")}</Table.Th>
+                  </Table.Tr>
+                </Table.Thead>
+                <Table.Tbody>
+                  {clusters.map((c) => (
+                    <Table.Tr key={c.region}>
+                      <Table.Td>{c.region}</Table.Td>
+                      <Table.Td ff="monospace">
+                        {c.partition}
+                        {c.account ? ` (${c.account})` : ""}
+                      </Table.Td>
+                      <Table.Td ff="monospace">
+                        {Object.entries(c.gres_types)
+                          .map(([model, gres]) => `${model} → ${gres}`)
+                          .join(", ")}
+                      </Table.Td>
+                      <Table.Td ta="right">{number(c.nodes)}</Table.Td>
+                      <Table.Td ta="right">{number(c.jobs)}</Table.Td>
+                      <Table.Td ta="right">{outside(c)}</Table.Td>
+                      <Table.Td>
+                        {c.problem ? (
+                          <Text c="red" size="sm">
+                            {c.problem}
+                          </Text>
+                        ) : (
+                          dateTime(c.synced_at)
+                        )}
+                      </Table.Td>
+                    </Table.Tr>
+                  ))}
+                </Table.Tbody>
+              </Table>
+            </Table.ScrollContainer>
+          </Paper>
+        )
+      }
+    </Loadable>
+  );
+}
+
+/** Declares (or changes) the Slurm cluster that runs a region. */
+export function DeclareSlurmCluster() {
+  const queryClient = useQueryClient();
+  const regions = useRegions();
+  const models = useGpuModelNames();
+  const form = useForm({
+    initialValues: {
+      region: "",
+      partition: "",
+      account: "",
+      conf_path: "",
+      login_host: "",
+      output_dir: "",
+      model: "",
+      gres: "",
+      access: "srun" as Schemas["SlurmAccess"],
+    },
+    validate: {
+      region: (v) => (v ? null : t("slurm.regionRequired")),
+      partition: (v) => (SLURM_NAME.test(v) ? null : t("slurm.nameFormat")),
+      account: (v) => (v === "" || SLURM_NAME.test(v) ? null : t("slurm.nameFormat")),
+      gres: (v) => (SLURM_NAME.test(v) ? null : t("slurm.nameFormat")),
+      model: (v) => (v ? null : t("slurm.modelRequired")),
+      output_dir: (v) => (v.startsWith("/") && v.length > 1 ? null : t("slurm.pathFormat")),
+      conf_path: (v) => (v === "" || v.startsWith("/") ? null : t("slurm.pathFormat")),
+    },
+  });
+  const declare = useMutation({
+    mutationFn: ({ model, gres, account, conf_path, login_host, ...rest }: typeof form.values) =>
+      unwrap(
+        api.PUT("/api/v1/admin/slurm-clusters", {
+          body: {
+            ...rest,
+            gres_types: { [model]: gres },
+            ...(account ? { account } : {}),
+            ...(conf_path ? { conf_path } : {}),
+            ...(login_host ? { login_host } : {}),
+          },
+        }),
+      ),
+    onSuccess: (cluster) => {
+      notifySuccess(t("slurm.declared", { region: cluster.region }));
+      form.reset();
+      void queryClient.invalidateQueries({ queryKey: slurmKey });
+    },
+  });
+  return (
+    <Paper withBorder p="md">
+      <Title order={4} mb="sm">
+        {t("slurm.declare")}
+      </Title>
+      <form onSubmit={form.onSubmit((v) => declare.mutate(v))} noValidate>
+        <Stack gap="xs">
+          <Select
+            label={t("slurm.region")}
+            data={(regions.data ?? []).map((r) => r.name)}
+            required
+            {...form.getInputProps("region")}
+          />
+          <TextInput label={t("slurm.partition")} placeholder="gpu" required {...form.getInputProps("partition")} />
+          <TextInput label={t("slurm.account")} {...form.getInputProps("account")} />
+          <Select label={t("slurm.model")} data={models.data ?? []} required {...form.getInputProps("model")} />
+          <TextInput label={t("slurm.gresType")} placeholder="h100" required {...form.getInputProps("gres")} />
+          <TextInput
+            label={t("slurm.outputDir")}
+            description={t("slurm.outputDirHint")}
+            placeholder="/shared/gantry/output"
+            required
+            {...form.getInputProps("output_dir")}
+          />
+          <TextInput label={t("slurm.confPath")} placeholder="/etc/slurm/slurm.conf" {...form.getInputProps("conf_path")} />
+          <TextInput
+            label={t("slurm.loginHost")}
+            description={t("slurm.loginHostHint")}
+            placeholder="gantry@login1"
+            {...form.getInputProps("login_host")}
+          />
+          <Select label={t("slurm.access")} data={ACCESS} allowDeselect={false} {...form.getInputProps("access")} />
+          {declare.isError && <ProblemAlert error={declare.error} title={t("slurm.refused")} />}
+          <Button type="submit" loading={declare.isPending}>
+            {t("slurm.save")}
+          </Button>
+        </Stack>
+      </form>
+    </Paper>
+  );
+}
