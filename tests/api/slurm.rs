@@ -82,7 +82,7 @@ fn script() -> PathBuf {
 }
 
 /// Polls `path` until `done` holds, for up to a minute: Slurm is read
-/// every 2 s, and a job's start and end each take a read.
+/// every second, and a job's start and end each take a read.
 async fn until(
     server: &TestServer,
     token: &str,

@@ -3,8 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::EntityTrait;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
@@ -15,8 +14,8 @@ use super::node_auth::NodeAgent;
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
 use gantry_core::http::extract::ApiJson;
 use gantry_core::state::AppState;
-use gantry_entities::{job_log, order};
-use gantry_workload::jobs::logs::{Stream, row};
+use gantry_entities::order;
+use gantry_workload::jobs::logs::{self, Stream};
 
 const LINES_PER_UPLOAD: usize = 1000;
 const LINE_MAX: usize = 16 * 1024;
@@ -84,41 +83,9 @@ async fn upload(
         .await?
         .ok_or_else(|| ApiError::not_found(Resource::Order, upload.order_id))?;
     let limit = i64::try_from(state.config.job_log_limit_bytes).unwrap_or(i64::MAX);
-    let now = state.clock.now();
-    let mut used = job.log_bytes;
-    let mut rows = Vec::new();
-    let mut truncated = used >= limit;
-    for line in upload.lines {
-        let size = i64::try_from(line.line.len()).unwrap_or(i64::MAX);
-        if truncated || used.saturating_add(size) > limit {
-            if !truncated {
-                rows.push(row(
-                    &job,
-                    agent.node.id,
-                    Stream::Stderr,
-                    format!("[gantry] output past {limit} bytes is not kept"),
-                    now,
-                ));
-                truncated = true;
-            }
-            continue;
-        }
-        used += size;
-        rows.push(row(&job, agent.node.id, line.stream, line.line, now));
-    }
-    let kept = rows.len();
-    for chunk in rows.chunks(500) {
-        job_log::Entity::insert_many(chunk.to_vec())
-            .exec_without_returning(&txn)
-            .await?;
-    }
-    // The marker line counts against the limit too, so it is written once.
-    let stored = if truncated { limit } else { used };
-    order::Entity::update_many()
-        .col_expr(order::Column::LogBytes, Expr::value(stored))
-        .filter(order::Column::Id.eq(job.id))
-        .exec(&txn)
-        .await?;
+    let lines = upload.lines.into_iter().map(|l| (l.stream, l.line));
+    let (kept, truncated) =
+        logs::keep(&txn, &job, agent.node.id, lines, limit, state.clock.now()).await?;
     txn.commit().await?;
     Ok(Json(LogKept { kept, truncated }))
 }

@@ -52,8 +52,9 @@ const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 /// How often the leader looks for GPUs still held by ended orders.
 const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 /// How often Slurm regions' nodes and jobs are read: one `sinfo`, one
-/// `scontrol` and at most one `sacct` per region each time.
-const SLURM_SYNC_EVERY: Duration = Duration::from_secs(2);
+/// `scontrol` and at most one `sacct` per region each time. A job's GPUs
+/// are free for the next only once a read has seen it end.
+const SLURM_SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// How often the leader compares its copy of the rows with a full read,
 /// and trims the change log it has followed.
@@ -131,6 +132,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         state.scheduler.clone(),
         state.clock.clone(),
         state.secret_env_sealer.clone(),
+        i64::try_from(config.job_log_limit_bytes).unwrap_or(i64::MAX),
     );
     let drivers = Drivers {
         simulated: &driver,

@@ -34,6 +34,8 @@ use gantry_workload::orders::{HostAccess, OrderAccess, SlurmJobAccess, SshAccess
 /// A submission that has no job id this long after its row was written
 /// is tried again (Slurm did not answer, or the process stopped).
 const RESUBMIT_AFTER_SECONDS: i64 = 10;
+/// The most jobs one `sacct` call asks for.
+const SACCT_JOBS_MAX: usize = 1000;
 /// The most of each output file read back into the job's log.
 const OUTPUT_TAIL_BYTES: &str = "1048576";
 
@@ -222,13 +224,22 @@ pub async fn submit(
         }
     };
     let txn = gantry_core::db::write(db).await?;
-    slurm_job::Entity::update_many()
+    let recorded = slurm_job::Entity::update_many()
         .col_expr(slurm_job::Column::JobId, Expr::value(Some(job_id)))
         .col_expr(slurm_job::Column::State, Expr::value(Some("PENDING")))
         .filter(slurm_job::Column::OrderId.eq(order_id))
         .filter(slurm_job::Column::Attempt.eq(attempt))
+        .filter(slurm_job::Column::Finished.eq(false))
         .exec(&txn)
         .await?;
+    // Stopped while `sbatch` ran: the job it made is nobody's.
+    if recorded.rows_affected == 0 {
+        txn.commit().await?;
+        slurm
+            .run("scancel", &[job_id.to_string()], &[], None)
+            .await?;
+        return Ok(());
+    }
     order::Entity::update_many()
         .col_expr(
             order::Column::Status,
@@ -314,6 +325,7 @@ async fn finished(
 pub async fn follow(
     db: &DatabaseConnection,
     sealer: &Sealer,
+    log_limit: i64,
     slurm: &Slurm,
     cluster: &slurm_cluster::Model,
     now: DateTime<Utc>,
@@ -343,21 +355,29 @@ pub async fn follow(
         Err(error) => return Err(error.into()),
     };
     let ours: HashSet<i64> = rows.iter().filter_map(|r| r.job_id).collect();
-    record_outside(db, cluster, &shown, &ours).await?;
+    let names: HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    record_outside(db, cluster, &shown, &ours, &names).await?;
     let by_id: HashMap<i64, &ShownJob> = shown.iter().map(|j| (j.id, j)).collect();
     let mut changed = false;
     let mut to_read = Vec::new();
     for row in &rows {
         let Some(job_id) = row.job_id else {
-            if (now - row.submitted_at).num_seconds() >= RESUBMIT_AFTER_SECONDS {
-                let resubmit = order::Entity::find_by_id(row.order_id)
-                    .one(db)
-                    .await?
-                    .is_some_and(|o| o.attempts == row.attempt);
-                if resubmit {
-                    tracing::info!(order_id = %row.order_id, "submitting to Slurm again");
-                    submit(db, sealer, row.order_id).await?;
-                }
+            if (now - row.submitted_at).num_seconds() < RESUBMIT_AFTER_SECONDS {
+                continue;
+            }
+            let coming_up = order::Entity::find_by_id(row.order_id)
+                .one(db)
+                .await?
+                .is_some_and(|o| {
+                    o.attempts == row.attempt
+                        && matches!(o.status, OrderStatus::Scheduled | OrderStatus::Provisioning)
+                });
+            if coming_up {
+                tracing::info!(order_id = %row.order_id, "submitting to Slurm again");
+                submit(db, sealer, row.order_id).await?;
+            } else {
+                // Its order moved on before Slurm ever took the job.
+                finished(db, row.order_id, row.attempt, "NOT_SUBMITTED").await?;
             }
             continue;
         };
@@ -387,31 +407,41 @@ pub async fn follow(
         .iter()
         .filter_map(|r| r.job_id.map(|id| id.to_string()))
         .collect();
-    let out = slurm
-        .run(
-            "sacct",
-            &[
-                "--allocations".into(),
-                "--noheader".into(),
-                "--parsable2".into(),
-                format!("--jobs={}", ids.join(",")),
-                format!("--format={}", parse::SACCT_FORMAT),
-            ],
-            &[("SLURM_TIME_FORMAT", "%s")],
-            None,
-        )
-        .await?;
-    let accounted: HashMap<i64, Accounted> = parse::accounted(&out)
-        .into_iter()
-        .map(|a| (a.id, a))
-        .collect();
+    let mut accounted: HashMap<i64, Accounted> = HashMap::new();
+    // Command lines have a limit: a long backlog is read in parts.
+    for part in ids.chunks(SACCT_JOBS_MAX) {
+        let out = slurm
+            .run(
+                "sacct",
+                &[
+                    "--allocations".into(),
+                    "--noheader".into(),
+                    "--parsable2".into(),
+                    format!("--jobs={}", part.join(",")),
+                    format!("--format={}", parse::SACCT_FORMAT),
+                ],
+                &[("SLURM_TIME_FORMAT", "%s")],
+                None,
+            )
+            .await?;
+        accounted.extend(parse::accounted(&out).into_iter().map(|a| (a.id, a)));
+    }
     for row in to_read {
         let Some(job_id) = row.job_id else { continue };
         let Some(record) = accounted.get(&job_id) else {
             continue;
         };
         if record.is_final() {
-            end(db, slurm, cluster, row, record, by_id.get(&job_id).copied()).await?;
+            end(
+                db,
+                log_limit,
+                slurm,
+                cluster,
+                row,
+                record,
+                by_id.get(&job_id).copied(),
+            )
+            .await?;
             changed = true;
         } else if let (Some(start), Some(job)) = (record.start, by_id.get(&job_id)) {
             let txn = gantry_core::db::write(db).await?;
@@ -429,13 +459,16 @@ async fn record_outside(
     cluster: &slurm_cluster::Model,
     shown: &[ShownJob],
     ours: &HashSet<i64>,
+    names: &HashSet<&str>,
 ) -> Result<(), DbErr> {
     let mut outside: BTreeMap<&str, usize> = BTreeMap::new();
+    // A job of ours found again after a crash has our name before its id
+    // is written.
     for job in shown.iter().filter(|j| {
         j.partition == cluster.partition
             && matches!(j.state.as_str(), "RUNNING" | "COMPLETING" | "SUSPENDED")
             && !ours.contains(&j.id)
-            && !j.name.starts_with("gantry-")
+            && !names.contains(j.name.as_str())
     }) {
         for (node, gpus) in &job.gpus {
             *outside.entry(node.as_str()).or_default() += gpus.len();
@@ -625,6 +658,7 @@ async fn rebind(
 /// order ends as Slurm's final state says, at Slurm's end time.
 async fn end(
     db: &DatabaseConnection,
+    log_limit: i64,
     slurm: &Slurm,
     cluster: &slurm_cluster::Model,
     row: &slurm_job::Model,
@@ -674,19 +708,12 @@ async fn end(
     if current.kind == gantry_workload::jobs::KIND
         && let Some(first) = &first_node
     {
-        for (stream, text) in &output {
-            for line in text.lines() {
-                gantry_workload::jobs::logs::row(
-                    &current,
-                    first.node_id,
-                    *stream,
-                    line.to_owned(),
-                    end_at,
-                )
-                .insert(&txn)
-                .await?;
-            }
-        }
+        let lines: Vec<(Stream, String)> = output
+            .iter()
+            .flat_map(|(stream, text)| text.lines().map(|l| (*stream, l.to_owned())))
+            .collect();
+        gantry_workload::jobs::logs::keep(&txn, &current, first.node_id, lines, log_limit, end_at)
+            .await?;
     }
     slurm_job::Entity::update_many()
         .col_expr(slurm_job::Column::Finished, Expr::value(true))

@@ -49,6 +49,8 @@ pub struct SlurmDriver {
     scheduler: SchedulerHandle,
     clock: Clock,
     sealer: Sealer,
+    /// The most bytes of output kept per job.
+    log_limit: i64,
     /// Whether a sync runs now: one at a time, beside the loop.
     syncing: Arc<AtomicBool>,
 }
@@ -59,12 +61,14 @@ impl SlurmDriver {
         scheduler: SchedulerHandle,
         clock: Clock,
         sealer: Sealer,
+        log_limit: i64,
     ) -> Self {
         Self {
             db,
             scheduler,
             clock,
             sealer,
+            log_limit,
             syncing: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -93,14 +97,13 @@ impl SlurmDriver {
         for cluster in slurm_cluster::Entity::find().all(&self.db).await? {
             let region_id = cluster.region_id;
             let now = self.clock.now();
-            let outcome = self.sync_one(&cluster, now).await;
-            let problem = match &outcome {
+            let problem = match self.sync_one(&cluster, now).await {
                 Ok(moved) => {
-                    changed |= *moved;
+                    changed |= moved;
                     None
                 }
-                Err(SyncError::Db(error)) => return Err(DbErr::Custom(error.to_string())),
-                Err(error) => Some(error.to_string()),
+                Err(SyncError::Db(error)) => return Err(error),
+                Err(SyncError::Slurm(error)) => Some(error.to_string()),
             };
             if let Some(problem) = &problem {
                 tracing::warn!(%problem, %region_id, "Slurm did not answer as expected");
@@ -136,7 +139,8 @@ impl SlurmDriver {
             .await?;
         let nodes = parse::nodes(&nodes);
         let mut changed = inventory::keep(&self.db, cluster, &nodes, now).await?;
-        changed |= jobs::follow(&self.db, &self.sealer, &slurm, cluster, now).await?;
+        changed |=
+            jobs::follow(&self.db, &self.sealer, self.log_limit, &slurm, cluster, now).await?;
         Ok(changed)
     }
 }

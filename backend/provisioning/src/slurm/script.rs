@@ -94,7 +94,7 @@ fn script(pinned: &Pinned<'_>, launch: Option<&Launch>) -> String {
         return script;
     };
     for (key, value) in &launch.env {
-        // Each node's rank is Slurm's node id in the step below.
+        // Each node's rank is set below: Slurm's node id in a gang.
         if key == "NODE_RANK" || !is_name(key) {
             continue;
         }
@@ -104,6 +104,15 @@ fn script(pinned: &Pinned<'_>, launch: Option<&Launch>) -> String {
         "export GANTRY_COMMAND={}\n",
         quoted(&launch.command)
     ));
+    if pinned.nodes.len() == 1 {
+        // One node: the batch step holds its GPUs already, and a step of
+        // its own would only add a launch.
+        if let Some(dir) = &launch.working_dir {
+            script.push_str(&format!("cd -- {} || exit 1\n", quoted(dir)));
+        }
+        script.push_str("export NODE_RANK=0\nexec /bin/bash -c \"$GANTRY_COMMAND\"\n");
+        return script;
+    }
     let chdir = launch
         .working_dir
         .as_deref()
@@ -164,10 +173,19 @@ mod tests {
 
     /// The tenant's words run as its command, and nothing else: run the
     /// script's own lines (with `srun` standing in for a shell that runs
-    /// its arguments) and see what the command saw.
+    /// its arguments) and see what the command saw, on one node and on a
+    /// gang's.
     #[test]
     fn hostile_values_stay_values() {
-        let nodes = vec!["gpu001".to_owned()];
+        for nodes in [
+            vec!["gpu001".to_owned()],
+            vec!["gpu001".to_owned(), "gpu002".to_owned()],
+        ] {
+            hostile_values_stay_values_on(&nodes);
+        }
+    }
+
+    fn hostile_values_stay_values_on(nodes: &[String]) {
         let hostile = "a'; touch /tmp/owned; echo '$(id) `id` \n--help";
         let launch = Launch {
             command: "printf '%s|%s' \"$PAYLOAD\" \"$NODE_RANK\"".to_owned(),
@@ -178,9 +196,13 @@ mod tests {
                 ("NODE_RANK".to_owned(), "9".to_owned()),
             ],
         };
-        let submission = submission(&pinned(&nodes), Some(&launch));
+        let submission = submission(&pinned(nodes), Some(&launch));
         assert!(!submission.script.contains("BAD NAME"));
-        let dir = std::env::temp_dir().join(format!("gantry-script-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "gantry-script-{}-{}",
+            std::process::id(),
+            nodes.len()
+        ));
         std::fs::create_dir_all(&dir).expect("dir");
         let srun = dir.join("srun");
         std::fs::write(
@@ -201,7 +223,8 @@ mod tests {
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             format!("{hostile}|0"),
-            "{}",
+            "on {} node(s): {}",
+            nodes.len(),
             String::from_utf8_lossy(&out.stderr)
         );
     }

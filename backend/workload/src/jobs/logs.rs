@@ -131,6 +131,57 @@ pub fn row(
     }
 }
 
+/// Stores `lines` of `job`'s output from node `node_id` up to the job's
+/// limit of `limit` bytes; past it, one marker line says the rest is not
+/// kept. Answers the lines kept and whether the limit is reached.
+pub async fn keep(
+    db: &impl ConnectionTrait,
+    job: &order::Model,
+    node_id: Uuid,
+    lines: impl IntoIterator<Item = (Stream, String)>,
+    limit: i64,
+    at: DateTime<Utc>,
+) -> Result<(usize, bool), DbErr> {
+    let mut used = job.log_bytes;
+    let mut rows = Vec::new();
+    let mut truncated = used >= limit;
+    for (stream, line) in lines {
+        let size = i64::try_from(line.len()).unwrap_or(i64::MAX);
+        if truncated || used.saturating_add(size) > limit {
+            if !truncated {
+                rows.push(row(
+                    job,
+                    node_id,
+                    Stream::Stderr,
+                    format!("[gantry] output past {limit} bytes is not kept"),
+                    at,
+                ));
+                truncated = true;
+            }
+            continue;
+        }
+        used += size;
+        rows.push(row(job, node_id, stream, line, at));
+    }
+    let kept = rows.len();
+    for chunk in rows.chunks(500) {
+        job_log::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(db)
+            .await?;
+    }
+    // The marker line counts against the limit too, so it is written once.
+    let stored = if truncated { limit } else { used };
+    order::Entity::update_many()
+        .col_expr(
+            order::Column::LogBytes,
+            sea_orm::sea_query::Expr::value(stored),
+        )
+        .filter(order::Column::Id.eq(job.id))
+        .exec(db)
+        .await?;
+    Ok((kept, truncated))
+}
+
 /// A job's captured output, oldest first; `follow=true` streams it live.
 #[utoipa::path(
     get,
