@@ -50,12 +50,21 @@ if ! gluster --mode=script volume info "$volume" >/dev/null 2>&1; then
   gluster --mode=script volume create "$volume" "$(hostname):$dir/brick" force >/dev/null
 fi
 # A started volume whose brick process died is started again (force
-# starts only what is not running).
-if ! gluster --mode=script volume status "$volume" --xml 2>/dev/null | grep -q "<status>1</status>"; then
-  gluster --mode=script volume start "$volume" force </dev/null >/dev/null 2>&1 9>&-
-fi
+# starts only what is not running); glusterd may not have seen the brick
+# die yet, so the start is repeated until the brick serves.
+for i in $(seq 0 99); do
+  gluster --mode=script volume status "$volume" --xml 2>/dev/null | grep -q "<status>1</status>" && break
+  if [ $((i % 10)) = 0 ]; then
+    gluster --mode=script volume start "$volume" force </dev/null >/dev/null 2>&1 9>&- || true
+  fi
+  sleep 0.2
+done
+# A brick just started may not serve yet: the mount then answers nothing
+# and is tried again.
 for _ in $(seq 1 50); do
-  mount -t glusterfs "$(hostname):/$volume" "$mnt" </dev/null >/dev/null 2>&1 9>&- && break
+  mount -t glusterfs "$(hostname):/$volume" "$mnt" </dev/null >/dev/null 2>&1 9>&- || true
+  mounted && break
+  grep -q " $mnt " /proc/mounts && umount -l "$mnt"
   sleep 0.2
 done
 mounted || { echo "the GlusterFS volume did not mount at $mnt" >&2; exit 1; }
