@@ -63,7 +63,7 @@ def gantry(base, op, token, org, db, conf, out_dir, nodes, jobs):
     catalog(base, op, nodes, simulated=False)
     call("PUT", f"{base}/api/v1/admin/slurm-clusters", op,
          {"region": "bench", "partition": "gpu", "account": "gantry", "conf_path": conf,
-          "output_dir": out_dir, "gres_types": {"H100": "h100"}})
+          "output_dir": out_dir, "gres_types": {"H100": "h100"}, "users": "shared"})
     deadline = time.time() + 60
     while time.time() < deadline:
         ready = [n for n in call("GET", f"{base}/api/v1/admin/nodes?limit=200", op)["items"] if n["state"] == "ready"]

@@ -133,6 +133,8 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$dbd_port
 AccountingStorageTRES=gres/gpu
 MailProg=/bin/true
+# Users see their own jobs only, as on a cluster shared by tenants.
+PrivateData=jobs,usage,users,accounts
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0,bf_interval=1,bf_continue,default_queue_depth=1000
 SelectType=select/cons_tres

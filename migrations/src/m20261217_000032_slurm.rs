@@ -37,6 +37,8 @@ impl MigrationTrait for Migration {
                     .col(string_len(SlurmClusters::OutputDir, 255))
                     .col(text(SlurmClusters::GresTypes))
                     .col(string_len(SlurmClusters::Access, 8))
+                    .col(string_len(SlurmClusters::Users, 24))
+                    .col(string_len(SlurmClusters::UserPrefix, 16))
                     .col(text_null(SlurmClusters::Problem))
                     .col(text_null(SlurmClusters::Outside))
                     .col(timestamp_with_time_zone_null(SlurmClusters::SyncedAt))
@@ -128,6 +130,8 @@ enum SlurmClusters {
     OutputDir,
     GresTypes,
     Access,
+    Users,
+    UserPrefix,
     Problem,
     Outside,
     SyncedAt,

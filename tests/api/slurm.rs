@@ -4,7 +4,9 @@
 //! pinned to the nodes Gantry chose, with the GPU indices Slurm bound;
 //! output, exit codes, walltimes and cancels come back; a drain in Slurm
 //! cordons the node in Gantry; work Slurm runs for others shows as outside
-//! capacity; and each attempt's times equal Slurm's accounting.
+//! capacity; each attempt's times equal Slurm's accounting; and each
+//! organization's jobs run as its own Unix user, so another tenant's job
+//! can neither see, cancel nor read them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -74,6 +76,40 @@ impl Drop for SlurmCluster {
             .status()
             .ok();
         std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// The Unix users a test's organizations run as, removed when dropped.
+struct UnixUsers(Vec<String>);
+
+impl UnixUsers {
+    /// The user of each of `orgs` for prefix `prefix`, made on this host
+    /// as the cluster's operator would make them on every node.
+    fn make(prefix: &str, orgs: &[uuid::Uuid]) -> Self {
+        let names: Vec<String> = orgs
+            .iter()
+            .map(|org| {
+                let hex = org.simple().to_string();
+                format!("{prefix}{}", &hex[hex.len() - 12..])
+            })
+            .collect();
+        for name in &names {
+            let made = Command::new("useradd")
+                .args(["--system", "--no-create-home", "--user-group"])
+                .args(["--shell", "/usr/sbin/nologin", name])
+                .status()
+                .expect("useradd");
+            assert!(made.success(), "useradd {name}");
+        }
+        Self(names)
+    }
+}
+
+impl Drop for UnixUsers {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            Command::new("userdel").arg(name).status().ok();
+        }
     }
 }
 
@@ -166,6 +202,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         "region": "r2", "partition": "gpu", "account": "gantry",
         "conf_path": slurm.conf, "output_dir": slurm.output_dir(),
         "gres_types": { "H100": "h100" },
+        "users": "per_organization", "user_prefix": "g",
     });
     for (field, value) in [
         ("partition", json!("--all")),
@@ -174,6 +211,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         ("output_dir", json!("relative/out")),
         ("gres_types", json!({ "B200": "b200" })),
         ("gres_types", json!({ "H100": "h100 --exclusive" })),
+        ("user_prefix", json!("Root;")),
     ] {
         let mut bad = good.clone();
         bad[field] = value;
@@ -182,6 +220,9 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         assert!(reply.body.to_string().contains(field), "{:#}", reply.body);
     }
     let tenant = server.signup("slurm-tenant").await;
+    let mallory = server.signup("slurm-mallory").await;
+    let users = UnixUsers::make("g", &[tenant.org_id, mallory.org_id]);
+    let (user, mallory_user) = (users.0[0].clone(), users.0[1].clone());
     server
         .put("/api/v1/admin/slurm-clusters", &tenant.token, good.clone())
         .await
@@ -249,7 +290,8 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
 
     // With the second node cordoned in Gantry, a 4-GPU job goes to the
     // first; Slurm binds the GPUs the outside job left, and Gantry's
-    // attempt names those. Its words reach the job as values only.
+    // attempt names those, read while it runs. Its words reach the job as
+    // values only.
     server
         .post(
             &format!("/api/v1/admin/nodes/{second_id}/cordon"),
@@ -265,7 +307,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         json!({
             "instance_type": "h100x4", "region": "r2",
             "job": {
-                "command": "echo host=$(hostname) gpus=$CUDA_VISIBLE_DEVICES rank=$NODE_RANK master=$MASTER_ADDR; printf '%s\\n' \"$PAYLOAD\"",
+                "command": "sleep 3; echo user=$(id -un) gpus=$CUDA_VISIBLE_DEVICES rank=$NODE_RANK master=$MASTER_ADDR; printf '%s\\n' \"$PAYLOAD\"",
                 "env": { "PAYLOAD": payload },
             },
         }),
@@ -283,8 +325,11 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     assert_eq!(done[0]["exit_code"], 0);
     let said = output(&server, &tenant, &job).await;
     assert!(
-        said.contains(&format!("gpus={} rank=0 master={first}", gpus.join(","))),
-        "{said}"
+        said.contains(&format!(
+            "user={user} gpus={} rank=0 master={first}",
+            gpus.join(",")
+        )),
+        "{said} (user {user}, GPUs {gpus:?})"
     );
     assert_eq!(gpus.len(), 4);
     assert!(
@@ -296,17 +341,25 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
 
     // Its attempt's times are Slurm's accounting, to the second.
     let name = format!("--name=gantry-{}-1", job.replace('-', ""));
-    let accounted = slurm.run(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "--parsable2",
-            "--starttime=now-1hour",
-            &name,
-            "--format=Start,End,State",
-        ],
-    );
+    // Accounting may trail the controller by a moment.
+    let mut accounted = String::new();
+    for _ in 0..100 {
+        accounted = slurm.run(
+            "sacct",
+            &[
+                "-X",
+                "-n",
+                "--parsable2",
+                "--starttime=now-1hour",
+                &name,
+                "--format=Start,End,State",
+            ],
+        );
+        if accounted.contains("COMPLETED") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let fields: Vec<&str> = accounted.trim().split('|').collect();
     let epoch = |v: &Value| {
         chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_default())
@@ -406,6 +459,42 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     );
     let shown = slurm.run("squeue", &["-h", "-j", &held_by.to_string(), "-o", "%T|%N"]);
     assert_eq!(shown.trim().split('|').next(), Some("RUNNING"));
+
+    // Another tenant's job, on the same cluster, runs as its own user: it
+    // sees only its own jobs, and can neither cancel the instance nor
+    // read the first tenant's output.
+    let theirs = slurm.output_dir() + "/" + &user;
+    let probe = place(
+        &server,
+        &mallory,
+        json!({
+            "instance_type": "h100x1", "region": "r2",
+            "job": { "command": format!(
+                "export SLURM_CONF={conf}; echo user=$(id -un); echo seen=$(squeue -h -a -o %i | wc -l); \
+                 scancel {held_by} 2>/dev/null && echo cancelled || echo not cancelled; \
+                 cat {theirs}/* 2>/dev/null && echo read || echo not read; \
+                 ls {theirs} 2>/dev/null && echo listed || echo not listed",
+                conf = slurm.conf,
+            ) },
+        }),
+    )
+    .await;
+    order_until(&server, &mallory, &probe, "completed").await;
+    let said = output(&server, &mallory, &probe).await;
+    assert_eq!(
+        said,
+        format!("user={mallory_user}\nseen=1\nnot cancelled\nnot read\nnot listed"),
+    );
+    let still = slurm.run("squeue", &["-h", "-j", &held_by.to_string(), "-o", "%T"]);
+    assert_eq!(still.trim(), "RUNNING");
+    server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{instance}", tenant.org_id),
+            &mallory.token,
+        )
+        .await
+        .expect(StatusCode::NOT_FOUND);
+
     server.cancel(&tenant, instance.parse().expect("id")).await;
     order_until(&server, &tenant, &instance, "cancelled").await;
     // Its GPUs are free once Slurm's accounting has the job's end.
@@ -479,7 +568,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     let mut declared = json!({
         "region": "r2", "partition": "gpu", "account": "gantry",
         "conf_path": down.to_string_lossy(), "output_dir": slurm.output_dir(),
-        "gres_types": { "H100": "h100" },
+        "gres_types": { "H100": "h100" }, "users": "per_organization", "user_prefix": "g",
     });
     server
         .put("/api/v1/admin/slurm-clusters", op, declared.clone())
@@ -522,7 +611,8 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
             &format!("--job-name={name}"),
             &format!("--nodelist={first}"),
             "--gres=gpu:h100:1",
-            &format!("--output={}/{name}.out", slurm.output_dir()),
+            &format!("--output={}/{user}/{name}.out", slurm.output_dir()),
+            &format!("--uid={user}"),
             "--wrap=echo found again",
         ],
     );
@@ -554,5 +644,5 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), all, "{submitted}");
-    assert_eq!(all, 6, "{submitted}");
+    assert_eq!(all, 7, "{submitted}");
 }

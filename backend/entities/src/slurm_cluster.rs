@@ -1,6 +1,6 @@
 use sea_orm::entity::prelude::*;
 
-use gantry_types::classes::SlurmAccess;
+use gantry_types::classes::{SlurmAccess, SlurmUsers};
 
 /// The Slurm cluster that runs a region's work, as its operator declared it.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -24,6 +24,11 @@ pub struct Model {
     pub gres_types: String,
     /// How tenants reach an instance's allocation.
     pub access: SlurmAccess,
+    /// Whom its jobs run as.
+    pub users: SlurmUsers,
+    /// How each organization's Unix user's name begins, where each has
+    /// its own.
+    pub user_prefix: String,
     /// What went wrong on the last sync; none when it went well.
     pub problem: Option<String>,
     /// A JSON object: each node's GPUs held by Slurm jobs Gantry did not

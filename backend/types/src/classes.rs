@@ -356,6 +356,20 @@ stored_enum! {
 }
 
 stored_enum! {
+    /// Whom a Slurm region's jobs run as.
+    SlurmUsers {
+        /// Each organization's jobs run as its own Unix user on the
+        /// cluster (`user_prefix` and the organization id's last twelve hex
+        /// digits), so one tenant's job can neither signal another's nor
+        /// read its files.
+        PerOrganization = "per_organization",
+        /// Every job runs as the user the Slurm commands run as: for a
+        /// cluster that serves one tenant, or tenants who trust each other.
+        Shared = "shared",
+    }
+}
+
+stored_enum! {
     /// The distributed file system a region's `shared` volumes live on.
     SharedFsKind {
         Glusterfs = "glusterfs",

@@ -5478,6 +5478,14 @@ export interface components {
                 [key: string]: string;
             };
             access?: components["schemas"]["SlurmAccess"];
+            /**
+             * @description Whom jobs run as: each organization as its own Unix user (which
+             *     must exist on the cluster: `user_prefix` and the last twelve hex
+             *     digits of the organization's id), or all as the commands' user.
+             */
+            users?: components["schemas"]["SlurmUsers"];
+            /** @description How each organization's user's name begins. */
+            user_prefix?: string;
         };
         SetStorageQuota: {
             /** @description A region name or id; absent for every region together. */
@@ -5655,6 +5663,8 @@ export interface components {
                 [key: string]: string;
             };
             access: components["schemas"]["SlurmAccess"];
+            users: components["schemas"]["SlurmUsers"];
+            user_prefix: string;
             /**
              * Format: int64
              * @description Nodes imported from its partition.
@@ -5684,6 +5694,11 @@ export interface components {
              */
             command: string;
         };
+        /**
+         * @description Whom a Slurm region's jobs run as.
+         * @enum {string}
+         */
+        SlurmUsers: "per_organization" | "shared";
         Spend: {
             /** Format: date-time */
             from: string;

@@ -23,7 +23,7 @@ use gantry_core::http::extract::ApiJson;
 use gantry_core::state::AppState;
 use gantry_core::validate::Fields;
 use gantry_entities::{node, slurm_cluster, slurm_job};
-use gantry_types::classes::{DriverKind, SlurmAccess};
+use gantry_types::classes::{DriverKind, SlurmAccess, SlurmUsers};
 
 /// The most GPU models one cluster maps.
 const GRES_TYPES_MAX: usize = 32;
@@ -46,6 +46,8 @@ pub struct SlurmCluster {
     /// Each catalog GPU model's GRES type.
     pub gres_types: BTreeMap<String, String>,
     pub access: SlurmAccess,
+    pub users: SlurmUsers,
+    pub user_prefix: String,
     /// Nodes imported from its partition.
     pub nodes: i64,
     /// GPUs of each node that Slurm jobs Gantry did not submit hold.
@@ -84,10 +86,27 @@ pub struct SetSlurmCluster {
     pub gres_types: BTreeMap<String, String>,
     #[serde(default = "srun")]
     pub access: SlurmAccess,
+    /// Whom jobs run as: each organization as its own Unix user (which
+    /// must exist on the cluster: `user_prefix` and the last twelve hex
+    /// digits of the organization's id), or all as the commands' user.
+    #[serde(default = "per_organization")]
+    pub users: SlurmUsers,
+    /// How each organization's user's name begins.
+    #[schema(pattern = "^[a-z_][a-z0-9_-]{0,15}$")]
+    #[serde(default = "user_prefix")]
+    pub user_prefix: String,
 }
 
 fn srun() -> SlurmAccess {
     SlurmAccess::Srun
+}
+
+fn per_organization() -> SlurmUsers {
+    SlurmUsers::PerOrganization
+}
+
+fn user_prefix() -> String {
+    "gantry-".into()
 }
 
 /// A Slurm name: no leading '-', so it never reads as an option.
@@ -133,6 +152,20 @@ fn check(request: &SetSlurmCluster, catalog: &gantry_core::catalog::Catalog) -> 
         if let Some(why) = path.and_then(gantry_volumes::paths::shape_refusal) {
             fields.push(field, why);
         }
+    }
+    let prefix_ok = request.user_prefix.len() <= 16
+        && request
+            .user_prefix
+            .starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && request
+            .user_prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c));
+    if !prefix_ok {
+        fields.push(
+            "user_prefix",
+            "must begin a Unix user name: up to 16 of a-z, 0-9, '_', '-', starting with a letter or '_'",
+        );
     }
     if request.gres_types.is_empty() || request.gres_types.len() > GRES_TYPES_MAX {
         fields.push(
@@ -211,6 +244,8 @@ async fn view(
         login_host: cluster.login_host,
         output_dir: cluster.output_dir,
         access: cluster.access,
+        users: cluster.users,
+        user_prefix: cluster.user_prefix,
         nodes: i64::try_from(nodes).unwrap_or(i64::MAX),
         jobs: i64::try_from(jobs).unwrap_or(i64::MAX),
         problem: cluster.problem,
@@ -261,6 +296,8 @@ async fn set_slurm_cluster(
             row.output_dir = Set(request.output_dir.clone());
             row.gres_types = Set(gres_types);
             row.access = Set(request.access);
+            row.users = Set(request.users);
+            row.user_prefix = Set(request.user_prefix.clone());
             row.updated_at = Set(now);
             row.update(&txn).await?
         }
@@ -274,6 +311,8 @@ async fn set_slurm_cluster(
                 output_dir: Set(request.output_dir.clone()),
                 gres_types: Set(gres_types),
                 access: Set(request.access),
+                users: Set(request.users),
+                user_prefix: Set(request.user_prefix.clone()),
                 problem: Set(None),
                 outside: Set(None),
                 synced_at: Set(None),
@@ -295,6 +334,7 @@ async fn set_slurm_cluster(
                 "partition": row.partition,
                 "account": row.account,
                 "login_host": row.login_host,
+                "users": row.users,
             }),
             actor: &actor,
         },

@@ -98,7 +98,12 @@ impl Slurm {
             .map_err(|_| failed(format!("did not answer in {} s", TIMEOUT.as_secs())))?
             .map_err(|e| failed(format!("failed: {e}")))?;
         if !output.status.success() {
-            let said = String::from_utf8_lossy(&output.stderr);
+            // Some tools (`sacctmgr`) say why on standard output.
+            let said = if output.stderr.iter().all(u8::is_ascii_whitespace) {
+                String::from_utf8_lossy(&output.stdout)
+            } else {
+                String::from_utf8_lossy(&output.stderr)
+            };
             let said = said.trim();
             let said: String = said.chars().take(500).collect();
             return Err(failed(format!(

@@ -17,10 +17,10 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::SyncError;
 use super::command::Slurm;
 use super::parse::{self, Accounted, ShownJob};
 use super::script::{self, Pinned};
+use super::{Readied, SyncError};
 use gantry_core::sealing::Sealer;
 use gantry_entities::{
     allocation, gpu, gpu_claim, gpu_model, node, order, slurm_cluster, slurm_job,
@@ -85,6 +85,7 @@ async fn placed(
 pub async fn submit(
     db: &DatabaseConnection,
     sealer: &Sealer,
+    readied: &Readied,
     order_id: Uuid,
 ) -> Result<(), SyncError> {
     let Some(current) = order::Entity::find_by_id(order_id).one(db).await? else {
@@ -154,6 +155,10 @@ pub async fn submit(
         return Ok(());
     }
     let slurm = Slurm::of(&cluster);
+    let user = super::user_of(&cluster, current.org_id);
+    if let Some(user) = &user {
+        ready(&slurm, &cluster, readied, user).await?;
+    }
     let found = slurm
         .run(
             "squeue",
@@ -205,7 +210,8 @@ pub async fn submit(
                     gpus_per_node: u32::try_from(per_node).unwrap_or(0),
                     exclusive: per_node >= node_gpus,
                     time_limit_seconds: current.max_runtime_seconds.or(current.duration_seconds),
-                    output_dir: &cluster.output_dir,
+                    user: user.as_deref(),
+                    output_dir: &super::output_dir(&cluster, user.as_deref()),
                 },
                 launch.as_ref(),
             );
@@ -251,6 +257,65 @@ pub async fn submit(
         .exec(&txn)
         .await?;
     txn.commit().await?;
+    Ok(())
+}
+
+/// Readies organization user `user` on `cluster` once per process: its
+/// own output directory (mode 0700), and where jobs are charged to an
+/// account, its association with it.
+async fn ready(
+    slurm: &Slurm,
+    cluster: &slurm_cluster::Model,
+    readied: &Readied,
+    user: &str,
+) -> Result<(), SyncError> {
+    let key = (cluster.region_id, user.to_owned());
+    if readied.lock().is_ok_and(|r| r.contains(&key)) {
+        return Ok(());
+    }
+    let dir = super::output_dir(cluster, Some(user));
+    slurm
+        .run(
+            "install",
+            &[
+                "-d".into(),
+                "-m".into(),
+                "0700".into(),
+                "-o".into(),
+                user.to_owned(),
+                "-g".into(),
+                user.to_owned(),
+                "--".into(),
+                dir,
+            ],
+            &[],
+            None,
+        )
+        .await?;
+    if let Some(account) = &cluster.account {
+        let added = slurm
+            .run(
+                "sacctmgr",
+                &[
+                    "--immediate".into(),
+                    "add".into(),
+                    "user".into(),
+                    format!("name={user}"),
+                    format!("account={account}"),
+                ],
+                &[],
+                None,
+            )
+            .await;
+        match added {
+            Ok(_) => {}
+            Err(error) if error.problem.contains("Nothing new added") => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    if let Ok(mut readied) = readied.lock() {
+        readied.insert(key);
+    }
     Ok(())
 }
 
@@ -325,6 +390,7 @@ async fn finished(
 pub async fn follow(
     db: &DatabaseConnection,
     sealer: &Sealer,
+    readied: &Readied,
     log_limit: i64,
     slurm: &Slurm,
     cluster: &slurm_cluster::Model,
@@ -374,7 +440,7 @@ pub async fn follow(
                 });
             if coming_up {
                 tracing::info!(order_id = %row.order_id, "submitting to Slurm again");
-                submit(db, sealer, row.order_id).await?;
+                submit(db, sealer, readied, row.order_id).await?;
             } else {
                 // Its order moved on before Slurm ever took the job.
                 finished(db, row.order_id, row.attempt, "NOT_SUBMITTED").await?;
@@ -668,7 +734,7 @@ async fn end(
     let Some(current) = order::Entity::find_by_id(row.order_id).one(db).await? else {
         return Ok(());
     };
-    let dir = cluster.output_dir.trim_end_matches('/');
+    let dir = super::output_dir(cluster, super::user_of(cluster, current.org_id).as_deref());
     let mut output = Vec::new();
     for (stream, suffix) in [(Stream::Stdout, "out"), (Stream::Stderr, "err")] {
         let path = format!("{dir}/{}.{suffix}", row.name);

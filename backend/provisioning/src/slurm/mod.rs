@@ -17,9 +17,9 @@ mod jobs;
 pub mod parse;
 pub mod script;
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -31,6 +31,7 @@ use command::{Slurm, SlurmError};
 use gantry_core::handles::scheduler::SchedulerHandle;
 use gantry_core::sealing::Sealer;
 use gantry_entities::slurm_cluster;
+use gantry_types::classes::SlurmUsers;
 use gantry_types::clock::Clock;
 
 /// What went wrong talking to Slurm or keeping its answer.
@@ -53,7 +54,13 @@ pub struct SlurmDriver {
     log_limit: i64,
     /// Whether a sync runs now: one at a time, beside the loop.
     syncing: Arc<AtomicBool>,
+    /// The organizations' users this process has readied on each cluster.
+    readied: Arc<Readied>,
 }
+
+/// Each region's Unix users whose output directory and Slurm association
+/// exist.
+pub type Readied = Mutex<HashSet<(Uuid, String)>>;
 
 impl SlurmDriver {
     pub fn new(
@@ -70,6 +77,7 @@ impl SlurmDriver {
             sealer,
             log_limit,
             syncing: Arc::new(AtomicBool::new(false)),
+            readied: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -139,8 +147,16 @@ impl SlurmDriver {
             .await?;
         let nodes = parse::nodes(&nodes);
         let mut changed = inventory::keep(&self.db, cluster, &nodes, now).await?;
-        changed |=
-            jobs::follow(&self.db, &self.sealer, self.log_limit, &slurm, cluster, now).await?;
+        changed |= jobs::follow(
+            &self.db,
+            &self.sealer,
+            &self.readied,
+            self.log_limit,
+            &slurm,
+            cluster,
+            now,
+        )
+        .await?;
         Ok(changed)
     }
 }
@@ -149,7 +165,9 @@ impl Driver for SlurmDriver {
     fn start(&self, order_id: Uuid) {
         let driver = self.clone();
         tokio::spawn(async move {
-            if let Err(error) = jobs::submit(&driver.db, &driver.sealer, order_id).await {
+            if let Err(error) =
+                jobs::submit(&driver.db, &driver.sealer, &driver.readied, order_id).await
+            {
                 tracing::warn!(%error, %order_id, "Slurm submission failed; retrying next sync");
             }
         });
@@ -165,6 +183,24 @@ impl Driver for SlurmDriver {
                 Err(error) => tracing::warn!(%error, %order_id, "Slurm cancel failed"),
             }
         });
+    }
+}
+
+/// The Unix user organization `org_id`'s jobs run as on `cluster`, where
+/// each organization has its own.
+pub fn user_of(cluster: &slurm_cluster::Model, org_id: Uuid) -> Option<String> {
+    (cluster.users == SlurmUsers::PerOrganization).then(|| {
+        let hex = org_id.simple().to_string();
+        format!("{}{}", cluster.user_prefix, &hex[hex.len() - 12..])
+    })
+}
+
+/// Where the output files of `user`'s jobs go on `cluster`.
+fn output_dir(cluster: &slurm_cluster::Model, user: Option<&str>) -> String {
+    let dir = cluster.output_dir.trim_end_matches('/');
+    match user {
+        Some(user) => format!("{dir}/{user}"),
+        None => dir.to_owned(),
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Pinned<'a> {
     pub exclusive: bool,
     /// Slurm's limit, in seconds (Slurm keeps whole minutes, rounded up).
     pub time_limit_seconds: Option<i64>,
+    /// The organization's Unix user it runs as, where not the submitter.
+    pub user: Option<&'a str>,
+    /// Its output files' directory, and its working directory.
     pub output_dir: &'a str,
 }
 
@@ -53,6 +56,7 @@ pub fn submission(pinned: &Pinned<'_>, launch: Option<&Launch>) -> Submission {
         "--ntasks-per-node=1".to_owned(),
         format!("--output={dir}/{}.out", pinned.name),
         format!("--error={dir}/{}.err", pinned.name),
+        format!("--chdir={dir}"),
         // Slurm's scheduler only executes: the job never waits for a
         // different node, and a node failure hands it back to Gantry.
         "--no-requeue".to_owned(),
@@ -68,6 +72,10 @@ pub fn submission(pinned: &Pinned<'_>, launch: Option<&Launch>) -> Submission {
     }
     if pinned.exclusive {
         args.push("--exclusive".to_owned());
+    }
+    if let Some(user) = pinned.user {
+        args.push(format!("--uid={user}"));
+        args.push(format!("--gid={user}"));
     }
     if let Some(account) = pinned.account {
         args.push(format!("--account={account}"));
@@ -149,7 +157,8 @@ mod tests {
             gpus_per_node: 8,
             exclusive: true,
             time_limit_seconds: Some(61),
-            output_dir: "/srv/out/",
+            user: Some("gantry-0123456789ab"),
+            output_dir: "/srv/out/gantry-0123456789ab",
         }
     }
 
@@ -164,7 +173,10 @@ mod tests {
             "--exclusive",
             "--account=gantry",
             "--time=2",
-            "--output=/srv/out/gantry-abc-1.out",
+            "--output=/srv/out/gantry-0123456789ab/gantry-abc-1.out",
+            "--chdir=/srv/out/gantry-0123456789ab",
+            "--uid=gantry-0123456789ab",
+            "--gid=gantry-0123456789ab",
         ] {
             assert!(submission.args.iter().any(|a| a == arg), "{arg}");
         }

@@ -9,6 +9,9 @@ import { notifySuccess } from "../../lib/notify";
 import { t } from "../../i18n";
 
 const ACCESS: Schemas["SlurmAccess"][] = ["srun", "ssh"];
+const USERS: Schemas["SlurmUsers"][] = ["per_organization", "shared"];
+/** The start of a Unix user name. */
+const USER_PREFIX = /^[a-z_][a-z0-9_-]{0,15}$/;
 const slurmKey = keys.admin("slurm-clusters");
 /** Slurm's names: what `sbatch` takes as a partition, account or GRES type. */
 const SLURM_NAME = /^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$/;
@@ -45,6 +48,7 @@ export function SlurmClusters() {
                     <Table.Th>{t("slurm.region")}</Table.Th>
                     <Table.Th>{t("slurm.partition")}</Table.Th>
                     <Table.Th>{t("slurm.gres")}</Table.Th>
+                    <Table.Th>{t("slurm.users")}</Table.Th>
                     <Table.Th ta="right">{t("slurm.nodes")}</Table.Th>
                     <Table.Th ta="right">{t("slurm.jobs")}</Table.Th>
                     <Table.Th ta="right">{t("slurm.outside")}</Table.Th>
@@ -63,6 +67,9 @@ export function SlurmClusters() {
                         {Object.entries(c.gres_types)
                           .map(([model, gres]) => `${model} → ${gres}`)
                           .join(", ")}
+                      </Table.Td>
+                      <Table.Td>
+                        {c.users === "per_organization" ? t("slurm.perOrganization", { prefix: c.user_prefix }) : t("slurm.shared")}
                       </Table.Td>
                       <Table.Td ta="right">{number(c.nodes)}</Table.Td>
                       <Table.Td ta="right">{number(c.jobs)}</Table.Td>
@@ -104,6 +111,8 @@ export function DeclareSlurmCluster() {
       model: "",
       gres: "",
       access: "srun" as Schemas["SlurmAccess"],
+      users: "per_organization" as Schemas["SlurmUsers"],
+      user_prefix: "gantry-",
     },
     validate: {
       region: (v) => (v ? null : t("slurm.regionRequired")),
@@ -113,6 +122,7 @@ export function DeclareSlurmCluster() {
       model: (v) => (v ? null : t("slurm.modelRequired")),
       output_dir: (v) => (v.startsWith("/") && v.length > 1 ? null : t("slurm.pathFormat")),
       conf_path: (v) => (v === "" || v.startsWith("/") ? null : t("slurm.pathFormat")),
+      user_prefix: (v) => (USER_PREFIX.test(v) ? null : t("slurm.userPrefixFormat")),
     },
   });
   const declare = useMutation({
@@ -147,25 +157,35 @@ export function DeclareSlurmCluster() {
             required
             {...form.getInputProps("region")}
           />
-          <TextInput label={t("slurm.partition")} placeholder="gpu" required {...form.getInputProps("partition")} />
+          <TextInput label={t("slurm.partition")} placeholder={t("slurm.partitionExample")} required {...form.getInputProps("partition")} />
           <TextInput label={t("slurm.account")} {...form.getInputProps("account")} />
           <Select label={t("slurm.model")} data={models.data ?? []} required {...form.getInputProps("model")} />
-          <TextInput label={t("slurm.gresType")} placeholder="h100" required {...form.getInputProps("gres")} />
+          <TextInput label={t("slurm.gresType")} placeholder={t("slurm.gresExample")} required {...form.getInputProps("gres")} />
           <TextInput
             label={t("slurm.outputDir")}
             description={t("slurm.outputDirHint")}
-            placeholder="/shared/gantry/output"
+            placeholder={t("slurm.outputDirExample")}
             required
             {...form.getInputProps("output_dir")}
           />
-          <TextInput label={t("slurm.confPath")} placeholder="/etc/slurm/slurm.conf" {...form.getInputProps("conf_path")} />
+          <TextInput label={t("slurm.confPath")} placeholder={t("slurm.confPathExample")} {...form.getInputProps("conf_path")} />
           <TextInput
             label={t("slurm.loginHost")}
             description={t("slurm.loginHostHint")}
-            placeholder="gantry@login1"
+            placeholder={t("slurm.loginHostExample")}
             {...form.getInputProps("login_host")}
           />
           <Select label={t("slurm.access")} data={ACCESS} allowDeselect={false} {...form.getInputProps("access")} />
+          <Select
+            label={t("slurm.users")}
+            description={t("slurm.usersHint")}
+            data={USERS.map((value) => ({ value, label: value === "per_organization" ? t("slurm.usersOwn") : t("slurm.shared") }))}
+            allowDeselect={false}
+            {...form.getInputProps("users")}
+          />
+          {form.values.users === "per_organization" && (
+            <TextInput label={t("slurm.userPrefix")} required {...form.getInputProps("user_prefix")} />
+          )}
           {declare.isError && <ProblemAlert error={declare.error} title={t("slurm.refused")} />}
           <Button type="submit" loading={declare.isPending}>
             {t("slurm.save")}
