@@ -117,8 +117,9 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/test-slurm.sh")
 }
 
-/// Polls `path` until `done` holds, for up to a minute: Slurm is read
-/// every second, and a job's start and end each take a read.
+/// Polls `path` until `done` holds, for up to two minutes: Slurm is read
+/// every second, a job's start and end each take a read, and a submission
+/// Slurm did not answer is tried again after 40 s.
 async fn until(
     server: &TestServer,
     token: &str,
@@ -127,7 +128,7 @@ async fn until(
     done: impl Fn(&Value) -> bool,
 ) -> Value {
     let mut last = Value::Null;
-    for _ in 0..600 {
+    for _ in 0..1200 {
         let reply = server.get(path, token).await;
         if reply.status == StatusCode::OK && done(&reply.body) {
             return reply.body;

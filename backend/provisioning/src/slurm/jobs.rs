@@ -31,9 +31,10 @@ use gantry_workload::jobs::logs::Stream;
 use gantry_workload::orders::lifecycle::{self, Ending};
 use gantry_workload::orders::{HostAccess, OrderAccess, SlurmJobAccess, SshAccess};
 
-/// A submission that has no job id this long after its row was written
-/// is tried again (Slurm did not answer, or the process stopped).
-const RESUBMIT_AFTER_SECONDS: i64 = 10;
+/// A submission that has no job id this long after its last try is tried
+/// again (Slurm did not answer, or the process stopped): longer than one
+/// command may take, so a try still running is never overlapped.
+const RESUBMIT_AFTER_SECONDS: i64 = 40;
 /// The most jobs one `sacct` call asks for.
 const SACCT_JOBS_MAX: usize = 1000;
 /// The most of each output file read back into the job's log.
@@ -103,19 +104,29 @@ pub async fn submit(
     let attempt = current.attempts;
     let name = script::job_name(order_id, attempt);
     let now = Utc::now();
-    match slurm_job::Entity::find_by_id((order_id, attempt))
+    let tried_before = match slurm_job::Entity::find_by_id((order_id, attempt))
         .one(db)
         .await?
     {
         Some(row) if row.job_id.is_some() => return Ok(()),
-        // Tried before: the next try waits as long again.
+        // Tried before: this try takes the row over, unless another try
+        // is still within its time; the next waits as long again.
         Some(_) => {
-            slurm_job::Entity::update_many()
+            let taken = slurm_job::Entity::update_many()
                 .col_expr(slurm_job::Column::SubmittedAt, Expr::value(now))
                 .filter(slurm_job::Column::OrderId.eq(order_id))
                 .filter(slurm_job::Column::Attempt.eq(attempt))
+                .filter(slurm_job::Column::JobId.is_null())
+                .filter(
+                    slurm_job::Column::SubmittedAt
+                        .lte(now - chrono::Duration::seconds(RESUBMIT_AFTER_SECONDS)),
+                )
                 .exec(db)
                 .await?;
+            if taken.rows_affected == 0 {
+                return Ok(());
+            }
+            true
         }
         None => {
             slurm_job::ActiveModel {
@@ -133,8 +144,9 @@ pub async fn submit(
             }
             .insert(db)
             .await?;
+            false
         }
-    }
+    };
     let whole = current.gpu_milli.is_none_or(|m| m >= 1000) && current.mig_profile.is_none();
     if !whole {
         let txn = gantry_core::db::write(db).await?;
@@ -159,21 +171,28 @@ pub async fn submit(
     if let Some(user) = &user {
         ready(&slurm, &cluster, readied, user).await?;
     }
-    let found = slurm
-        .run(
-            "squeue",
-            &[
-                "--noheader".into(),
-                "--all".into(),
-                "--states=all".into(),
-                format!("--name={name}"),
-                "--format=%i".into(),
-            ],
-            &[],
-            None,
-        )
-        .await?;
-    let job_id = match found.lines().find_map(|l| l.trim().parse::<i64>().ok()) {
+    // Only a try after an earlier one may find its job already in Slurm.
+    let found = if tried_before {
+        slurm
+            .run(
+                "squeue",
+                &[
+                    "--noheader".into(),
+                    "--all".into(),
+                    "--states=all".into(),
+                    format!("--name={name}"),
+                    "--format=%i".into(),
+                ],
+                &[],
+                None,
+            )
+            .await?
+            .lines()
+            .find_map(|l| l.trim().parse::<i64>().ok())
+    } else {
+        None
+    };
+    let job_id = match found {
         Some(id) => id,
         None => {
             let model = gpu_model::Entity::find_by_id(current.gpu_model_id)
