@@ -10,6 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use gantry_entities::slurm_cluster;
+use gantry_workload::jobs::quoted;
 
 /// How long one command may take before Slurm counts as not answering.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -120,14 +121,9 @@ impl Slurm {
     }
 }
 
-/// One word for a POSIX shell.
-pub fn quoted(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::quoted;
+    use gantry_workload::jobs::quoted;
 
     #[test]
     fn a_quoted_word_stays_one_word() {

@@ -108,7 +108,7 @@ fn health(state: &str) -> Health {
 /// GPUs with their counts (an untyped `gpu:8` has type "").
 pub fn gpus(gres: &str) -> Vec<(String, u32)> {
     let mut found = Vec::new();
-    for item in split_outside_parentheses(gres) {
+    for item in split_outside(gres, '(', ')') {
         let item = item.split('(').next().unwrap_or_default();
         let parts: Vec<&str> = item.split(':').collect();
         let (kind, count) = match parts.as_slice() {
@@ -123,18 +123,20 @@ pub fn gpus(gres: &str) -> Vec<(String, u32)> {
     found
 }
 
-fn split_outside_parentheses(text: &str) -> Vec<&str> {
+/// Splits a Slurm list at the commas outside `open`…`close` pairs, such
+/// as `gpu:h100:8(S:0,1),shard:4` or `gpu[001-003,007],login1`; empty
+/// items are left out.
+fn split_outside(text: &str, open: char, close: char) -> Vec<&str> {
     let mut items = Vec::new();
     let (mut depth, mut start) = (0usize, 0usize);
     for (i, c) in text.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                items.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth = depth.saturating_sub(1);
+        } else if c == ',' && depth == 0 {
+            items.push(&text[start..i]);
+            start = i + 1;
         }
     }
     items.push(&text[start..]);
@@ -216,7 +218,7 @@ fn pairs(line: &str) -> Vec<(&str, &str)> {
 /// The GPU indices of a GRES string such as `gpu:h100:4(IDX:0-1,4,6)`.
 pub fn gres_indices(gres: &str) -> Vec<u32> {
     let mut indices = Vec::new();
-    for item in split_outside_parentheses(gres) {
+    for item in split_outside(gres, '(', ')') {
         if !item.starts_with("gpu") {
             continue;
         }
@@ -246,7 +248,10 @@ pub fn gres_indices(gres: &str) -> Vec<u32> {
 /// names, keeping each range's zero padding.
 pub fn hostlist(list: &str) -> Vec<String> {
     let mut names = Vec::new();
-    for item in split_outside_brackets(list) {
+    for item in split_outside(list, '[', ']')
+        .into_iter()
+        .filter(|s| *s != "(null)")
+    {
         let Some((prefix, rest)) = item.split_once('[') else {
             names.push(item.to_owned());
             continue;
@@ -267,27 +272,6 @@ pub fn hostlist(list: &str) -> Vec<String> {
         }
     }
     names
-}
-
-fn split_outside_brackets(text: &str) -> Vec<&str> {
-    let mut items = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in text.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                items.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items.push(&text[start..]);
-    items
-        .into_iter()
-        .filter(|s| !s.is_empty() && *s != "(null)")
-        .collect()
 }
 
 /// A job as Slurm's accounting keeps it.

@@ -7,8 +7,7 @@
 //! argument. The tenant's command, arguments, variables and working
 //! directory reach the script only quoted, as values.
 
-use super::command::quoted;
-use gantry_workload::jobs::Launch;
+use gantry_workload::jobs::{Launch, quoted};
 
 /// Slurm's job name for attempt `attempt` of order `order_id`.
 pub fn job_name(order_id: uuid::Uuid, attempt: i32) -> String {

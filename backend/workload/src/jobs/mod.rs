@@ -322,11 +322,14 @@ pub fn shell_line(command: &Command) -> String {
     let mut line = command.command.clone();
     for arg in &command.args {
         line.push(' ');
-        line.push('\'');
-        line.push_str(&arg.replace('\'', r"'\''"));
-        line.push('\'');
+        line.push_str(&quoted(arg));
     }
     line
+}
+
+/// One word for a POSIX shell, whatever it holds.
+pub fn quoted(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// Running jobs past their walltime are stopped and marked `timed_out`; the
