@@ -7,9 +7,11 @@
 #   test-slurm.sh start DIR NODES GPUS_PER_NODE GRES_TYPE   prints SLURM_CONF
 #   test-slurm.sh stop DIR
 #
-# The daemons run as root with auth/none: nothing outside this host reaches
-# them (they listen on ports chosen free at start). Nodes are named
-# DIR's cluster name plus 001, 002, ...
+# The daemons run as root and authenticate every request with MUNGE (a
+# munged of the cluster's own, with its own key and socket), so a tenant's
+# job cannot claim to be another user, as on a real cluster. They listen on
+# ports chosen free at start. Nodes are named DIR's cluster name plus 001,
+# 002, ...
 set -euo pipefail
 
 what=${1:?start or stop}
@@ -59,7 +61,9 @@ gres=${5:?GRES type}
 name=c$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
 stop
 rm -rf "$dir"
-mkdir -p "$dir"/{etc,state,log,pids,fakedev,bin,out}
+mkdir -p "$dir"/{etc,state,log,pids,fakedev,bin,out,munge}
+# Jobs' users read the configuration and reach the MUNGE socket.
+chmod 755 "$dir" "$dir/etc" "$dir/munge"
 # The daemons take their role from their own name: Debian's files end in
 # -wlm, and under that name slurmctld drops the GRES of slurm.conf.
 ln -s /usr/sbin/slurmctld-wlm "$dir/bin/slurmctld"
@@ -95,8 +99,17 @@ fi
 database="slurm_$name"
 echo "$database" >"$dir/database"
 
+mungekey --create --keyfile="$dir/munge/munge.key"
+chmod 600 "$dir/munge/munge.key"
+# --force: munged refuses root unless told; its socket is the cluster's own.
+munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+  --log-file="$dir/log/munged.log" --pid-file="$dir/pids/munged.pid" \
+  --seed-file="$dir/munge/munged.seed" </dev/null >/dev/null 2>&1
+auth_info="socket=$dir/munge/munge.socket"
+
 cat >"$dir/etc/slurmdbd.conf" <<EOF
-AuthType=auth/none
+AuthType=auth/munge
+AuthInfo=$auth_info
 DbdHost=localhost
 DbdPort=$dbd_port
 SlurmUser=root
@@ -114,8 +127,9 @@ cat >"$dir/etc/slurm.conf" <<EOF
 ClusterName=$name
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort=$ctld_port
-AuthType=auth/none
-CredType=cred/none
+AuthType=auth/munge
+AuthInfo=$auth_info
+CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$dir/state
@@ -132,6 +146,8 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$dbd_port
 AccountingStorageTRES=gres/gpu
+# The connection to slurmdbd takes its MUNGE socket from here.
+AccountingStoragePass=$dir/munge/munge.socket
 MailProg=/bin/true
 # Users see their own jobs only, as on a cluster shared by tenants.
 PrivateData=jobs,usage,users,accounts

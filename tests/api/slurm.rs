@@ -8,114 +8,17 @@
 //! organization's jobs run as its own Unix user, so another tenant's job
 //! can neither see, cancel nor read them.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::slurm::{SlurmCluster, UnixUsers};
 use crate::support::{Engine, Tenant, TestServer};
 
 crate::on_both_engines!(a_slurm_region_runs_what_gantry_places);
-
-/// A Slurm cluster of its own for one test, stopped when dropped.
-struct SlurmCluster {
-    dir: PathBuf,
-    conf: String,
-}
-
-impl SlurmCluster {
-    fn start(nodes: u32) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "gantry-slurm-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        ));
-        let out = Command::new(script())
-            .args([
-                "start",
-                &dir.to_string_lossy(),
-                &nodes.to_string(),
-                "8",
-                "h100",
-            ])
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .expect("run the Slurm fixture script");
-        assert!(out.status.success(), "the Slurm fixture script failed");
-        let conf = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        Self { dir, conf }
-    }
-
-    /// Runs a Slurm command against this cluster; its output.
-    fn run(&self, program: &str, args: &[&str]) -> String {
-        let out = Command::new(program)
-            .args(args)
-            .env("SLURM_CONF", &self.conf)
-            .env("SLURM_TIME_FORMAT", "%s")
-            .output()
-            .expect("run a Slurm command");
-        assert!(
-            out.status.success(),
-            "{program} {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn output_dir(&self) -> String {
-        self.dir.join("out").to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for SlurmCluster {
-    fn drop(&mut self) {
-        Command::new(script())
-            .args(["stop", &self.dir.to_string_lossy()])
-            .status()
-            .ok();
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
-
-/// The Unix users a test's organizations run as, removed when dropped.
-struct UnixUsers(Vec<String>);
-
-impl UnixUsers {
-    /// The user of each of `orgs` for prefix `prefix`, made on this host
-    /// as the cluster's operator would make them on every node.
-    fn make(prefix: &str, orgs: &[uuid::Uuid]) -> Self {
-        let names: Vec<String> = orgs
-            .iter()
-            .map(|org| {
-                let hex = org.simple().to_string();
-                format!("{prefix}{}", &hex[hex.len() - 12..])
-            })
-            .collect();
-        for name in &names {
-            let made = Command::new("useradd")
-                .args(["--system", "--no-create-home", "--user-group"])
-                .args(["--shell", "/usr/sbin/nologin", name])
-                .status()
-                .expect("useradd");
-            assert!(made.success(), "useradd {name}");
-        }
-        Self(names)
-    }
-}
-
-impl Drop for UnixUsers {
-    fn drop(&mut self) {
-        for name in &self.0 {
-            Command::new("userdel").arg(name).status().ok();
-        }
-    }
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/test-slurm.sh")
-}
 
 /// Polls `path` until `done` holds, for up to two minutes: Slurm is read
 /// every second, a job's start and end each take a read, and a submission
@@ -191,6 +94,7 @@ async fn output(server: &TestServer, tenant: &Tenant, id: &str) -> String {
 async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     let server = TestServer::start_with(engine, |config| {
         config.scheduler_interval_ms = 200;
+        config.metering_interval_seconds = 1;
     })
     .await;
     let operator = server.operator().await;
@@ -234,6 +138,35 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         .put("/api/v1/admin/slurm-clusters", op, good)
         .await
         .expect(StatusCode::OK);
+    // The operator reads whom to make on the nodes.
+    let listed = server
+        .get("/api/v1/admin/slurm-clusters/r2/users?limit=200", op)
+        .await;
+    listed.expect(StatusCode::OK);
+    let made: Vec<(String, String)> = listed.body["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|u| {
+            (
+                u["org_id"].as_str().unwrap_or_default().to_owned(),
+                u["user"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert!(
+        made.contains(&(tenant.org_id.to_string(), user.clone())),
+        "{made:?}"
+    );
+    assert!(made.contains(&(mallory.org_id.to_string(), mallory_user.clone())));
+    server
+        .get("/api/v1/admin/slurm-clusters/r2/users", &tenant.token)
+        .await
+        .expect(StatusCode::FORBIDDEN);
+    server
+        .get("/api/v1/admin/slurm-clusters/r1/users", op)
+        .await
+        .expect(StatusCode::NOT_FOUND);
 
     // The partition's nodes come in with their GPUs.
     let nodes = until(
@@ -381,6 +314,35 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     let failed = order_until(&server, &tenant, &failing, "failed").await;
     assert_eq!(failed["job"]["exit_code"], 3, "{failed:#}");
 
+    // The GPUs the outside job holds are taken for Gantry's engine too: a
+    // whole-node job waits for capacity instead of queueing in Slurm.
+    let node = server
+        .get(&format!("/api/v1/admin/nodes/{first_id}"), op)
+        .await;
+    let held: Vec<&Value> = node.body["gpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| g["held_outside"] == true)
+        .collect();
+    assert_eq!(held.len(), 2, "{:#}", node.body);
+    let whole = place(
+        &server,
+        &tenant,
+        json!({ "instance_type": "h100x8", "region": "r2", "job": { "command": "echo whole" } }),
+    )
+    .await;
+    let waiting = server
+        .wait_reason(&tenant, whole.parse().expect("id"), "capacity")
+        .await;
+    assert_eq!(waiting["status"], "queued", "{waiting:#}");
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM slurm_jobs WHERE finished = false")
+            .await,
+        0
+    );
+
     slurm.run("scancel", &[outside.trim()]);
     server
         .post(
@@ -402,6 +364,8 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         },
     )
     .await;
+
+    order_until(&server, &tenant, &whole, "completed").await;
 
     // A gang of two whole nodes meets at its first node.
     let gang = place(
@@ -603,8 +567,14 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let stuck = order_until(&server, &tenant, &waiting, "scheduled").await;
-    assert_eq!(stuck["status"], "scheduled");
+    let path = format!("/api/v1/orgs/{}/orders/{waiting}", tenant.org_id);
+    let stuck = until(&server, &tenant.token, &path, "the order's reason", |o| {
+        o["pending_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("Slurm has not taken it yet: `sbatch`"))
+    })
+    .await;
+    assert_eq!(stuck["status"], "scheduled", "{stuck:#}");
     let name = format!("gantry-{}-1", waiting.replace('-', ""));
     slurm.run(
         "sbatch",
@@ -622,7 +592,8 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         .put("/api/v1/admin/slurm-clusters", op, declared)
         .await
         .expect(StatusCode::OK);
-    order_until(&server, &tenant, &waiting, "completed").await;
+    let done = order_until(&server, &tenant, &waiting, "completed").await;
+    assert_eq!(done["pending_reason"], Value::Null, "{done:#}");
     let said = output(&server, &tenant, &waiting).await;
     assert_eq!(said, "found again");
 
@@ -645,5 +616,64 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), all, "{submitted}");
-    assert_eq!(all, 7, "{submitted}");
+    assert_eq!(all, 8, "{submitted}");
+
+    // The month's usage is Slurm's accounting: each order's GPU-seconds
+    // are its job's elapsed seconds times the GPUs Slurm gave it.
+    server.metered_exactly().await;
+    let accounted = slurm.run(
+        "sacct",
+        &[
+            "-X",
+            "-n",
+            "--parsable2",
+            "--allusers",
+            "--starttime=now-1hour",
+            "--format=JobName,ElapsedRaw,AllocTRES",
+        ],
+    );
+    let mut by_slurm: BTreeMap<String, i64> = BTreeMap::new();
+    for line in accounted.lines() {
+        let fields: Vec<&str> = line.split('|').collect();
+        let Some(order) = fields[0]
+            .strip_prefix("gantry-")
+            .and_then(|n| n.split('-').next())
+            .and_then(|id| uuid::Uuid::parse_str(id).ok())
+        else {
+            continue;
+        };
+        let gpus: i64 = fields[2]
+            .split(',')
+            .find_map(|t| t.strip_prefix("gres/gpu="))
+            .and_then(|n| n.parse().ok())
+            .expect("GPUs in the job's TRES");
+        let elapsed: i64 = fields[1].parse().expect("elapsed seconds");
+        *by_slurm.entry(order.to_string()).or_default() += elapsed * gpus;
+    }
+    by_slurm.retain(|_, seconds| *seconds > 0);
+    let mut by_gantry: BTreeMap<String, i64> = BTreeMap::new();
+    for who in [&tenant, &mallory] {
+        let usage = server
+            .get(
+                &format!(
+                    "/api/v1/orgs/{}/usage?group_by=order&from={}&to={}",
+                    who.org_id,
+                    crate::support::query_time(chrono::Utc::now() - chrono::TimeDelta::hours(1)),
+                    crate::support::query_time(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
+                ),
+                &who.token,
+            )
+            .await;
+        usage.expect(StatusCode::OK);
+        for group in usage.body["groups"].as_array().into_iter().flatten() {
+            let seconds = group["gpu_seconds"].as_i64().unwrap_or_default();
+            if seconds > 0 {
+                by_gantry.insert(
+                    group["key"].as_str().unwrap_or_default().to_owned(),
+                    seconds,
+                );
+            }
+        }
+    }
+    assert_eq!(by_gantry, by_slurm, "{accounted}");
 }

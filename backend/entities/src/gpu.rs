@@ -17,6 +17,9 @@ pub struct Model {
     /// A JSON array of its MIG instances (`uuid`, `profile`) as the agent
     /// found them; none when it is not in MIG mode.
     pub mig_devices: Option<String>,
+    /// Held by work its node's cluster manager runs that Gantry did not
+    /// place (a Slurm job submitted there directly): taken, not free.
+    pub held_outside: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

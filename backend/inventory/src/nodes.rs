@@ -44,6 +44,9 @@ pub struct NodeGpu {
     pub mig_enabled: bool,
     /// Its MIG instances, when it is in MIG mode.
     pub mig_devices: Vec<MigDevice>,
+    /// Held by work the node's cluster manager runs that Gantry did not
+    /// place (a Slurm region's other jobs).
+    pub held_outside: bool,
     /// The order holding this GPU whole, if any.
     pub order_id: Option<Uuid>,
     /// The organization that order belongs to.
@@ -262,6 +265,7 @@ pub async fn insert(
             healthy: Set(true),
             mig_enabled: Set(g.mig_enabled),
             mig_devices: Set(stored_mig_devices(&g.mig_devices)),
+            held_outside: Set(false),
         })
         .collect();
     if !gpus.is_empty() {
@@ -409,6 +413,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             healthy: g.healthy,
             mig_enabled: g.mig_enabled,
             mig_devices: gantry_core::catalog::shares::mig_devices(g.mig_devices.as_deref()),
+            held_outside: g.held_outside,
             order_id: claims.get(&g.id).copied(),
             org_id: claims.get(&g.id).and_then(|o| owners.get(o)).copied(),
             shares: shares

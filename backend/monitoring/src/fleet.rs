@@ -166,6 +166,8 @@ pub fn publish_fleet(
             "unhealthy"
         } else if held.contains(&(node.id, index)) {
             "allocated"
+        } else if gpu.held_outside {
+            "outside"
         } else if node.state != NodeState::Ready {
             "cordoned"
         } else {

@@ -51,11 +51,6 @@ const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
 /// How often the leader looks for GPUs still held by ended orders.
 const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
-/// How often Slurm regions' nodes and jobs are read: one `sinfo`, one
-/// `scontrol` and at most one `sacct` per region each time. A job's GPUs
-/// are free for the next only once a read has seen it end.
-const SLURM_SYNC_EVERY: Duration = Duration::from_secs(1);
-
 /// How often the leader compares its copy of the rows with a full read,
 /// and trims the change log it has followed.
 const CHECK_EVERY: Duration = Duration::from_secs(60);
@@ -84,8 +79,6 @@ struct Due {
     history: history::Recorder,
     /// Defragmentation moves of the past hour.
     defrag: defrag::Ledger,
-    /// When Slurm regions were last read.
-    slurm_synced: Option<Instant>,
 }
 
 /// The drivers that bring work up on nodes the control plane runs for
@@ -302,13 +295,7 @@ async fn cycle(
         follow_log(&state.db, world).await?;
     }
     hand_over(world, drivers, handed);
-    if due
-        .slurm_synced
-        .is_none_or(|at| at.elapsed() >= SLURM_SYNC_EVERY)
-    {
-        due.slurm_synced = Some(Instant::now());
-        drivers.slurm.sync();
-    }
+    drivers.slurm.keep_in_step();
     let total_ms = began.elapsed().as_secs_f64() * 1000.0;
     for (phase, ms) in [
         ("load", load_ms),

@@ -118,8 +118,10 @@ pub async fn snapshot(
                         model: model_name(&g.gpu_model_id),
                         nvlink_domain: u32::try_from(g.nvlink_domain).unwrap_or(0),
                         // A GPU in MIG mode without instances serves nothing
-                        // until its agent reports some.
+                        // until its agent reports some; one held by work
+                        // Gantry did not place serves nothing of Gantry's.
                         healthy: g.healthy
+                            && !g.held_outside
                             && n.state != NodeState::Unhealthy
                             && (!g.mig_enabled || layout.is_some()),
                         mig_slices: layout.map(|(slices, _)| slices),

@@ -905,6 +905,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/admin/slurm-clusters/{region}/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The Unix user each organization's jobs run as on a region's Slurm
+         *     cluster, for the operator to make on every node (`useradd`, or the
+         *     cluster's directory service). Empty where every job runs as the
+         *     commands' own user (`users: shared`).
+         */
+        get: operations["list_slurm_users"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/usage": {
         parameters: {
             query?: never;
@@ -3925,6 +3947,11 @@ export interface components {
             /** @description Its MIG instances, when it is in MIG mode. */
             mig_devices: components["schemas"]["MigDevice"][];
             /**
+             * @description Held by work the node's cluster manager runs that Gantry did not
+             *     place (a Slurm region's other jobs).
+             */
+            held_outside: boolean;
+            /**
              * Format: uuid
              * @description The order holding this GPU whole, if any.
              */
@@ -4790,6 +4817,17 @@ export interface components {
                 cancel_now?: components["schemas"]["CancelNow"] | null;
                 /** Format: date-time */
                 created_at: string;
+            }[];
+            /** @description Pass as `cursor` to get the next page; absent on the last page. */
+            next_cursor?: string | null;
+        };
+        /** @description One page of a list. */
+        Page_SlurmUser: {
+            items: {
+                /** Format: uuid */
+                org_id: string;
+                organization: string;
+                user: string;
             }[];
             /** @description Pass as `cursor` to get the next page; absent on the last page. */
             next_cursor?: string | null;
@@ -5693,6 +5731,16 @@ export interface components {
              *     cluster's login node.
              */
             command: string;
+        };
+        /**
+         * @description The Unix user an organization's jobs run as on a Slurm cluster: the
+         *     user (and group) the cluster's operator makes on every node.
+         */
+        SlurmUser: {
+            /** Format: uuid */
+            org_id: string;
+            organization: string;
+            user: string;
         };
         /**
          * @description Whom a Slurm region's jobs run as.
@@ -8938,6 +8986,52 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request was refused; `code` says why. */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The server failed; the request id identifies it in the logs. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_slurm_users: {
+        parameters: {
+            query?: {
+                /** @description Items per page, 1 to 200; 50 when absent. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page; empty means the first page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Region name or id */
+                region: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of organizations with their Unix users */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_SlurmUser"];
+                };
             };
             /** @description The request was refused; `code` says why. */
             "4XX": {

@@ -27,6 +27,7 @@ function node(name: string, state: Schemas["NodeState"], held: number[], sick: n
       healthy: !sick.includes(index),
       mig_enabled: false,
       mig_devices: [],
+      held_outside: false,
       shares: [],
       order_id: held.includes(index) ? "order" : null,
       org_id: held.includes(index) ? "org" : null,
@@ -45,6 +46,19 @@ describe("capacityByModel", () => {
     expect(h100).toMatchObject({ model: "H100", total: 32, free: 24, schedulable: 16, largest: 7 });
     // 16 free on ready nodes, yet not one 8-GPU instance fits.
     expect(h100?.placeable).toEqual({ 1: 16, 2: 7, 4: 3, 8: 0 });
+  });
+});
+
+describe("GPUs held outside Gantry", () => {
+  test("are taken: neither free nor placeable, and shown as outside", () => {
+    const n = node("s", "ready", []);
+    for (const g of n.gpus.slice(0, 2)) g.held_outside = true;
+    const [h100] = capacityByModel([n]);
+    expect(h100).toMatchObject({ total: 8, free: 6, schedulable: 6, largest: 6 });
+    expect(h100?.placeable[8]).toBe(0);
+    expect(n.gpus[0] && cellOf(n.gpus[0])).toEqual({ kind: "outside" });
+    expect(nodeUse(n).free).toBe(6);
+    expect(groupNodes([n])[0]?.idle).toEqual([]);
   });
 });
 

@@ -27,7 +27,9 @@ export type GpuCell =
   | { kind: "free"; mig: boolean }
   | { kind: "held"; orgId: string | null; orderId: string }
   | { kind: "shared"; parts: SharePart[]; mig: boolean }
-  | { kind: "unhealthy" };
+  | { kind: "unhealthy" }
+  /** Held by work the node's cluster manager runs that Gantry did not place. */
+  | { kind: "outside" };
 
 const EIGHTHS = ["", "⅛", "¼", "⅜", "½", "⅝", "¾", "⅞"];
 
@@ -51,6 +53,7 @@ export function gpuShape(t: {
 
 export function cellOf(gpu: Schemas["NodeGpu"]): GpuCell {
   if (!gpu.healthy) return { kind: "unhealthy" };
+  if (gpu.held_outside) return { kind: "outside" };
   if (gpu.order_id) return { kind: "held", orgId: gpu.org_id ?? null, orderId: gpu.order_id };
   const instances = gpu.mig_devices.length;
   if (gpu.shares.length > 0) {
@@ -80,9 +83,11 @@ export function shareBackground(parts: SharePart[]): string {
   return `linear-gradient(to top, ${[...stops, `transparent ${(at * 100).toFixed(1)}%`].join(", ")})`;
 }
 
-/** GPUs a whole-GPU order could take: healthy, unheld, unshared, not MIG. */
+/** GPUs a whole-GPU order could take: healthy, unheld (by Gantry or outside it), unshared, not MIG. */
 function freeGpus(node: Node): number {
-  return node.gpus.filter((g) => g.healthy && !g.order_id && g.shares.length === 0 && !g.mig_enabled).length;
+  return node.gpus.filter(
+    (g) => g.healthy && !g.held_outside && !g.order_id && g.shares.length === 0 && !g.mig_enabled,
+  ).length;
 }
 
 export type NodeUse = {

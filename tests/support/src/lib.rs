@@ -5,6 +5,7 @@
 
 pub mod db;
 pub mod receiver;
+pub mod slurm;
 
 pub use db::TestDatabase;
 

@@ -15,14 +15,16 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use uuid::Uuid;
 
 use gantry_core::audit;
 use gantry_core::auth::principal::{Actor, Operator};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses, Resource};
-use gantry_core::http::extract::ApiJson;
+use gantry_core::http::extract::{ApiJson, ApiQuery};
+use gantry_core::http::pagination::{Page, PageQuery};
 use gantry_core::state::AppState;
 use gantry_core::validate::Fields;
-use gantry_entities::{node, slurm_cluster, slurm_job};
+use gantry_entities::{node, organization, slurm_cluster, slurm_job};
 use gantry_types::classes::{DriverKind, SlurmAccess, SlurmUsers};
 
 /// The most GPU models one cluster maps.
@@ -32,6 +34,16 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_slurm_clusters, set_slurm_cluster))
         .routes(routes!(delete_slurm_cluster))
+        .routes(routes!(list_slurm_users))
+}
+
+/// The Unix user an organization's jobs run as on a Slurm cluster: the
+/// user (and group) the cluster's operator makes on every node.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SlurmUser {
+    pub org_id: Uuid,
+    pub organization: String,
+    pub user: String,
 }
 
 /// A region's Slurm cluster, as operators see it.
@@ -402,4 +414,52 @@ async fn delete_slurm_cluster(
     .await?;
     txn.commit().await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The Unix user each organization's jobs run as on a region's Slurm
+/// cluster, for the operator to make on every node (`useradd`, or the
+/// cluster's directory service). Empty where every job runs as the
+/// commands' own user (`users: shared`).
+#[utoipa::path(
+    get,
+    path = "/admin/slurm-clusters/{region}/users",
+    tag = "admin",
+    params(("region" = String, Path, description = "Region name or id"), PageQuery),
+    responses((status = 200, description = "A page of organizations with their Unix users", body = Page<SlurmUser>), ProblemResponses),
+    security(("bearer" = []))
+)]
+async fn list_slurm_users(
+    State(state): State<AppState>,
+    _operator: Operator,
+    params: RawPathParams,
+    ApiQuery(query): ApiQuery<PageQuery>,
+) -> ApiResult<Json<Page<SlurmUser>>> {
+    let request = query.validate()?;
+    let reference = gantry_core::http::extract::path_param(&params, "region");
+    let catalog = state.catalog.current(&state.db).await?;
+    let region = catalog.region(reference)?;
+    let cluster = slurm_cluster::Entity::find_by_id(region.id)
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| ApiError::not_found(Resource::SlurmCluster, region.id))?;
+    if cluster.users == SlurmUsers::Shared {
+        return Ok(Json(Page {
+            items: Vec::new(),
+            next_cursor: None,
+        }));
+    }
+    let rows = request
+        .ascending(organization::Entity::find(), organization::Column::Id)
+        .all(&state.db)
+        .await?;
+    Ok(Json(Page::from_rows(
+        rows,
+        request,
+        |o| o.id,
+        |o| SlurmUser {
+            user: super::user_of(&cluster, o.id).unwrap_or_default(),
+            org_id: o.id,
+            organization: o.name,
+        },
+    )))
 }

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    QueryFilter, QueryOrder, Set,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
 };
 use uuid::Uuid;
 
@@ -82,8 +82,43 @@ async fn placed(
     Ok(Some((allocations, ranked, cluster)))
 }
 
-/// Submits the attempt of `order_id` that the loop placed, once.
+/// Submits the attempt of `order_id` that the loop placed, once. Where
+/// Slurm does not take it, the order says why while it waits for the
+/// next try.
 pub async fn submit(
+    db: &DatabaseConnection,
+    sealer: &Sealer,
+    readied: &Readied,
+    order_id: Uuid,
+) -> Result<(), SyncError> {
+    let submitted = submit_once(db, sealer, readied, order_id).await;
+    if let Err(SyncError::Slurm(error)) = &submitted {
+        waits_because(
+            db,
+            order_id,
+            format!("Slurm has not taken it yet: {error}; it is tried again"),
+        )
+        .await?;
+    }
+    submitted
+}
+
+/// Says why an order handed to Slurm is not running yet.
+async fn waits_because(
+    db: &impl ConnectionTrait,
+    order_id: Uuid,
+    reason: String,
+) -> Result<(), DbErr> {
+    order::Entity::update_many()
+        .col_expr(order::Column::PendingReason, Expr::value(Some(reason)))
+        .filter(order::Column::Id.eq(order_id))
+        .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))
+        .exec(db)
+        .await?;
+    Ok(())
+}
+
+async fn submit_once(
     db: &DatabaseConnection,
     sealer: &Sealer,
     readied: &Readied,
@@ -173,22 +208,8 @@ pub async fn submit(
     }
     // Only a try after an earlier one may find its job already in Slurm.
     let found = if tried_before {
-        slurm
-            .run(
-                "squeue",
-                &[
-                    "--noheader".into(),
-                    "--all".into(),
-                    "--states=all".into(),
-                    format!("--name={name}"),
-                    "--format=%i".into(),
-                ],
-                &[],
-                None,
-            )
-            .await?
-            .lines()
-            .find_map(|l| l.trim().parse::<i64>().ok())
+        let since = (now - current.created_at).num_seconds().max(0) + 60;
+        found_again(&slurm, &name, since).await?
     } else {
         None
     };
@@ -270,6 +291,10 @@ pub async fn submit(
             order::Column::Status,
             Expr::value(OrderStatus::Provisioning),
         )
+        .col_expr(
+            order::Column::PendingReason,
+            Expr::value(Option::<String>::None),
+        )
         .col_expr(order::Column::UpdatedAt, Expr::value(now))
         .filter(order::Column::Id.eq(order_id))
         .filter(order::Column::Status.eq(OrderStatus::Scheduled))
@@ -277,6 +302,51 @@ pub async fn submit(
         .await?;
     txn.commit().await?;
     Ok(())
+}
+
+/// The job an earlier try submitted under `name`, submitted in the last
+/// `since` seconds: from the controller while it still lists the job, else
+/// from accounting, where a finished job stays after the controller
+/// forgets it (`MinJobAge`).
+async fn found_again(slurm: &Slurm, name: &str, since: i64) -> Result<Option<i64>, SyncError> {
+    let first_id = |out: String| {
+        out.lines()
+            .find_map(|l| l.trim().split(['|', ';']).next()?.parse::<i64>().ok())
+    };
+    let listed = slurm
+        .run(
+            "squeue",
+            &[
+                "--noheader".into(),
+                "--all".into(),
+                "--states=all".into(),
+                format!("--name={name}"),
+                "--format=%i".into(),
+            ],
+            &[],
+            None,
+        )
+        .await?;
+    if let Some(id) = first_id(listed) {
+        return Ok(Some(id));
+    }
+    let accounted = slurm
+        .run(
+            "sacct",
+            &[
+                "--allocations".into(),
+                "--allusers".into(),
+                "--noheader".into(),
+                "--parsable2".into(),
+                format!("--starttime=now-{since}"),
+                format!("--name={name}"),
+                "--format=JobID".into(),
+            ],
+            &[],
+            None,
+        )
+        .await?;
+    Ok(first_id(accounted))
 }
 
 /// Readies organization user `user` on `cluster` once per process: its
@@ -429,7 +499,7 @@ pub async fn follow(
                 "show".into(),
                 "job".into(),
             ],
-            &[],
+            &[("SLURM_TIME_FORMAT", "%s")],
             None,
         )
         .await;
@@ -444,6 +514,7 @@ pub async fn follow(
     record_outside(db, cluster, &shown, &ours, &names).await?;
     let by_id: HashMap<i64, &ShownJob> = shown.iter().map(|j| (j.id, j)).collect();
     let mut changed = false;
+    let mut known = Vec::new();
     let mut to_read = Vec::new();
     for row in &rows {
         let Some(job_id) = row.job_id else {
@@ -474,19 +545,28 @@ pub async fn follow(
                 };
                 if row.state.as_deref() != Some(state.as_str()) {
                     slurm_job::Entity::update_many()
-                        .col_expr(slurm_job::Column::State, Expr::value(Some(state)))
+                        .col_expr(slurm_job::Column::State, Expr::value(Some(state.clone())))
                         .filter(slurm_job::Column::OrderId.eq(row.order_id))
                         .filter(slurm_job::Column::Attempt.eq(row.attempt))
                         .exec(db)
                         .await?;
+                    waits_because(
+                        db,
+                        row.order_id,
+                        format!("in Slurm's queue as job {job_id}: {state}"),
+                    )
+                    .await?;
                 }
             }
             Some(job) if !parse::is_final(&job.state) && row.started_at.is_some() => {}
-            _ => to_read.push(row),
+            // The controller says at once what accounting records a moment
+            // later; accounting is read for the jobs it no longer lists.
+            Some(job) => match job.accounted() {
+                Some(record) => known.push((row, record)),
+                None => to_read.push(row),
+            },
+            None => to_read.push(row),
         }
-    }
-    if to_read.is_empty() {
-        return Ok(changed);
     }
     let ids: Vec<String> = to_read
         .iter()
@@ -511,11 +591,13 @@ pub async fn follow(
             .await?;
         accounted.extend(parse::accounted(&out).into_iter().map(|a| (a.id, a)));
     }
-    for row in to_read {
-        let Some(job_id) = row.job_id else { continue };
-        let Some(record) = accounted.get(&job_id) else {
-            continue;
-        };
+    known.extend(
+        to_read
+            .into_iter()
+            .filter_map(|row| Some((row, accounted.remove(&row.job_id?)?))),
+    );
+    for (row, record) in &known {
+        let job_id = record.id;
         if record.is_final() {
             end(
                 db,
@@ -538,7 +620,8 @@ pub async fn follow(
 }
 
 /// Records the GPUs of each node that running jobs Gantry did not submit
-/// hold.
+/// hold: counted per node for the operator, and marked on the GPUs' rows
+/// so the scheduler plans around them.
 async fn record_outside(
     db: &impl ConnectionTrait,
     cluster: &slurm_cluster::Model,
@@ -547,6 +630,7 @@ async fn record_outside(
     names: &HashSet<&str>,
 ) -> Result<(), DbErr> {
     let mut outside: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut held: HashSet<(&str, i32)> = HashSet::new();
     // A job of ours found again after a crash has our name before its id
     // is written.
     for job in shown.iter().filter(|j| {
@@ -557,6 +641,10 @@ async fn record_outside(
     }) {
         for (node, gpus) in &job.gpus {
             *outside.entry(node.as_str()).or_default() += gpus.len();
+            held.extend(
+                gpus.iter()
+                    .filter_map(|i| Some((node.as_str(), i32::try_from(*i).ok()?))),
+            );
         }
     }
     let stored = serde_json::to_string(&outside).ok();
@@ -567,6 +655,56 @@ async fn record_outside(
             .exec(db)
             .await?;
     }
+    // Only the GPUs whose mark changes are written: most reads change none.
+    let held_nodes: HashMap<Uuid, String> = if held.is_empty() {
+        HashMap::new()
+    } else {
+        node::Entity::find()
+            .filter(node::Column::RegionId.eq(cluster.region_id))
+            .filter(node::Column::Driver.eq(DriverKind::Slurm))
+            .filter(node::Column::Name.is_in(held.iter().map(|(name, _)| *name)))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|n| (n.id, n.name))
+            .collect()
+    };
+    let held_ids: Vec<Uuid> = gpu::Entity::find()
+        .filter(gpu::Column::NodeId.is_in(held_nodes.keys().copied()))
+        .all(db)
+        .await?
+        .into_iter()
+        .filter(|g| {
+            held_nodes
+                .get(&g.node_id)
+                .is_some_and(|name| held.contains(&(name.as_str(), g.index)))
+        })
+        .map(|g| g.id)
+        .collect();
+    if !held_ids.is_empty() {
+        gpu::Entity::update_many()
+            .col_expr(gpu::Column::HeldOutside, Expr::value(true))
+            .filter(gpu::Column::Id.is_in(held_ids.iter().copied()))
+            .filter(gpu::Column::HeldOutside.eq(false))
+            .exec(db)
+            .await?;
+    }
+    gpu::Entity::update_many()
+        .col_expr(gpu::Column::HeldOutside, Expr::value(false))
+        .filter(gpu::Column::HeldOutside.eq(true))
+        .filter(gpu::Column::Id.is_not_in(held_ids))
+        .filter(
+            gpu::Column::NodeId.in_subquery(
+                node::Entity::find()
+                    .select_only()
+                    .column(node::Column::Id)
+                    .filter(node::Column::RegionId.eq(cluster.region_id))
+                    .filter(node::Column::Driver.eq(DriverKind::Slurm))
+                    .into_query(),
+            ),
+        )
+        .exec(db)
+        .await?;
     Ok(())
 }
 

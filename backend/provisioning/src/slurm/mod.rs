@@ -20,6 +20,7 @@ pub mod script;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -33,6 +34,12 @@ use gantry_core::sealing::Sealer;
 use gantry_entities::slurm_cluster;
 use gantry_types::classes::SlurmUsers;
 use gantry_types::clock::Clock;
+
+/// How often Slurm regions' nodes and jobs are read: one `sinfo`, one
+/// `scontrol` and, for jobs the controller no longer lists, one `sacct`
+/// per region each time. A job's GPUs are free for the next only once a
+/// read has seen it end.
+const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 /// What went wrong talking to Slurm or keeping its answer.
 #[derive(Debug, thiserror::Error)]
@@ -81,19 +88,27 @@ impl SlurmDriver {
         }
     }
 
-    /// Reads every Slurm region's nodes and jobs and moves Gantry's
-    /// inventory and orders on, beside the loop (a Slurm that does not
-    /// answer never holds placement up); a sync still running is let be.
-    pub fn sync(&self) {
+    /// Keeps every Slurm region in step for as long as this process
+    /// leads: each read moves Gantry's inventory and orders on and wakes
+    /// the loop when something changed. The reads run beside the loop, at
+    /// their own pace (a Slurm that does not answer never holds placement
+    /// up, and a quiet loop that waits for its interval does not space
+    /// them out). The loop calls this every cycle; reads already running
+    /// are let be.
+    pub fn keep_in_step(&self) {
         if self.syncing.swap(true, Ordering::AcqRel) {
             return;
         }
         let driver = self.clone();
         tokio::spawn(async move {
-            match driver.sync_all().await {
-                Ok(true) => driver.scheduler.wake(),
-                Ok(false) => {}
-                Err(error) => tracing::warn!(%error, "Slurm sync failed; retrying next cycle"),
+            while driver.scheduler.is_leader() {
+                let began = Instant::now();
+                match driver.sync_all().await {
+                    Ok(true) => driver.scheduler.wake(),
+                    Ok(false) => {}
+                    Err(error) => tracing::warn!(%error, "Slurm sync failed; retrying"),
+                }
+                tokio::time::sleep(SYNC_EVERY.saturating_sub(began.elapsed())).await;
             }
             driver.syncing.store(false, Ordering::Release);
         });

@@ -154,6 +154,41 @@ pub struct ShownJob {
     pub reason: Option<String>,
     /// Each node it holds with the GPU indices Slurm bound there.
     pub gpus: Vec<(String, Vec<u32>)>,
+    /// Whether it was ever given nodes: a job cancelled while it waited
+    /// shows a start time, but never started.
+    pub allocated: bool,
+    pub start: Option<DateTime<Utc>>,
+    /// When it ended, once its state is final (before, the end its time
+    /// limit would bring).
+    pub end: Option<DateTime<Utc>>,
+    /// `ExitCode`: the code, and the signal that ended it (0 for none).
+    pub exit: (i32, i32),
+}
+
+impl ShownJob {
+    /// What accounting will record of a job that started, as the
+    /// controller already says it: the same state, exit and times that
+    /// slurmctld hands slurmdbd, without waiting for them to land there.
+    /// None for a job that never started.
+    pub fn accounted(&self) -> Option<Accounted> {
+        if !self.allocated {
+            return None;
+        }
+        let end = if is_final(&self.state) {
+            Some(self.end?)
+        } else {
+            None
+        };
+        Some(Accounted {
+            id: self.id,
+            name: self.name.clone(),
+            state: self.state.clone(),
+            exit_code: self.exit.0,
+            signal: self.exit.1,
+            start: Some(self.start?),
+            end,
+        })
+    }
 }
 
 /// Reads `scontrol -d -o show job`: one job per line of `Key=Value`
@@ -173,6 +208,10 @@ fn shown_job(line: &str) -> Option<ShownJob> {
             "JobState" => job.state = value.to_owned(),
             "Partition" => job.partition = value.to_owned(),
             "Reason" if value != "None" => job.reason = Some(value.to_owned()),
+            "NodeList" => job.allocated = !value.is_empty() && value != "(null)",
+            "StartTime" => job.start = epoch(value),
+            "EndTime" => job.end = epoch(value),
+            "ExitCode" => job.exit = exit_code(value).unwrap_or_default(),
             // The detail lines pair each group of nodes with its GRES.
             "Nodes" => nodes = Some(hostlist(value)),
             "GRES" => {
@@ -319,18 +358,24 @@ pub fn accounted(out: &str) -> Vec<Accounted> {
             let [id, name, state, exit, start, end] = fields.as_slice() else {
                 return None;
             };
-            let (code, signal) = exit.split_once(':').unwrap_or((exit, "0"));
+            let (exit_code, signal) = exit_code(exit)?;
             Some(Accounted {
                 id: id.parse().ok()?,
                 name: (*name).to_owned(),
                 state: state.split_whitespace().next()?.to_owned(),
-                exit_code: code.parse().ok()?,
-                signal: signal.parse().unwrap_or(0),
+                exit_code,
+                signal,
                 start: epoch(start),
                 end: epoch(end),
             })
         })
         .collect()
+}
+
+/// Reads Slurm's `code:signal`.
+fn exit_code(text: &str) -> Option<(i32, i32)> {
+    let (code, signal) = text.split_once(':').unwrap_or((text, "0"));
+    Some((code.parse().ok()?, signal.parse().unwrap_or(0)))
 }
 
 fn epoch(text: &str) -> Option<DateTime<Utc>> {
@@ -424,6 +469,29 @@ mod tests {
         assert_eq!(jobs[1].name, "my training run");
         assert_eq!(jobs[1].reason.as_deref(), Some("Resources"));
         assert!(jobs[1].gpus.is_empty());
+    }
+
+    #[test]
+    fn the_controller_gives_what_accounting_will_record_of_a_job_that_started() {
+        let out = "JobId=7 JobName=gantry-a-1 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 StartTime=1796623433 EndTime=1796623435 Partition=gpu NodeList=n001 BatchHost=n001\n\
+                   JobId=8 JobName=gantry-b-1 JobState=RUNNING Reason=None ExitCode=0:0 StartTime=1796623433 EndTime=1796627033 Partition=gpu NodeList=n002\n\
+                   JobId=9 JobName=gantry-c-1 JobState=CANCELLED Reason=None ExitCode=0:0 StartTime=1796623448 EndTime=1796623448 Partition=gpu NodeList=\n\
+                   JobId=10 JobName=gantry-d-1 JobState=PENDING Reason=Resources ExitCode=0:0 StartTime=Unknown EndTime=Unknown Partition=gpu NodeList=(null)\n";
+        let jobs = shown_jobs(out);
+        let failed = jobs[0].accounted().unwrap();
+        assert!(failed.is_final());
+        assert_eq!((failed.exit_code, failed.signal), (3, 0));
+        assert_eq!(
+            (failed.end.unwrap() - failed.start.unwrap()).num_seconds(),
+            2
+        );
+        // A running job's end time is only its limit.
+        let running = jobs[1].accounted().unwrap();
+        assert!(!running.is_final());
+        assert!(running.start.is_some() && running.end.is_none());
+        // Cancelled while it waited: accounting records no start.
+        assert_eq!(jobs[2].accounted(), None);
+        assert_eq!(jobs[3].accounted(), None);
     }
 
     #[test]

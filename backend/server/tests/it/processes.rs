@@ -1,6 +1,7 @@
 //! The `gantry` binary as separate processes on one database: killed with
-//! SIGKILL while it places and provisions orders, meters, or delivers
-//! webhooks, and run as two replicas sharing the scheduler lease.
+//! SIGKILL while it places and provisions orders, meters, delivers
+//! webhooks, or submits to a real Slurm cluster, and run as two replicas
+//! sharing the scheduler lease.
 
 use gantry_test_support as support;
 use gantry_test_support::on_both_engines;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use support::slurm::{SlurmCluster, UnixUsers};
 use support::{Engine, JWT_SECRET, Tenant, TestServer};
 
 on_both_engines!(
@@ -19,6 +21,7 @@ on_both_engines!(
     two_replicas_share_one_lease_and_a_killed_leader_hands_it_over,
     replicas_starting_together_on_an_empty_database_all_come_up,
     kill_9_while_delivering_webhooks_loses_no_event_and_keeps_each_id,
+    kill_9_while_submitting_to_slurm_submits_nothing_twice,
 );
 
 /// A `gantry serve` process, killed with SIGKILL when dropped.
@@ -49,6 +52,11 @@ impl Drop for Server {
 
 impl Server {
     async fn start(database_url: &str) -> Self {
+        Self::start_with_env(database_url, &[]).await
+    }
+
+    /// Starts one with `env` added to (or replacing in) its environment.
+    async fn start_with_env(database_url: &str, env: &[(&str, String)]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -73,6 +81,7 @@ impl Server {
             .env("GANTRY_AGENT_HEARTBEAT_DEADLINE_SECONDS", "1")
             .env("GANTRY_WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8")
             .env("GANTRY_WEBHOOK_ALLOW_HTTP", "true")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -101,6 +110,19 @@ impl Server {
     fn kill_9(mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().ok();
+    }
+
+    async fn post(&self, path: &str, token: &str, body: &Value) -> (StatusCode, Value) {
+        let reply = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        let status = reply.status();
+        (status, reply.json().await.unwrap_or_default())
     }
 
     async fn get(&self, path: &str, token: &str) -> Value {
@@ -458,4 +480,130 @@ async fn kill_9_while_delivering_webhooks_loses_no_event_and_keeps_each_id(engin
             .collect();
         assert_eq!(ids.len(), 1, "{order}: {requests:#?}");
     }
+}
+
+/// Killed while `sbatch` has made the job but not yet answered (Slurm slow
+/// to answer, standing in for every moment between the two): the order
+/// waits where it was, and the next process finds the job by its name
+/// instead of submitting it again.
+async fn kill_9_while_submitting_to_slurm_submits_nothing_twice(engine: Engine) {
+    let mut setup = TestServer::start(engine).await;
+    let operator = setup.operator().await;
+    setup.cluster(&operator, 0).await;
+    let tenant = setup.signup("slurm-tenant").await;
+    let slurm = SlurmCluster::start(1);
+    let _users = UnixUsers::make("k", &[tenant.org_id]);
+    setup
+        .put(
+            "/api/v1/admin/slurm-clusters",
+            &operator.token,
+            json!({
+                "region": "r2", "partition": "gpu", "account": "gantry",
+                "conf_path": slurm.conf, "output_dir": slurm.output_dir(),
+                "gres_types": { "H100": "h100" }, "user_prefix": "k",
+            }),
+        )
+        .await
+        .expect(StatusCode::OK);
+    // The node comes in on the next read of Slurm.
+    for _ in 0..300 {
+        let nodes = setup
+            .get("/api/v1/admin/nodes?region=r2", &operator.token)
+            .await;
+        if nodes.body["items"][0]["state"] == "ready" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    setup.stop().await;
+
+    // `sbatch` as a slow Slurm answers it: the job is made, the answer
+    // comes half a minute later.
+    let slow = slurm.dir.join("slow");
+    std::fs::create_dir_all(&slow).expect("slow dir");
+    let made = slow.join("made");
+    let wrapper = slow.join("sbatch");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nout=$(/usr/bin/sbatch \"$@\") || exit $?\necho \"$out\" > {}\nsleep 30\necho \"$out\"\n",
+            made.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let path = format!(
+        "{}:{}",
+        slow.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let url = setup.state.config.database_url();
+    let first = Server::start_with_env(&url, &[("PATH", path)]).await;
+    let (status, order) = first
+        .post(
+            &format!("/api/v1/orgs/{}/orders", tenant.org_id),
+            &tenant.token,
+            &json!({ "instance_type": "h100x1", "region": "r2", "job": { "command": "echo once" } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{order:#}");
+    let id = order["id"].as_str().expect("id").to_owned();
+    let order_path = format!("/api/v1/orgs/{}/orders/{id}", tenant.org_id);
+    // The nodes come in, the order is placed and handed to Slurm.
+    for _ in 0..600 {
+        if made.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let job_id = std::fs::read_to_string(&made).expect("sbatch made the job");
+    assert_eq!(
+        first.get(&order_path, &tenant.token).await["status"],
+        "scheduled"
+    );
+    first.kill_9();
+
+    let second = Server::start(&url).await;
+    let mut order = Value::Null;
+    // A try whose process died is taken over once its time is up (40 s).
+    for _ in 0..1200 {
+        order = second.get(&order_path, &tenant.token).await;
+        if order["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(order["status"], "completed", "{order:#}");
+    assert_eq!(order["attempts"], 1, "{order:#}");
+    let name = format!("gantry-{}-1", id.replace('-', ""));
+    let accounted = slurm.run(
+        "sacct",
+        &[
+            "-X",
+            "-n",
+            "--parsable2",
+            "--allusers",
+            "--starttime=now-1hour",
+            &format!("--name={name}"),
+            "--format=JobID,State",
+        ],
+    );
+    assert_eq!(
+        accounted.trim(),
+        format!("{}|COMPLETED", job_id.trim()),
+        "one job, the one the killed process made"
+    );
+    assert_eq!(
+        setup
+            .count(&format!(
+                "SELECT COUNT(*) FROM slurm_jobs WHERE job_id = {}",
+                job_id.trim()
+            ))
+            .await,
+        1
+    );
 }

@@ -38,6 +38,10 @@ pub async fn came_up(
         .col_expr(order::Column::Status, Expr::value(OrderStatus::Running))
         .col_expr(order::Column::StartedAt, Expr::value(Some(now)))
         .col_expr(order::Column::Access, Expr::value(Some(access)))
+        .col_expr(
+            order::Column::PendingReason,
+            Expr::value(Option::<String>::None),
+        )
         .col_expr(order::Column::UpdatedAt, Expr::value(now))
         .filter(order::Column::Id.eq(order_id))
         .filter(order::Column::Status.is_in([OrderStatus::Scheduled, OrderStatus::Provisioning]))

@@ -120,6 +120,8 @@ function describe(cell: GpuCell, names: Map<string, string>, index: number): str
       return t(cell.mig ? "capacity.freeMig" : "capacity.free", { index });
     case "unhealthy":
       return t("capacity.unhealthy", { index });
+    case "outside":
+      return t("capacity.outside", { index });
     case "held":
       return t("capacity.heldBy", { index, tenant: tenant(cell.orgId), order: shortId(cell.orderId) });
     case "shared": {
@@ -146,6 +148,9 @@ function Legend({ nodes, names }: { nodes: Schemas["Node"][]; names: Map<string,
       </Group>
       <Group gap={4}>
         <div className={classes.gpu} data-kind="unhealthy" /> <Text size="sm">{t("capacity.legendUnhealthy")}</Text>
+      </Group>
+      <Group gap={4}>
+        <div className={classes.gpu} data-kind="outside" /> <Text size="sm">{t("capacity.legendOutside")}</Text>
       </Group>
       <Group gap={4}>
         <div className={classes.gpu} data-kind="free" data-blocked /> <Text size="sm">{t("capacity.legendBlocked")}</Text>

@@ -95,7 +95,9 @@ export function NodeDetailPage() {
                         <Table.Td>{g.nvlink_domain}</Table.Td>
                         <Table.Td>{g.healthy ? t("node.healthy") : <Text c="red">{t("node.unhealthy")}</Text>}</Table.Td>
                         <Table.Td>
-                          {g.order_id ? (
+                          {g.held_outside ? (
+                            t("node.outside")
+                          ) : g.order_id ? (
                             <OrderHolder orgId={g.org_id} orderId={g.order_id} label={names.get(g.org_id ?? "") ?? t("node.tenant")} />
                           ) : g.shares.length > 0 ? (
                             g.shares.map((s) => (
