@@ -259,6 +259,12 @@ describe("what the console says about an order", () => {
     const row = ops.page.getByRole("table", { name: "Slurm clusters" }).getByRole("row").filter({ hasText: name });
     await row.waitFor();
     expect(await row.textContent()).toContain(`${modelName} → h100`);
+    // Whom to make on the nodes: each organization's own user.
+    await row.getByRole("button", { name: "Unix users" }).click();
+    const users = ops.page.getByRole("table", { name: `Unix users of region ${name}` });
+    await users.getByRole("row").nth(1).waitFor();
+    const listed = await users.getByRole("row").allTextContents();
+    expect(listed.slice(1).every((r) => /gantry-[0-9a-f]{12}$/.test(r))).toBe(true);
     const token = await apiToken(suite.server, OPERATOR);
     const declared = await apiCall<{ region: string; partition: string; output_dir: string; access: string }[]>(
       suite.server,

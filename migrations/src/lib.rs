@@ -37,7 +37,7 @@ mod m20261214_000029_node_state_reasons;
 mod m20261215_000030_volumes;
 mod m20261216_000031_shared_storage;
 mod m20261217_000032_slurm;
-mod m20261218_000033_outside_gpus;
+mod m20261218_000033_slurm_outside_and_retries;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -79,7 +79,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261215_000030_volumes::Migration),
             Box::new(m20261216_000031_shared_storage::Migration),
             Box::new(m20261217_000032_slurm::Migration),
-            Box::new(m20261218_000033_outside_gpus::Migration),
+            Box::new(m20261218_000033_slurm_outside_and_retries::Migration),
         ]
     }
 }

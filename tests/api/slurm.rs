@@ -481,6 +481,46 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     );
     assert!(state.starts_with("CANCELLED"), "{state}");
 
+    // A node lost in Slurm fails the job it ran (`NODE_FAIL`): the order
+    // is queued again, as for a lost agent, and runs a second attempt.
+    let lost = place(
+        &server,
+        &tenant,
+        json!({ "instance_type": "h100x8", "region": "r2", "duration_seconds": 3600 }),
+    )
+    .await;
+    let running = order_until(&server, &tenant, &lost, "running").await;
+    let on = running["placement"][0]["node_name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    slurm.run(
+        "scontrol",
+        &[
+            "update",
+            &format!("nodename={on}"),
+            "state=down",
+            "reason=lost power",
+        ],
+    );
+    let path = format!("/api/v1/orgs/{}/orders/{lost}/attempts", tenant.org_id);
+    let tries = until(&server, &tenant.token, &path, "a second attempt", |a| {
+        a.as_array().is_some_and(|a| a.len() == 2) && a[1]["started_at"].is_string()
+    })
+    .await;
+    assert_eq!(tries[0]["outcome"], "preempted", "{tries:#}");
+    assert_eq!(tries[0]["stop_cause"], "node_unhealthy", "{tries:#}");
+    server.cancel(&tenant, lost.parse().expect("id")).await;
+    order_until(&server, &tenant, &lost, "cancelled").await;
+    until(
+        &server,
+        &tenant.token,
+        &path,
+        "the second attempt's end",
+        |a| a[1]["ended_at"].is_string(),
+    )
+    .await;
+
     // A drain in Slurm cordons the node in Gantry, with Slurm's reason;
     // resuming it there makes it ready again.
     slurm.run(
@@ -616,7 +656,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), all, "{submitted}");
-    assert_eq!(all, 8, "{submitted}");
+    assert_eq!(all, 10, "{submitted}");
 
     // The month's usage is Slurm's accounting: each order's GPU-seconds
     // are its job's elapsed seconds times the GPUs Slurm gave it.

@@ -18,7 +18,14 @@ pub struct Model {
     pub state: Option<String>,
     /// A JSON object: each node's GPU indices Slurm bound.
     pub bound: Option<String>,
+    /// When its submission was last tried.
     pub submitted_at: DateTimeUtc,
+    /// How many times its submission has been tried.
+    pub tries: i32,
+    /// When the next try is due, after a try Slurm refused or did not
+    /// answer; none while a try may still run (a process that died
+    /// mid-try leaves none: its try is taken over once its time is up).
+    pub retry_at: Option<DateTimeUtc>,
     /// Slurm's start and end times of it, from its accounting.
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,

@@ -31,10 +31,14 @@ use gantry_workload::jobs::logs::Stream;
 use gantry_workload::orders::lifecycle::{self, Ending};
 use gantry_workload::orders::{HostAccess, OrderAccess, SlurmJobAccess, SshAccess};
 
-/// A submission that has no job id this long after its last try is tried
-/// again (Slurm did not answer, or the process stopped): longer than one
-/// command may take, so a try still running is never overlapped.
+/// A submission that has no job id this long after its last try, and no
+/// retry time (the process stopped mid-try), is tried again: longer than
+/// one command may take, so a try still running is never overlapped.
 const RESUBMIT_AFTER_SECONDS: i64 = 40;
+/// The wait before trying a submission Slurm refused or did not answer
+/// again, doubled with each try up to the longest.
+const RETRY_FIRST_SECONDS: i64 = 5;
+const RETRY_LONGEST_SECONDS: i64 = 300;
 /// The most jobs one `sacct` call asks for.
 const SACCT_JOBS_MAX: usize = 1000;
 /// The most of each output file read back into the job's log.
@@ -93,14 +97,53 @@ pub async fn submit(
 ) -> Result<(), SyncError> {
     let submitted = submit_once(db, sealer, readied, order_id).await;
     if let Err(SyncError::Slurm(error)) = &submitted {
-        waits_because(
-            db,
-            order_id,
-            format!("Slurm has not taken it yet: {error}; it is tried again"),
-        )
-        .await?;
+        let row = slurm_job::Entity::find()
+            .filter(slurm_job::Column::OrderId.eq(order_id))
+            .filter(slurm_job::Column::JobId.is_null())
+            .filter(slurm_job::Column::Finished.eq(false))
+            .order_by_desc(slurm_job::Column::Attempt)
+            .one(db)
+            .await?;
+        if let Some(row) = row {
+            let wait = retry_wait(row.tries);
+            slurm_job::Entity::update_many()
+                .col_expr(
+                    slurm_job::Column::RetryAt,
+                    Expr::value(Some(Utc::now() + wait)),
+                )
+                .filter(slurm_job::Column::OrderId.eq(order_id))
+                .filter(slurm_job::Column::Attempt.eq(row.attempt))
+                .filter(slurm_job::Column::JobId.is_null())
+                .exec(db)
+                .await?;
+            waits_because(
+                db,
+                order_id,
+                format!(
+                    "Slurm has not taken it yet: {error}; try {} failed, the next in {} s",
+                    row.tries,
+                    wait.num_seconds()
+                ),
+            )
+            .await?;
+        }
     }
     submitted
+}
+
+/// How long after its `tries`-th failed try a submission is tried again.
+fn retry_wait(tries: i32) -> chrono::Duration {
+    let doublings = u32::try_from(tries.saturating_sub(1)).unwrap_or(0).min(16);
+    chrono::Duration::seconds((RETRY_FIRST_SECONDS << doublings).min(RETRY_LONGEST_SECONDS))
+}
+
+/// Whether an attempt's submission that has no job id is due another try:
+/// its retry time has come, or (with none) its last try's time is up.
+fn due_again(row: &slurm_job::Model, now: DateTime<Utc>) -> bool {
+    match row.retry_at {
+        Some(at) => at <= now,
+        None => (now - row.submitted_at).num_seconds() >= RESUBMIT_AFTER_SECONDS,
+    }
 }
 
 /// Says why an order handed to Slurm is not running yet.
@@ -144,18 +187,28 @@ async fn submit_once(
         .await?
     {
         Some(row) if row.job_id.is_some() => return Ok(()),
-        // Tried before: this try takes the row over, unless another try
-        // is still within its time; the next waits as long again.
-        Some(_) => {
+        // Tried before: this try takes the row over once it is due (the
+        // same condition in the update, so of two tries at once only one
+        // takes it).
+        Some(row) => {
+            use sea_orm::sea_query::ExprTrait;
+            if !due_again(&row, now) {
+                return Ok(());
+            }
             let taken = slurm_job::Entity::update_many()
                 .col_expr(slurm_job::Column::SubmittedAt, Expr::value(now))
+                .col_expr(
+                    slurm_job::Column::Tries,
+                    Expr::col(slurm_job::Column::Tries).add(1),
+                )
+                .col_expr(
+                    slurm_job::Column::RetryAt,
+                    Expr::value(Option::<DateTime<Utc>>::None),
+                )
                 .filter(slurm_job::Column::OrderId.eq(order_id))
                 .filter(slurm_job::Column::Attempt.eq(attempt))
                 .filter(slurm_job::Column::JobId.is_null())
-                .filter(
-                    slurm_job::Column::SubmittedAt
-                        .lte(now - chrono::Duration::seconds(RESUBMIT_AFTER_SECONDS)),
-                )
+                .filter(slurm_job::Column::SubmittedAt.eq(row.submitted_at))
                 .exec(db)
                 .await?;
             if taken.rows_affected == 0 {
@@ -173,6 +226,8 @@ async fn submit_once(
                 state: Set(None),
                 bound: Set(None),
                 submitted_at: Set(now),
+                tries: Set(1),
+                retry_at: Set(None),
                 started_at: Set(None),
                 ended_at: Set(None),
                 finished: Set(false),
@@ -518,7 +573,7 @@ pub async fn follow(
     let mut to_read = Vec::new();
     for row in &rows {
         let Some(job_id) = row.job_id else {
-            if (now - row.submitted_at).num_seconds() < RESUBMIT_AFTER_SECONDS {
+            if !due_again(row, now) {
                 continue;
             }
             let coming_up = order::Entity::find_by_id(row.order_id)
@@ -530,7 +585,15 @@ pub async fn follow(
                 });
             if coming_up {
                 tracing::info!(order_id = %row.order_id, "submitting to Slurm again");
-                submit(db, sealer, readied, row.order_id).await?;
+                // One job Slurm refuses (its user missing on the cluster,
+                // say) holds up none of the others: its order says why.
+                match submit(db, sealer, readied, row.order_id).await {
+                    Ok(()) => {}
+                    Err(SyncError::Db(error)) => return Err(error.into()),
+                    Err(SyncError::Slurm(error)) => {
+                        tracing::info!(%error, order_id = %row.order_id, "Slurm refused a submission again");
+                    }
+                }
             } else {
                 // Its order moved on before Slurm ever took the job.
                 finished(db, row.order_id, row.attempt, "NOT_SUBMITTED").await?;
@@ -1041,4 +1104,48 @@ async fn end(
     }
     txn.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(submitted_at: DateTime<Utc>, retry_at: Option<DateTime<Utc>>) -> slurm_job::Model {
+        slurm_job::Model {
+            order_id: Uuid::nil(),
+            attempt: 1,
+            region_id: Uuid::nil(),
+            name: "gantry-0-1".into(),
+            job_id: None,
+            state: None,
+            bound: None,
+            submitted_at,
+            tries: 1,
+            retry_at,
+            started_at: None,
+            ended_at: None,
+            finished: false,
+        }
+    }
+
+    #[test]
+    fn refused_submissions_back_off_to_five_minutes() {
+        let waits: Vec<i64> = (1..=9).map(|t| retry_wait(t).num_seconds()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(retry_wait(i32::MAX).num_seconds(), 300);
+        assert_eq!(retry_wait(0).num_seconds(), 5);
+    }
+
+    #[test]
+    fn a_try_is_due_at_its_retry_time_or_once_an_unfinished_one_is_over() {
+        let now = Utc::now();
+        let second = chrono::Duration::seconds(1);
+        // Refused: due at its retry time, however recent the try.
+        assert!(!due_again(&row(now, Some(now + second)), now));
+        assert!(due_again(&row(now, Some(now)), now));
+        // No answer recorded (the process died mid-try): due once no try
+        // could still run.
+        assert!(!due_again(&row(now - second * 39, None), now));
+        assert!(due_again(&row(now - second * 40, None), now));
+    }
 }

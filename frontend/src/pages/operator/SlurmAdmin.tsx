@@ -1,6 +1,7 @@
 import { Button, Paper, Select, Stack, Table, Text, TextInput, Title } from "@mantine/core";
 import { useForm } from "@mantine/form";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
 import { api, type Schemas, unwrap } from "../../api/client";
 import { keys, useGpuModelNames, useRegions } from "../../api/queries";
 import { Loadable, ProblemAlert } from "../../components/Loadable";
@@ -29,9 +30,53 @@ function outside(cluster: Schemas["SlurmCluster"]): string {
   return number(held);
 }
 
+/** The Unix user each organization's jobs run as on a region's cluster: whom the operator makes on every node. */
+function UnixUsers({ region }: { region: string }) {
+  const users = useQuery({
+    queryKey: [...slurmKey, region, "users"],
+    queryFn: () =>
+      unwrap(
+        api.GET("/api/v1/admin/slurm-clusters/{region}/users", {
+          params: { path: { region }, query: { limit: 200 } },
+        }),
+      ),
+  });
+  return (
+    <Loadable query={users}>
+      {(page) => (
+        <Stack gap={4} p="sm">
+          <Text size="sm">{t("slurm.unixUsersHint")}</Text>
+          <Table aria-label={t("slurm.unixUsersOf", { region })}>
+            <Table.Thead>
+              <Table.Tr>
+                <Table.Th>{t("slurm.organization")}</Table.Th>
+                <Table.Th>{t("slurm.unixUser")}</Table.Th>
+              </Table.Tr>
+            </Table.Thead>
+            <Table.Tbody>
+              {page.items.map((u) => (
+                <Table.Tr key={u.org_id}>
+                  <Table.Td>{u.organization}</Table.Td>
+                  <Table.Td ff="monospace">{u.user}</Table.Td>
+                </Table.Tr>
+              ))}
+            </Table.Tbody>
+          </Table>
+          {page.next_cursor && (
+            <Text c="dimmed" size="sm">
+              {t("slurm.unixUsersMore")}
+            </Text>
+          )}
+        </Stack>
+      )}
+    </Loadable>
+  );
+}
+
 /** Each Slurm region's cluster: its nodes, Gantry's jobs in it, and what others hold. */
 export function SlurmClusters() {
   const list = useSlurmClusters();
+  const [shown, setShown] = useState<string | null>(null);
   return (
     <Loadable query={list}>
       {(clusters) =>
@@ -69,7 +114,21 @@ export function SlurmClusters() {
                           .join(", ")}
                       </Table.Td>
                       <Table.Td>
-                        {c.users === "per_organization" ? t("slurm.perOrganization", { prefix: c.user_prefix }) : t("slurm.shared")}
+                        {c.users === "per_organization" ? (
+                          <>
+                            {t("slurm.perOrganization", { prefix: c.user_prefix })}{" "}
+                            <Button
+                              variant="subtle"
+                              size="compact-xs"
+                              aria-expanded={shown === c.region}
+                              onClick={() => setShown(shown === c.region ? null : c.region)}
+                            >
+                              {t("slurm.unixUsers")}
+                            </Button>
+                          </>
+                        ) : (
+                          t("slurm.shared")
+                        )}
                       </Table.Td>
                       <Table.Td ta="right">{number(c.nodes)}</Table.Td>
                       <Table.Td ta="right">{number(c.jobs)}</Table.Td>
@@ -88,6 +147,7 @@ export function SlurmClusters() {
                 </Table.Tbody>
               </Table>
             </Table.ScrollContainer>
+            {shown && clusters.some((c) => c.region === shown) && <UnixUsers region={shown} />}
           </Paper>
         )
       }
