@@ -3,6 +3,8 @@
 //! hold are taken, and the scheduler must not plan on them. And retries
 //! with backoff: how many times an attempt's submission was tried, and
 //! when the next try is due after one Slurm refused or did not answer.
+//! And how much of each output file of a running job has been read into
+//! its log.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -25,6 +27,8 @@ impl MigrationTrait for Migration {
         for mut column in [
             integer(SlurmJobs::Tries).default(1).to_owned(),
             timestamp_with_time_zone_null(SlurmJobs::RetryAt),
+            big_integer(SlurmJobs::OutRead).default(0).to_owned(),
+            big_integer(SlurmJobs::ErrRead).default(0).to_owned(),
         ] {
             manager
                 .alter_table(
@@ -39,7 +43,12 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for column in [SlurmJobs::RetryAt, SlurmJobs::Tries] {
+        for column in [
+            SlurmJobs::ErrRead,
+            SlurmJobs::OutRead,
+            SlurmJobs::RetryAt,
+            SlurmJobs::Tries,
+        ] {
             manager
                 .alter_table(
                     Table::alter()
@@ -71,4 +80,6 @@ enum SlurmJobs {
     Table,
     Tries,
     RetryAt,
+    OutRead,
+    ErrRead,
 }

@@ -367,6 +367,38 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
 
     order_until(&server, &tenant, &whole, "completed").await;
 
+    // A running job's output reaches its log while it runs, each line
+    // once.
+    let chatty = place(
+        &server,
+        &tenant,
+        json!({
+            "instance_type": "h100x1", "region": "r2",
+            "job": { "command": "echo first; sleep 12; echo second >&2; echo third" },
+        }),
+    )
+    .await;
+    let logs = format!("/api/v1/orgs/{}/orders/{chatty}/logs", tenant.org_id);
+    until(&server, &tenant.token, &logs, "output while it runs", |l| {
+        l["lines"]
+            .as_array()
+            .is_some_and(|lines| lines.iter().any(|x| x["line"] == "first"))
+    })
+    .await;
+    let meanwhile = server
+        .get(
+            &format!("/api/v1/orgs/{}/orders/{chatty}", tenant.org_id),
+            &tenant.token,
+        )
+        .await;
+    assert_eq!(meanwhile.body["status"], "running", "{:#}", meanwhile.body);
+    order_until(&server, &tenant, &chatty, "completed").await;
+    let said = output(&server, &tenant, &chatty).await;
+    let mut lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.first(), Some(&"first"), "{said}");
+    lines.sort_unstable();
+    assert_eq!(lines, ["first", "second", "third"], "{said}");
+
     // A gang of two whole nodes meets at its first node.
     let gang = place(
         &server,
@@ -656,7 +688,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), all, "{submitted}");
-    assert_eq!(all, 10, "{submitted}");
+    assert_eq!(all, 11, "{submitted}");
 
     // The month's usage is Slurm's accounting: each order's GPU-seconds
     // are its job's elapsed seconds times the GPUs Slurm gave it.

@@ -26,6 +26,10 @@ pub struct Model {
     /// answer; none while a try may still run (a process that died
     /// mid-try leaves none: its try is taken over once its time is up).
     pub retry_at: Option<DateTimeUtc>,
+    /// Bytes of its standard output and error files already read into
+    /// the job's log.
+    pub out_read: i64,
+    pub err_read: i64,
     /// Slurm's start and end times of it, from its accounting.
     pub started_at: Option<DateTimeUtc>,
     pub ended_at: Option<DateTimeUtc>,

@@ -49,6 +49,18 @@ impl Slurm {
         env: &[(&str, &str)],
         stdin: Option<&str>,
     ) -> Result<String, SlurmError> {
+        let out = self.run_bytes(program, args, env, stdin).await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// [`Self::run`], answering its output's bytes as they are.
+    pub async fn run_bytes(
+        &self,
+        program: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+        stdin: Option<&str>,
+    ) -> Result<Vec<u8>, SlurmError> {
         let failed = |problem: String| SlurmError {
             program: program.to_owned(),
             problem,
@@ -117,7 +129,7 @@ impl Slurm {
         }
         let mut out = output.stdout;
         out.truncate(OUTPUT_MAX);
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        Ok(out)
     }
 }
 

@@ -18,6 +18,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::command::Slurm;
+use super::output;
 use super::parse::{self, Accounted, ShownJob};
 use super::script::{self, Pinned};
 use super::{Readied, SyncError};
@@ -41,8 +42,6 @@ const RETRY_FIRST_SECONDS: i64 = 5;
 const RETRY_LONGEST_SECONDS: i64 = 300;
 /// The most jobs one `sacct` call asks for.
 const SACCT_JOBS_MAX: usize = 1000;
-/// The most of each output file read back into the job's log.
-const OUTPUT_TAIL_BYTES: &str = "1048576";
 
 /// An order's live allocations on Slurm nodes, in rank order, with the
 /// cluster they are on; none where the order is not (or no longer) there.
@@ -228,6 +227,8 @@ async fn submit_once(
                 submitted_at: Set(now),
                 tries: Set(1),
                 retry_at: Set(None),
+                out_read: Set(0),
+                err_read: Set(0),
                 started_at: Set(None),
                 ended_at: Set(None),
                 finished: Set(false),
@@ -527,6 +528,16 @@ async fn finished(
     Ok(())
 }
 
+/// One read of a region.
+#[derive(Clone, Copy)]
+pub struct Read<'a> {
+    pub slurm: &'a Slurm,
+    pub cluster: &'a slurm_cluster::Model,
+    pub now: DateTime<Utc>,
+    /// Whether running jobs' output is due to be read into their logs.
+    pub output: bool,
+}
+
 /// Reads the partition's jobs once and moves every unfinished attempt on:
 /// running ones come up with the GPUs Slurm bound, ended ones end as
 /// Slurm's accounting says. Also counts the GPUs jobs Gantry did not
@@ -536,10 +547,14 @@ pub async fn follow(
     sealer: &Sealer,
     readied: &Readied,
     log_limit: i64,
-    slurm: &Slurm,
-    cluster: &slurm_cluster::Model,
-    now: DateTime<Utc>,
+    read: Read<'_>,
 ) -> Result<bool, SyncError> {
+    let Read {
+        slurm,
+        cluster,
+        now,
+        output: read_output,
+    } = read;
     let rows = slurm_job::Entity::find()
         .filter(slurm_job::Column::RegionId.eq(cluster.region_id))
         .filter(slurm_job::Column::Finished.eq(false))
@@ -571,6 +586,7 @@ pub async fn follow(
     let mut changed = false;
     let mut known = Vec::new();
     let mut to_read = Vec::new();
+    let mut running = Vec::new();
     for row in &rows {
         let Some(job_id) = row.job_id else {
             if !due_again(row, now) {
@@ -621,7 +637,9 @@ pub async fn follow(
                     .await?;
                 }
             }
-            Some(job) if !parse::is_final(&job.state) && row.started_at.is_some() => {}
+            Some(job) if !parse::is_final(&job.state) && row.started_at.is_some() => {
+                running.push(row);
+            }
             // The controller says at once what accounting records a moment
             // later; accounting is read for the jobs it no longer lists.
             Some(job) => match job.accounted() {
@@ -653,6 +671,16 @@ pub async fn follow(
             )
             .await?;
         accounted.extend(parse::accounted(&out).into_iter().map(|a| (a.id, a)));
+    }
+    // Only jobs that still run: one that ended is read to its end below,
+    // from the offsets this read loaded.
+    // Output not read now (a file the commands' host does not see) is
+    // read at the job's end or on a later read; it holds nothing else up.
+    if read_output
+        && !running.is_empty()
+        && let Err(error) = output::follow(db, slurm, cluster, &running, log_limit, now).await
+    {
+        tracing::info!(%error, region_id = %cluster.region_id, "running jobs' output not read");
     }
     known.extend(
         to_read
@@ -954,20 +982,19 @@ async fn end(
     let Some(current) = order::Entity::find_by_id(row.order_id).one(db).await? else {
         return Ok(());
     };
-    let dir = super::output_dir(cluster, super::user_of(cluster, current.org_id).as_deref());
-    let mut output = Vec::new();
-    for (stream, suffix) in [(Stream::Stdout, "out"), (Stream::Stderr, "err")] {
-        let path = format!("{dir}/{}.{suffix}", row.name);
-        match slurm
-            .run(
-                "tail",
-                &["-c".into(), OUTPUT_TAIL_BYTES.into(), "--".into(), path],
-                &[],
-                None,
-            )
-            .await
-        {
-            Ok(text) => output.push((stream, text)),
+    // What the job wrote since the last read while it ran, up to what its
+    // log still takes (one byte more, so an overflow is marked).
+    let files = output::files(cluster, current.org_id, row);
+    let room = (log_limit - current.log_bytes).max(0) + 1;
+    let mut lines = Vec::new();
+    for (stream, (path, offset)) in [(Stream::Stdout, &files.out), (Stream::Stderr, &files.err)] {
+        match output::read_from(slurm, path, *offset, room).await {
+            Ok(bytes) => lines.extend(
+                output::lines(&bytes, true)
+                    .1
+                    .into_iter()
+                    .map(|l| (stream, l)),
+            ),
             Err(error) => tracing::info!(%error, order_id = %row.order_id, "no Slurm output read"),
         }
     }
@@ -994,10 +1021,6 @@ async fn end(
     if current.kind == gantry_workload::jobs::KIND
         && let Some(first) = &first_node
     {
-        let lines: Vec<(Stream, String)> = output
-            .iter()
-            .flat_map(|(stream, text)| text.lines().map(|l| (*stream, l.to_owned())))
-            .collect();
         gantry_workload::jobs::logs::keep(&txn, &current, first.node_id, lines, log_limit, end_at)
             .await?;
     }
@@ -1122,6 +1145,8 @@ mod tests {
             submitted_at,
             tries: 1,
             retry_at,
+            out_read: 0,
+            err_read: 0,
             started_at: None,
             ended_at: None,
             finished: false,

@@ -14,6 +14,7 @@ pub mod api;
 pub mod command;
 mod inventory;
 mod jobs;
+mod output;
 pub mod parse;
 pub mod script;
 
@@ -40,6 +41,8 @@ use gantry_types::clock::Clock;
 /// per region each time. A job's GPUs are free for the next only once a
 /// read has seen it end.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
+/// How often running jobs' output files are read into their logs.
+const OUTPUT_EVERY: Duration = Duration::from_secs(5);
 
 /// What went wrong talking to Slurm or keeping its answer.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +66,8 @@ pub struct SlurmDriver {
     syncing: Arc<AtomicBool>,
     /// The organizations' users this process has readied on each cluster.
     readied: Arc<Readied>,
+    /// When each region's running jobs' output was last read.
+    output_read: Arc<Mutex<HashMap<Uuid, Instant>>>,
 }
 
 /// Each region's Unix users whose output directory and Slurm association
@@ -85,6 +90,7 @@ impl SlurmDriver {
             log_limit,
             syncing: Arc::new(AtomicBool::new(false)),
             readied: Arc::new(Mutex::new(HashSet::new())),
+            output_read: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -162,14 +168,26 @@ impl SlurmDriver {
             .await?;
         let nodes = parse::nodes(&nodes);
         let mut changed = inventory::keep(&self.db, cluster, &nodes, now).await?;
+        let read_output = self.output_read.lock().is_ok_and(|mut read| {
+            let due = read
+                .get(&cluster.region_id)
+                .is_none_or(|at| at.elapsed() >= OUTPUT_EVERY);
+            if due {
+                read.insert(cluster.region_id, Instant::now());
+            }
+            due
+        });
         changed |= jobs::follow(
             &self.db,
             &self.sealer,
             &self.readied,
             self.log_limit,
-            &slurm,
-            cluster,
-            now,
+            jobs::Read {
+                slurm: &slurm,
+                cluster,
+                now,
+                output: read_output,
+            },
         )
         .await?;
         Ok(changed)
