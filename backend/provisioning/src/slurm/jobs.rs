@@ -739,14 +739,12 @@ async fn record_outside(
         }
     }
     let stored = serde_json::to_string(&outside).ok();
-    if cluster.outside != stored {
-        slurm_cluster::Entity::update_many()
-            .col_expr(slurm_cluster::Column::Outside, Expr::value(stored))
-            .filter(slurm_cluster::Column::RegionId.eq(cluster.region_id))
-            .exec(db)
-            .await?;
+    if cluster.outside == stored && held.is_empty() {
+        // No outside work, before or now: no GPU is marked.
+        return Ok(());
     }
-    // Only the GPUs whose mark changes are written: most reads change none.
+    // The marks first, only of GPUs whose mark changes; the counts are
+    // written last, so a read cut short between the two is done again.
     let held_nodes: HashMap<Uuid, String> = if held.is_empty() {
         HashMap::new()
     } else {
@@ -796,6 +794,13 @@ async fn record_outside(
         )
         .exec(db)
         .await?;
+    if cluster.outside != stored {
+        slurm_cluster::Entity::update_many()
+            .col_expr(slurm_cluster::Column::Outside, Expr::value(stored))
+            .filter(slurm_cluster::Column::RegionId.eq(cluster.region_id))
+            .exec(db)
+            .await?;
+    }
     Ok(())
 }
 
