@@ -177,8 +177,8 @@ function OrderView({ orgId, order }: { orgId: string; order: Order }) {
   );
 }
 
-/** How to reach the order on each node: the exact ssh command with its host key, and exposed ports. */
-function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
+/** How to reach the order on each node: the exact ssh command with its host key, and exposed ports; on a Slurm region, the job that holds it. */
+export function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
   const isolated = access.runtime !== "process";
   return (
     <Paper withBorder p="md">
@@ -190,6 +190,17 @@ function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
           </Badge>
         )}
       </Group>
+      {access.slurm && (
+        <Stack gap={2} mb="sm">
+          <Text size="sm">{t("order.slurmJob", { id: access.slurm.job_id })}</Text>
+          <Group gap="xs" wrap="nowrap">
+            <Code style={{ whiteSpace: "nowrap", overflowX: "auto", maxWidth: "100%" }} tabIndex={0}>
+              {access.slurm.command}
+            </Code>
+            <CopyValue value={access.slurm.command} />
+          </Group>
+        </Stack>
+      )}
       <Table.ScrollContainer minWidth={520}>
         <Table aria-label={t("order.access")}>
           <Table.Thead>
