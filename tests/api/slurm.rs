@@ -482,6 +482,25 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         said,
         format!("user={mallory_user}\nseen=1\nnot cancelled\nnot read\nnot listed"),
     );
+    // Nor can its job have Gantry, which reads output files as root, read
+    // a file it may not read itself: output files replaced by links to a
+    // root-only file are refused, while it runs and at its end.
+    let secret = slurm.dir.join("etc/slurmdbd.conf");
+    let sneaky = place(
+        &server,
+        &mallory,
+        json!({
+            "instance_type": "h100x1", "region": "r2",
+            "job": { "command": format!(
+                "ln -sf {secret} \"$SLURM_JOB_NAME.out\"; ln -sf {secret} \"$SLURM_JOB_NAME.err\"; sleep 7",
+                secret = secret.display(),
+            ) },
+        }),
+    )
+    .await;
+    order_until(&server, &mallory, &sneaky, "completed").await;
+    let said = output(&server, &mallory, &sneaky).await;
+    assert!(!said.contains("StorageLoc"), "{said}");
     let still = slurm.run("squeue", &["-h", "-j", &held_by.to_string(), "-o", "%T"]);
     assert_eq!(still.trim(), "RUNNING");
     server
@@ -688,7 +707,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), all, "{submitted}");
-    assert_eq!(all, 11, "{submitted}");
+    assert_eq!(all, 12, "{submitted}");
 
     // The month's usage is Slurm's accounting: each order's GPU-seconds
     // are its job's elapsed seconds times the GPUs Slurm gave it.

@@ -97,7 +97,11 @@ impl UnixUsers {
 impl Drop for UnixUsers {
     fn drop(&mut self) {
         for name in &self.0 {
-            Command::new("userdel").arg(name).status().ok();
+            // Forced: a failed test may leave its jobs running as the user.
+            Command::new("userdel")
+                .args(["--force", name])
+                .status()
+                .ok();
         }
     }
 }

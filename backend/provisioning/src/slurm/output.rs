@@ -37,7 +37,9 @@ pub fn files(cluster: &slurm_cluster::Model, org_id: Uuid, row: &slurm_job::Mode
     }
 }
 
-/// Up to `max` bytes of the file at `path` from byte `offset`.
+/// Up to `max` bytes of the file at `path` from byte `offset`. The file
+/// is the tenant's to replace: a symbolic link (to a file only root may
+/// read, say) or a FIFO (that would hold the read) is refused, not read.
 pub async fn read_from(
     slurm: &Slurm,
     path: &str,
@@ -49,7 +51,7 @@ pub async fn read_from(
             "dd",
             &[
                 format!("if={path}"),
-                "iflag=skip_bytes,count_bytes".into(),
+                "iflag=skip_bytes,count_bytes,nofollow,nonblock".into(),
                 format!("skip={offset}"),
                 format!("count={max}"),
                 "status=none".into(),
@@ -64,10 +66,13 @@ pub async fn read_from(
 /// complete), with how many bytes they take: a line still being written
 /// waits for the next read. A line longer than one read is cut there.
 pub fn lines(bytes: &[u8], complete: bool) -> (usize, Vec<String>) {
-    let taken = if complete || i64::try_from(bytes.len()).unwrap_or(i64::MAX) >= READ_MAX {
-        bytes.len()
-    } else {
-        bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1);
+    let full = i64::try_from(bytes.len()).unwrap_or(i64::MAX) >= READ_MAX;
+    let taken = match whole {
+        _ if complete => bytes.len(),
+        Some(taken) => taken,
+        None if full => bytes.len(),
+        None => 0,
     };
     let text = String::from_utf8_lossy(&bytes[..taken]);
     (taken, text.lines().map(str::to_owned).collect())
@@ -125,7 +130,14 @@ pub async fn follow(
             if sizes.get(path).is_none_or(|size| size <= offset) {
                 continue;
             }
-            let bytes = read_from(slurm, path, *offset, READ_MAX).await?;
+            // One file refused (its tenant replaced it) holds up no other.
+            let bytes = match read_from(slurm, path, *offset, READ_MAX).await {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    tracing::info!(%error, order_id = %row.order_id, "a job's output not read");
+                    continue;
+                }
+            };
             let (taken, lines) = lines(&bytes, false);
             offsets[i] += i64::try_from(taken).unwrap_or(0);
             read.extend(lines.into_iter().map(|l| (stream, l)));
@@ -188,6 +200,9 @@ mod tests {
         assert_eq!(taken, 13);
         assert_eq!(lines, ["first", "second"]);
         assert_eq!(super::lines(b"no newline yet", false), (0, Vec::new()));
+        let mut full = vec![b'y'; usize::try_from(READ_MAX).unwrap_or(0)];
+        full[10] = b'\n';
+        assert_eq!(super::lines(&full, false).0, 11);
         // Once the file is complete, the last line counts without one.
         let (taken, lines) = super::lines(b"thi\xffrd", true);
         assert_eq!(taken, 6);
