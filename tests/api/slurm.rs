@@ -278,17 +278,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     // Accounting may trail the controller by a moment.
     let mut accounted = String::new();
     for _ in 0..100 {
-        accounted = slurm.run(
-            "sacct",
-            &[
-                "-X",
-                "-n",
-                "--parsable2",
-                "--starttime=now-1hour",
-                &name,
-                "--format=Start,End,State",
-            ],
-        );
+        accounted = slurm.accounted(&[&name], "Start,End,State");
         if accounted.contains("COMPLETED") {
             break;
         }
@@ -519,17 +509,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
         a[0]["ended_at"].is_string()
     })
     .await;
-    let state = slurm.run(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "--parsable2",
-            "-j",
-            &held_by.to_string(),
-            "--format=State",
-        ],
-    );
+    let state = slurm.accounted(&["-j", &held_by.to_string()], "State");
     assert!(state.starts_with("CANCELLED"), "{state}");
 
     // A node lost in Slurm fails the job it ran (`NODE_FAIL`): the order
@@ -689,16 +669,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     assert_eq!(said, "found again");
 
     // Nothing Gantry submitted ran twice.
-    let submitted = slurm.run(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "--parsable2",
-            "--starttime=now-1hour",
-            "--format=JobName",
-        ],
-    );
+    let submitted = slurm.accounted(&[], "JobName");
     let mut names: Vec<&str> = submitted
         .lines()
         .filter(|n| n.starts_with("gantry-"))
@@ -712,17 +683,7 @@ async fn a_slurm_region_runs_what_gantry_places(engine: Engine) {
     // The month's usage is Slurm's accounting: each order's GPU-seconds
     // are its job's elapsed seconds times the GPUs Slurm gave it.
     server.metered_exactly().await;
-    let accounted = slurm.run(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "--parsable2",
-            "--allusers",
-            "--starttime=now-1hour",
-            "--format=JobName,ElapsedRaw,AllocTRES",
-        ],
-    );
+    let accounted = slurm.accounted(&[], "JobName,ElapsedRaw,AllocTRES");
     let mut by_slurm: BTreeMap<String, i64> = BTreeMap::new();
     for line in accounted.lines() {
         let fields: Vec<&str> = line.split('|').collect();

@@ -52,6 +52,22 @@ impl SlurmCluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// What accounting holds of the last hour's jobs, every user's, one
+    /// `|`-separated line per job: `sacct` with `filters`, in `format`.
+    pub fn accounted(&self, filters: &[&str], format: &str) -> String {
+        let format = format!("--format={format}");
+        let mut args = vec![
+            "-X",
+            "-n",
+            "--parsable2",
+            "--allusers",
+            "--starttime=now-1hour",
+            &format,
+        ];
+        args.extend_from_slice(filters);
+        self.run("sacct", &args)
+    }
+
     /// Where jobs' output files go.
     pub fn output_dir(&self) -> String {
         self.dir.join("out").to_string_lossy().into_owned()

@@ -1017,16 +1017,11 @@ async fn end(
         .one(&txn)
         .await?
         .unwrap_or(current);
-    let first_node = allocation::Entity::find()
-        .filter(allocation::Column::OrderId.eq(current.id))
-        .filter(allocation::Column::Attempt.eq(row.attempt))
-        .order_by_asc(allocation::Column::Id)
-        .one(&txn)
-        .await?;
+    let log_node = output::log_node(&txn, row).await?;
     if current.kind == gantry_workload::jobs::KIND
-        && let Some(first) = &first_node
+        && let Some(node_id) = log_node
     {
-        gantry_workload::jobs::logs::keep(&txn, &current, first.node_id, lines, log_limit, end_at)
+        gantry_workload::jobs::logs::keep(&txn, &current, node_id, lines, log_limit, end_at)
             .await?;
     }
     slurm_job::Entity::update_many()

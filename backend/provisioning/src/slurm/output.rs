@@ -10,7 +10,9 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
+};
 use uuid::Uuid;
 
 use super::command::{Slurm, SlurmError};
@@ -76,6 +78,21 @@ pub fn lines(bytes: &[u8], complete: bool) -> (usize, Vec<String>) {
     };
     let text = String::from_utf8_lossy(&bytes[..taken]);
     (taken, text.lines().map(str::to_owned).collect())
+}
+
+/// The node an attempt's output is kept under: its first node, the one
+/// that runs the batch script.
+pub async fn log_node(
+    db: &impl ConnectionTrait,
+    row: &slurm_job::Model,
+) -> Result<Option<Uuid>, DbErr> {
+    Ok(allocation::Entity::find()
+        .filter(allocation::Column::OrderId.eq(row.order_id))
+        .filter(allocation::Column::Attempt.eq(row.attempt))
+        .order_by_asc(allocation::Column::Id)
+        .one(db)
+        .await?
+        .map(|a| a.node_id))
 }
 
 /// Reads what the running jobs of `rows` wrote since the last read into
@@ -177,15 +194,8 @@ async fn keep(
         return Ok(());
     }
     let job = order::Entity::find_by_id(row.order_id).one(&txn).await?;
-    let first = allocation::Entity::find()
-        .filter(allocation::Column::OrderId.eq(row.order_id))
-        .filter(allocation::Column::Attempt.eq(row.attempt))
-        .all(&txn)
-        .await?
-        .into_iter()
-        .min_by_key(|a| a.id);
-    if let (Some(job), Some(first)) = (job, first) {
-        logs::keep(&txn, &job, first.node_id, lines, log_limit, now).await?;
+    if let (Some(job), Some(node_id)) = (job, log_node(&txn, row).await?) {
+        logs::keep(&txn, &job, node_id, lines, log_limit, now).await?;
     }
     txn.commit().await
 }

@@ -580,18 +580,7 @@ async fn kill_9_while_submitting_to_slurm_submits_nothing_twice(engine: Engine) 
     assert_eq!(order["status"], "completed", "{order:#}");
     assert_eq!(order["attempts"], 1, "{order:#}");
     let name = format!("gantry-{}-1", id.replace('-', ""));
-    let accounted = slurm.run(
-        "sacct",
-        &[
-            "-X",
-            "-n",
-            "--parsable2",
-            "--allusers",
-            "--starttime=now-1hour",
-            &format!("--name={name}"),
-            "--format=JobID,State",
-        ],
-    );
+    let accounted = slurm.accounted(&[&format!("--name={name}")], "JobID,State");
     assert_eq!(
         accounted.trim(),
         format!("{}|COMPLETED", job_id.trim()),

@@ -193,12 +193,7 @@ export function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
       {access.slurm && (
         <Stack gap={2} mb="sm">
           <Text size="sm">{t("order.slurmJob", { id: access.slurm.job_id })}</Text>
-          <Group gap="xs" wrap="nowrap">
-            <Code style={{ whiteSpace: "nowrap", overflowX: "auto", maxWidth: "100%" }} tabIndex={0}>
-              {access.slurm.command}
-            </Code>
-            <CopyValue value={access.slurm.command} />
-          </Group>
+          <CommandLine command={access.slurm.command} />
         </Stack>
       )}
       <Table.ScrollContainer minWidth={520}>
@@ -226,12 +221,7 @@ export function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
                 <Table.Td>
                   {host.ssh ? (
                     <Stack gap={2}>
-                      <Group gap="xs" wrap="nowrap">
-                        <Code style={{ whiteSpace: "nowrap", overflowX: "auto", maxWidth: "100%" }} tabIndex={0}>
-                          {host.ssh.command}
-                        </Code>
-                        <CopyValue value={host.ssh.command} />
-                      </Group>
+                      <CommandLine command={host.ssh.command} />
                       {host.ssh.host_key_fingerprint && (
                         <Text size="xs" c="dimmed">
                           {t("order.hostKey", { fingerprint: host.ssh.host_key_fingerprint })}
@@ -265,6 +255,18 @@ export function AccessPanel({ access }: { access: Schemas["OrderAccess"] }) {
         </Table>
       </Table.ScrollContainer>
     </Paper>
+  );
+}
+
+/** A command to paste into a shell, on one scrollable line, with a copy button. */
+function CommandLine({ command }: { command: string }) {
+  return (
+    <Group gap="xs" wrap="nowrap">
+      <Code style={{ whiteSpace: "nowrap", overflowX: "auto", maxWidth: "100%" }} tabIndex={0}>
+        {command}
+      </Code>
+      <CopyValue value={command} />
+    </Group>
   );
 }
 
