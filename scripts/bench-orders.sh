@@ -47,7 +47,7 @@ start_server() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   base="http://127.0.0.1:${port}"
   GANTRY_DATA_DIR="$work/data" GANTRY_LISTEN="127.0.0.1:${port}" \
-    RUST_LOG=warn,gantry_server::scheduling=debug GANTRY_SIMULATED_PROVISION_MS=0 \
+    RUST_LOG=warn,gantry_scheduling=debug GANTRY_SIMULATED_PROVISION_MS=0 \
     GANTRY_MAX_WAITING_ORDERS=100000 \
     GANTRY_RATE_LIMIT_PER_SECOND=10000000 GANTRY_RATE_LIMIT_BURST=10000000 \
     ./target/release/gantry serve >"$log" 2>&1 &

@@ -3,8 +3,8 @@
 PENDING orders that cannot all run is killed with SIGKILL while a second
 replica follows on the same PostgreSQL database; the time until that
 replica's first scheduling decision is measured, split into the wait for
-the lease to expire and the new leader's own start (its full read of the
-rows and its first cycle).
+the lease to expire and the new leader's own start (its catch-up from the
+change log on the copy it kept while it followed, and its first cycle).
 
     cargo build --release && scripts/bench-takeover.py
 
@@ -38,7 +38,7 @@ ENV = dict(os.environ, DATABASE_URL=ADMIN.rsplit("/", 1)[0] + "/gantry_takeover"
            GANTRY_JWT_SECRET="takeover-secret-0123456789abcdef0123456789",
            GANTRY_MAX_WAITING_ORDERS=str(PENDING + NODES),
            GANTRY_RATE_LIMIT_PER_SECOND="1000000", GANTRY_RATE_LIMIT_BURST="1000000",
-           GANTRY_SIMULATED_PROVISION_MS="0", RUST_LOG="warn,gantry_server::scheduling=debug")
+           GANTRY_SIMULATED_PROVISION_MS="0", RUST_LOG="warn,gantry_scheduling=debug")
 work = tempfile.mkdtemp()
 
 

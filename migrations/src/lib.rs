@@ -38,6 +38,7 @@ mod m20261215_000030_volumes;
 mod m20261216_000031_shared_storage;
 mod m20261217_000032_slurm;
 mod m20261218_000033_slurm_outside_and_retries;
+mod m20261219_000034_counts_and_launch_rooms;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -80,6 +81,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261216_000031_shared_storage::Migration),
             Box::new(m20261217_000032_slurm::Migration),
             Box::new(m20261218_000033_slurm_outside_and_retries::Migration),
+            Box::new(m20261219_000034_counts_and_launch_rooms::Migration),
         ]
     }
 }

@@ -3,6 +3,7 @@
 //! random run its copy matches a full read; a write the log missed is found
 //! by the consistency check and repaired.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -12,12 +13,14 @@ use uuid::Uuid;
 use crate::support::{Engine, TestServer};
 use gantry_core::handles::scheduler::Checks;
 use gantry_entities::order;
+use gantry_types::classes::OrderStatus;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect};
 
 crate::on_both_engines!(
     the_leaders_copy_matches_the_database_after_a_random_run,
     a_write_the_log_missed_is_found_and_repaired,
+    heartbeats_log_only_what_changed,
 );
 
 /// A small seeded generator, so a failing run can be replayed.
@@ -35,7 +38,7 @@ impl Steps {
 
 /// Has the leader compare its copy with a full read now; answers the
 /// counts after that check.
-async fn check(server: &TestServer) -> Checks {
+pub(crate) async fn check(server: &TestServer) -> Checks {
     let mut checks = server.state.scheduler.consistency_checks();
     let before = checks.borrow().run;
     server.state.scheduler.check_consistency_soon();
@@ -237,12 +240,55 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
     );
     assert!(server.count("SELECT COUNT(*) FROM change_log").await > 100);
     assert!(server.count("SELECT COUNT(*) FROM reservations").await > 3);
+    // Orders by status as the metrics publish them, folded from the moves
+    // the triggers log, equal a count of every order; and again once
+    // everything left is cancelled.
+    assert_eq!(order_counts(&server).await, counted(&server).await);
+    for (who, id) in &orders {
+        let tenant = &tenants[*who];
+        server
+            .post(
+                &format!("/api/v1/orgs/{}/orders/{id}/cancel", tenant.org_id),
+                &tenant.token,
+                json!({}),
+            )
+            .await;
+    }
+    let cancelled = order_counts(&server).await;
+    assert_eq!(cancelled, counted(&server).await);
+    assert_eq!(cancelled.get(&OrderStatus::Queued), None, "{cancelled:?}");
     assert!(
         server
             .count("SELECT COUNT(*) FROM change_log WHERE entity = 'maintenance_windows'")
             .await
             > 3
     );
+}
+
+/// Orders by status, as the metrics publish them; statuses no order is in
+/// left out.
+async fn order_counts(server: &TestServer) -> HashMap<OrderStatus, i64> {
+    gantry_monitoring::fleet::order_counts(server.db())
+        .await
+        .expect("order counts")
+        .into_iter()
+        .filter(|(_, orders)| *orders != 0)
+        .collect()
+}
+
+/// Orders by status, counted one by one.
+async fn counted(server: &TestServer) -> HashMap<OrderStatus, i64> {
+    order::Entity::find()
+        .select_only()
+        .column(order::Column::Status)
+        .column_as(order::Column::Id.count(), "count")
+        .group_by(order::Column::Status)
+        .into_tuple()
+        .all(server.db())
+        .await
+        .expect("grouped count")
+        .into_iter()
+        .collect()
 }
 
 async fn a_write_the_log_missed_is_found_and_repaired(engine: Engine) {
@@ -295,4 +341,54 @@ async fn a_write_the_log_missed_is_found_and_repaired(engine: Engine) {
         0
     );
     assert_eq!(check(&server).await.differing, 1, "no new difference");
+}
+
+/// A heartbeat is the most frequent write there is (every node, every 2 s):
+/// one that changes nothing the scheduler plans with logs nothing, and one
+/// that turns a GPU unhealthy logs that GPU alone.
+async fn heartbeats_log_only_what_changed(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let credential = server.join_agent(&operator, "r1", "beating", 8).await;
+    let beat = |unhealthy: Option<u32>| {
+        let gpus: Vec<serde_json::Value> = (0..8)
+            .map(|i| {
+                json!({ "index": i, "utilization_pct": 10, "memory_used_mib": 100,
+                        "temperature_c": 40, "power_w": 100, "healthy": Some(i) != unhealthy })
+            })
+            .collect();
+        json!({ "gpus": gpus })
+    };
+    let logged = "SELECT COUNT(*) FROM change_log WHERE entity IN ('gpus', 'nodes')";
+    server
+        .post("/api/v1/agent/heartbeat", &credential, beat(None))
+        .await
+        .expect(StatusCode::OK);
+    let before = server.count(logged).await;
+    for _ in 0..3 {
+        server
+            .post("/api/v1/agent/heartbeat", &credential, beat(None))
+            .await
+            .expect(StatusCode::OK);
+    }
+    assert_eq!(server.count(logged).await, before, "steady heartbeats");
+    server
+        .post("/api/v1/agent/heartbeat", &credential, beat(Some(3)))
+        .await
+        .expect(StatusCode::OK);
+    assert_eq!(
+        server.count(logged).await,
+        before + 1,
+        "one GPU turned unhealthy"
+    );
+    let unhealthy = "SELECT COUNT(*) FROM gpus g JOIN nodes n ON n.id = g.node_id \
+                     WHERE n.name = 'beating' AND NOT g.healthy";
+    assert_eq!(server.count(unhealthy).await, 1);
+    server
+        .post("/api/v1/agent/heartbeat", &credential, beat(None))
+        .await
+        .expect(StatusCode::OK);
+    assert_eq!(server.count(unhealthy).await, 0);
+    assert_eq!(server.count(logged).await, before + 2, "and healthy again");
 }

@@ -952,6 +952,12 @@ async fn one_replica_runs_the_loop_and_hands_it_over(engine: Engine) {
     follower.wait_status(&tenant, next, "running").await;
     assert!(follower.state.scheduler.is_leader());
     assert!(!leader.state.scheduler.is_leader());
+    // It kept its copy of the rows warm from the change log while it
+    // followed: taking over read nothing whole, and the copy it leads with
+    // equals a full read.
+    let checks = crate::change_log::check(&follower).await;
+    assert_eq!(checks.full_reads, 1, "{checks:?}");
+    assert_eq!(checks.differing, 0, "{checks:?}");
 }
 
 /// Each replica keeps the catalog, quotas and node sizes in memory for

@@ -129,7 +129,7 @@ pub struct AssignedLimits {
 }
 
 /// What the control plane wants of this node.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct Assignments {
     pub assignments: Vec<Assignment>,
     /// The volumes the node keeps or erases; absent from control planes
@@ -139,6 +139,52 @@ pub struct Assignments {
     /// Absent from control planes that cannot wait for changes.
     #[serde(default)]
     version: Option<String>,
+}
+
+impl Assignments {
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+}
+
+/// The long-poll's latest answer, kept for the agent's rounds so that a
+/// change costs one request, not an answer and then a fetch. An answer is
+/// good only while no report has been sent since its request left: one
+/// from before a report may still list work the report ended, and would
+/// start it again.
+#[derive(Debug, Default)]
+pub struct Delivered {
+    /// Moves on before and after every report.
+    epoch: u64,
+    answer: Option<Assignments>,
+}
+
+impl Delivered {
+    /// What a request about to leave is stamped with.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Keeps `answer` to a request stamped `epoch`, unless a report went
+    /// out since it left; says whether it was kept.
+    pub fn offer(&mut self, epoch: u64, answer: Assignments) -> bool {
+        let current = epoch == self.epoch && answer.version.is_some();
+        self.answer = current.then_some(answer);
+        current
+    }
+
+    /// Answers kept so far may be stale: a report is leaving or has left,
+    /// or the long-poll failed (the control plane may have moved on while
+    /// it could not say).
+    pub fn invalidate(&mut self) {
+        self.epoch += 1;
+        self.answer = None;
+    }
+
+    /// The kept answer, if it is still good.
+    pub fn current(&self) -> Option<Assignments> {
+        self.answer.clone()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -282,23 +328,28 @@ impl Client {
         self.call::<Assignments>(request).await
     }
 
-    /// The version of this node's assignments, answered once they differ
-    /// from `since` or after about `wait`, whichever comes first; `None`
-    /// from a control plane that cannot wait.
-    pub async fn assignments_version(
+    /// This node's assignments, answered once their version differs from
+    /// `since` or after about `wait`, whichever comes first; without a
+    /// version from a control plane that cannot wait.
+    pub async fn assignments_changed(
         &self,
         credential: &str,
         since: Option<&str>,
         wait: std::time::Duration,
-    ) -> Result<Option<String>, CallError> {
+    ) -> Result<Assignments, CallError> {
         let mut url = format!("{}/assignments?wait_ms={}", self.base, wait.as_millis());
         // Versions are hex digests; anything else is not sent back.
         if let Some(since) = since.filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric())) {
             url.push_str("&since=");
             url.push_str(since);
         }
-        let request = self.http.get(url).bearer_auth(credential);
-        Ok(self.call::<Assignments>(request).await?.version)
+        // The wait may outlast the client's usual timeout.
+        let request = self
+            .http
+            .get(url)
+            .bearer_auth(credential)
+            .timeout(wait + std::time::Duration::from_secs(10));
+        self.call::<Assignments>(request).await
     }
 
     /// Ships a workload's output. Output of work this node no longer holds
@@ -345,5 +396,47 @@ impl Client {
             tracing::warn!(order = %refused.order_id, problem = ?refused.problem, "report refused; dropped");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Assignments, Delivered};
+
+    fn answer(version: Option<&str>) -> Assignments {
+        Assignments {
+            assignments: Vec::new(),
+            volumes: None,
+            version: version.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn an_answer_asked_for_before_a_report_is_never_used() {
+        let mut delivered = Delivered::default();
+        let asked = delivered.epoch();
+        assert!(delivered.offer(asked, answer(Some("a1"))));
+        assert_eq!(
+            delivered.current().and_then(|a| a.version).as_deref(),
+            Some("a1")
+        );
+
+        // A report leaves: the kept answer goes, and one to a request that
+        // left before the report is refused.
+        let before = delivered.epoch();
+        delivered.invalidate();
+        assert!(delivered.current().is_none());
+        assert!(!delivered.offer(before, answer(Some("a2"))));
+        assert!(delivered.current().is_none());
+
+        // Asked for after the report: kept.
+        let after = delivered.epoch();
+        assert!(delivered.offer(after, answer(Some("a3"))));
+        assert!(delivered.current().is_some());
+
+        // An answer without a version (a control plane that cannot wait)
+        // is never kept.
+        assert!(!delivered.offer(delivered.epoch(), answer(None)));
+        assert!(delivered.current().is_none());
     }
 }

@@ -6,13 +6,13 @@ use std::io::Write;
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use gantry_agent::cgroup::{Cgroups, Limits};
-use gantry_agent::client::{CallError, Client, Registration, Report, WorkloadState};
+use gantry_agent::client::{CallError, Client, Delivered, Registration, Report, WorkloadState};
 use gantry_agent::devices::GpuDevices;
 use gantry_agent::discovery::{Gpu, Source};
 use gantry_agent::exporter;
@@ -495,6 +495,7 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
         holders: HashMap::new(),
         unsent: Vec::new(),
         unsent_output: Vec::new(),
+        delivered: Arc::default(),
     };
     let mut exits = tokio::time::interval(EXIT_CHECK);
     let mut unreachable = false;
@@ -505,12 +506,13 @@ async fn run(cli: Cli, mut join_token: Option<String>) -> anyhow::Result<()> {
     let watcher = tokio::spawn(watch_assignments(
         client.clone(),
         watched_credential,
+        round.delivered.clone(),
         changed.clone(),
     ));
     loop {
-        // Only ticks heartbeat; rounds that look at the assignments read
-        // them afresh, since a pushed copy may predate this agent's own
-        // last report.
+        // Only ticks heartbeat; rounds that look at the assignments take
+        // the long-poll's answer while no report has left since it was
+        // asked for, and fetch them afresh otherwise.
         let why = tokio::select! {
             _ = tick.tick() => Why::Tick,
             () = changed.notified() => Why::Changed,
@@ -559,37 +561,59 @@ const EXIT_CHECK: Duration = Duration::from_millis(20);
 /// The most reports one call carries, as the control plane takes them.
 const REPORTS_PER_CALL: usize = 256;
 
-/// How long one wait for new assignments lasts: under the client's 10 s
-/// timeout.
-const ASSIGNMENT_WAIT: Duration = Duration::from_secs(8);
+/// How long one wait for new assignments lasts: under the control plane's
+/// 20 s bound. Every answer is a read of the node's assignments, so a
+/// fleet's idle waits cost its size over this per second.
+const ASSIGNMENT_WAIT: Duration = Duration::from_secs(18);
+/// How long the watch rests after the control plane did not answer.
+const WATCH_RETRY: Duration = Duration::from_secs(8);
 
 /// Waits on the control plane for this node's assignments to change and
-/// wakes the agent's round the moment they do, so a start or a stop does
-/// not wait for the next tick. Rounds still run on every tick, which is all
-/// there is with a control plane that cannot wait.
+/// wakes the agent's round the moment they do, with the answer kept for it,
+/// so a start or a stop waits for neither the next tick nor another fetch.
+/// Rounds still run on every tick, which is all there is with a control
+/// plane that cannot wait.
 async fn watch_assignments(
     client: Client,
     credential: tokio::sync::watch::Receiver<String>,
+    delivered: Arc<Mutex<Delivered>>,
     changed: Arc<tokio::sync::Notify>,
 ) {
     let mut version: Option<String> = None;
     loop {
         let current = credential.borrow().clone();
+        let epoch = lock(&delivered).epoch();
         match client
-            .assignments_version(&current, version.as_deref(), ASSIGNMENT_WAIT)
+            .assignments_changed(&current, version.as_deref(), ASSIGNMENT_WAIT)
             .await
         {
-            Ok(Some(next)) => {
+            Ok(answer) => {
+                let Some(next) = answer.version().map(str::to_owned) else {
+                    // Nothing to wait on: look again a little later.
+                    tokio::time::sleep(WATCH_RETRY).await;
+                    continue;
+                };
+                lock(&delivered).offer(epoch, answer);
                 if version.as_ref() != Some(&next) {
                     version = Some(next);
                     changed.notify_one();
                 }
             }
-            // Nothing to wait on, or the control plane away or refusing
-            // (the round reports that): look again a little later.
-            Ok(None) | Err(_) => tokio::time::sleep(ASSIGNMENT_WAIT).await,
+            // The control plane away or refusing (the round reports that):
+            // fetch afresh, and look again a little later.
+            Err(_) => {
+                lock(&delivered).invalidate();
+                tokio::time::sleep(WATCH_RETRY).await;
+            }
         }
     }
+}
+
+/// The long-poll's kept answer; a poisoned lock still holds a usable one.
+fn lock(delivered: &Mutex<Delivered>) -> std::sync::MutexGuard<'_, Delivered> {
+    delivered
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn register(
@@ -649,6 +673,8 @@ struct Round<'a> {
     holders: HashMap<i32, exporter::Holder>,
     unsent: Vec<Report>,
     unsent_output: Vec<(Uuid, Vec<Line>)>,
+    /// The long-poll's answer, shared with the watcher.
+    delivered: Arc<Mutex<Delivered>>,
 }
 
 impl Round<'_> {
@@ -666,15 +692,21 @@ impl Round<'_> {
             if let Some(node) = self.exported_as {
                 exporter::record(node, &samples, &self.holders);
             }
-            self.client
-                .heartbeat(
-                    credential,
-                    &samples,
-                    self.fabric_address,
-                    supervisor.volume_reports(),
-                )
-                .await?
-                .rotate_credential
+            // Volumes a heartbeat reports may move on the control plane
+            // (made, erased), so answers from before it are stale.
+            let volumes = supervisor.volume_reports();
+            let moving = volumes.as_ref().is_some_and(|v| !v.reports.is_empty());
+            if moving {
+                lock(&self.delivered).invalidate();
+            }
+            let beat = self
+                .client
+                .heartbeat(credential, &samples, self.fabric_address, volumes)
+                .await;
+            if moving {
+                lock(&self.delivered).invalidate();
+            }
+            beat?.rotate_credential
         } else {
             false
         };
@@ -682,7 +714,11 @@ impl Round<'_> {
         // sooner, and the work it makes room for comes through the watch.
         let mut events = Vec::new();
         if why != Why::Ended {
-            let wanted = self.client.assignments(credential).await?;
+            let kept = lock(&self.delivered).current();
+            let wanted = match kept {
+                Some(answer) => answer,
+                None => self.client.assignments(credential).await?,
+            };
             let assignments = wanted.assignments;
             self.holders = exporter::holders(&assignments);
             // Volumes first: a workload starting this round finds its own.
@@ -716,9 +752,10 @@ impl Round<'_> {
         }
         while !self.unsent.is_empty() {
             let batch = self.unsent.len().min(REPORTS_PER_CALL);
-            self.client
-                .report(credential, &self.unsent[..batch])
-                .await?;
+            lock(&self.delivered).invalidate();
+            let reported = self.client.report(credential, &self.unsent[..batch]).await;
+            lock(&self.delivered).invalidate();
+            reported?;
             self.unsent.drain(..batch);
         }
         if rotate {

@@ -290,9 +290,14 @@ pub struct AssignmentsQuery {
 
 /// The longest an agent's fetch waits for its assignments to change.
 const WAIT_MAX: Duration = Duration::from_secs(20);
-/// How often a waiting fetch looks again without being told of a change:
-/// another replica's scheduling loop cannot tell this one.
+/// How often a waiting fetch looks again without being told of a change
+/// (another replica's scheduling loop cannot tell this one without
+/// PostgreSQL, and volumes tell no one), while few fetches wait.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How many such looks the waiting fetches of one process take per second
+/// at most, together: each is a read of a node's assignments, and a fleet
+/// of thousands looking every second left no room for anything else.
+const RECHECKS_PER_SECOND: f64 = 200.0;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -615,11 +620,24 @@ async fn heartbeat(
     }
     row.updated_at = Set(now);
     let updated = row.update(&txn).await?;
-    for g in &request.gpus {
+    // Only GPUs whose health changed are written: every write of a GPU row
+    // is a change the scheduling copies follow, and a heartbeat that
+    // rewrote all of them made every node's beat one.
+    for healthy in [true, false] {
+        let indices: Vec<i32> = request
+            .gpus
+            .iter()
+            .filter(|g| g.healthy == healthy)
+            .map(|g| g.index)
+            .collect();
+        if indices.is_empty() {
+            continue;
+        }
         gpu::Entity::update_many()
-            .col_expr(gpu::Column::Healthy, Expr::value(g.healthy))
+            .col_expr(gpu::Column::Healthy, Expr::value(healthy))
             .filter(gpu::Column::NodeId.eq(node.id))
-            .filter(gpu::Column::Index.eq(g.index))
+            .filter(gpu::Column::Index.is_in(indices))
+            .filter(gpu::Column::Healthy.ne(healthy))
             .exec(&txn)
             .await?;
     }
@@ -711,7 +729,10 @@ async fn assignments(
                 version,
             }));
         }
-        let pause = deadline.saturating_duration_since(now).min(RECHECK);
+        let recheck = RECHECK.max(Duration::from_secs_f64(
+            state.scheduler.waiting_fetches() as f64 / RECHECKS_PER_SECOND,
+        ));
+        let pause = deadline.saturating_duration_since(now).min(recheck);
         // Changes elsewhere do not concern this node. A closed channel (the
         // server stopping) ends the wait like a timeout.
         tokio::time::timeout(pause, changes.wait_for(|c| c.mark(node) != seen))

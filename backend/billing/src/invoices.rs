@@ -217,7 +217,21 @@ pub async fn spend(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> ApiResult<i64> {
-    Ok(rate_period(db, org_id, start, end, now)
+    let spans = metered_spans(db, in_period(org_id, start, end)).await?;
+    spend_of(db, org_id, start, end, now, spans).await
+}
+
+/// [`spend`] of `spans`, the organization's metered spans in the period
+/// already read by the caller.
+pub async fn spend_of(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+    spans: Vec<(Uuid, Span)>,
+) -> ApiResult<i64> {
+    Ok(rate_spans(db, org_id, start, end, now, spans)
         .await?
         .iter()
         .filter(|l| {
@@ -235,6 +249,18 @@ pub async fn spend(
         .sum())
 }
 
+/// The organization's usage records whose spans start in `[start, end)`.
+fn in_period(
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> sea_orm::Select<usage_record::Entity> {
+    usage_record::Entity::find()
+        .filter(usage_record::Column::OrgId.eq(org_id))
+        .filter(usage_record::Column::PeriodStart.gte(start))
+        .filter(usage_record::Column::PeriodStart.lt(end))
+}
+
 /// The organization's usage whose spans start in `[start, end)`, and its
 /// volumes' storage in the period until `now`, rated.
 async fn rate_period(
@@ -244,13 +270,21 @@ async fn rate_period(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> ApiResult<Vec<Line>> {
-    let in_period = usage_record::Entity::find()
-        .filter(usage_record::Column::OrgId.eq(org_id))
-        .filter(usage_record::Column::PeriodStart.gte(start))
-        .filter(usage_record::Column::PeriodStart.lt(end));
+    let spans = metered_spans(db, in_period(org_id, start, end)).await?;
+    rate_spans(db, org_id, start, end, now, spans).await
+}
+
+/// [`rate_period`] of the metered spans the caller read.
+async fn rate_spans(
+    db: &impl ConnectionTrait,
+    org_id: Uuid,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+    spans: Vec<(Uuid, Span)>,
+) -> ApiResult<Vec<Line>> {
     // Usage inside a reservation is paid by the reservation's own lines.
-    let (reserved, spans): (Vec<_>, Vec<_>) = metered_spans(db, in_period.clone())
-        .await?
+    let (reserved, spans): (Vec<_>, Vec<_>) = spans
         .into_iter()
         .partition(|(_, span)| span.pricing_class == PricingClass::Reserved);
     let reserved =
@@ -260,7 +294,7 @@ async fn rate_period(
         .map(|(_, span)| span)
         .chain(reserved.outside)
         .collect();
-    let corrections = in_period
+    let corrections = in_period(org_id, start, end)
         .filter(usage_record::Column::Kind.eq(UsageKind::Correction))
         .all(db)
         .await?;

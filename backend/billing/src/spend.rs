@@ -94,10 +94,13 @@ async fn org_spend(
     if let Some(order) = query.order_id {
         records = records.filter(usage_record::Column::OrderId.eq(order));
     }
-    let spans: Vec<(Uuid, Span)> = metered_spans(&state.db, records)
-        .await?
-        .into_iter()
+    // Read once: the days and orders rate the spans outside reservations,
+    // the total rates them all as the invoice will.
+    let all = metered_spans(&state.db, records).await?;
+    let spans: Vec<(Uuid, Span)> = all
+        .iter()
         .filter(|(_, span)| span.pricing_class != PricingClass::Reserved)
+        .cloned()
         .collect();
     let (book, clocks) =
         price_context(&state.db, spans.iter().map(|(_, s)| s.instance_type_id)).await?;
@@ -130,7 +133,8 @@ async fn org_spend(
     let total_micros = match query.order_id {
         Some(_) => orders.iter().map(|o| o.amount_micros).sum(),
         None => {
-            invoices::spend(&state.db, access.scope.org_id, from, to, state.clock.now()).await?
+            let now = state.clock.now();
+            invoices::spend_of(&state.db, access.scope.org_id, from, to, now, all).await?
         }
     };
     Ok(Json(Spend {

@@ -13,11 +13,16 @@ use gantry_scheduler as engine;
 use metrics::{
     Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+};
 use uuid::Uuid;
 
-use gantry_entities::{node, order, shared_file_system, sla_policy, volume};
+use gantry_entities::{
+    node, order, order_status_count, order_status_move, shared_file_system, sla_policy, volume,
+};
 use gantry_types::classes::{
     AllocationState, NodeState, OrderStatus, PriorityClass, VolumeKind, VolumeState,
 };
@@ -322,21 +327,13 @@ pub fn set_held_by_ended(gpus: i64) {
 }
 
 /// Orders by status: ended ones as a counter (an order never leaves a
-/// final status), the others as a gauge. One grouped count.
+/// final status), the others as a gauge.
 pub async fn publish_orders(
     published: &mut Published,
-    db: &impl ConnectionTrait,
+    db: &DatabaseConnection,
 ) -> Result<(), DbErr> {
-    let counts: Vec<(OrderStatus, i64)> = order::Entity::find()
-        .select_only()
-        .column(order::Column::Status)
-        .column_as(order::Column::Id.count(), "count")
-        .group_by(order::Column::Status)
-        .into_tuple()
-        .all(db)
-        .await?;
     let mut open: HashMap<Labels, f64> = HashMap::new();
-    for (status, count) in counts {
+    for (status, count) in order_counts(db).await? {
         if status.is_final() {
             counter!(ORDERS_ENDED, "status" => status.as_str())
                 .absolute(u64::try_from(count).unwrap_or(0));
@@ -346,6 +343,57 @@ pub async fn publish_orders(
     }
     published.set(ORDERS, open);
     Ok(())
+}
+
+/// At most this many status moves are folded per publish; the rest wait
+/// for the next.
+const FOLD_MAX: u64 = 50_000;
+
+/// Orders by status: the moves logged since the last call are folded into
+/// the counts first, so the cost follows the orders that changed, not how
+/// many there are. The moves folded are those deleted, so a move committed
+/// while this runs is counted at the next call, never twice or never.
+pub async fn order_counts(db: &DatabaseConnection) -> Result<Vec<(OrderStatus, i64)>, DbErr> {
+    use order_status_count::Column as Count;
+    use order_status_move::Column as Move;
+    use sea_orm::sea_query::ExprTrait;
+    let txn = gantry_core::db::write(db).await?;
+    let mut folding = order_status_move::Entity::delete_many();
+    if let Some(last) = order_status_move::Entity::find()
+        .select_only()
+        .column(Move::Id)
+        .order_by_asc(Move::Id)
+        .offset(FOLD_MAX - 1)
+        .limit(1)
+        .into_tuple::<i64>()
+        .one(&txn)
+        .await?
+    {
+        folding = folding.filter(Move::Id.lte(last));
+    }
+    let mut deltas: HashMap<OrderStatus, i64> = HashMap::new();
+    for moved in folding.exec_with_returning(&txn).await? {
+        *deltas.entry(moved.status).or_default() += i64::from(moved.delta);
+    }
+    for (status, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {
+        order_status_count::Entity::insert(order_status_count::ActiveModel {
+            status: Set(status),
+            orders: Set(delta),
+        })
+        .on_conflict(
+            OnConflict::column(Count::Status)
+                .value(
+                    Count::Orders,
+                    Expr::col((order_status_count::Entity, Count::Orders)).add(delta),
+                )
+                .to_owned(),
+        )
+        .exec(&txn)
+        .await?;
+    }
+    let counts = order_status_count::Entity::find().all(&txn).await?;
+    txn.commit().await?;
+    Ok(counts.into_iter().map(|c| (c.status, c.orders)).collect())
 }
 
 /// Storage sold and used by region and kind (one grouped sum), and each

@@ -12,8 +12,9 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gantry_scheduler::{
-    Cluster, Gpu, GpuRequest, Node, OwnedSnapshot, Placement, Policy, PriorityClass, Queue, Quota,
-    Running, UsageLedger, Workload, capacity_report, capacity_reports, schedule,
+    Asked, Cluster, Gpu, GpuRequest, LaunchShape, Node, OwnedSnapshot, Placement, Policy,
+    PriorityClass, Queue, Quota, Running, UsageLedger, Workload, capacity_report, capacity_reports,
+    launch_room, schedule, schedule_reporting,
 };
 
 const MODELS: [&str; 2] = ["H100-SXM-80GB", "H200-141GB"];
@@ -195,5 +196,56 @@ fn capacity(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, cycle, arrival, capacity);
+/// Launch room for a catalog of 20 instance types (1, 2, 4, 8 whole GPUs
+/// and a half GPU, on both models, with two CPU and memory sizes), on the
+/// same cluster: worked out once per type, as each availability request
+/// used to, against all of them beside a cycle from the cycle's own
+/// preparation, as the leader now does.
+fn rooms(c: &mut Criterion) {
+    let world = scenario(1_000, 10_000);
+    let policy = Policy::default();
+    let shapes: Vec<LaunchShape> = MODELS
+        .iter()
+        .flat_map(|model| {
+            [1, 2, 4, 8, 0].into_iter().flat_map(move |gpus| {
+                [1, 2].into_iter().map(move |size| LaunchShape {
+                    model: (*model).into(),
+                    gpus: if gpus == 0 {
+                        GpuRequest::Milli(500)
+                    } else {
+                        GpuRequest::Whole(gpus)
+                    },
+                    cpu_milli: 8_000 * size * u64::from(gpus.max(1)),
+                    memory_mib: 65_536 * size * u64::from(gpus.max(1)),
+                })
+            })
+        })
+        .collect();
+    let mut group = c.benchmark_group("rooms");
+    group.sample_size(10);
+    group.bench_function("each-type-alone_1000x8-gpus_10000-pending_20-types", |b| {
+        b.iter(|| {
+            shapes
+                .iter()
+                .map(|shape| launch_room(black_box(&world.snapshot()), shape).len())
+                .sum::<usize>()
+        })
+    });
+    group.bench_function("cycle_1000x8-gpus_10000-pending", |b| {
+        b.iter(|| schedule(black_box(&world.snapshot()), &policy))
+    });
+    group.bench_function(
+        "cycle-and-reports_1000x8-gpus_10000-pending_20-types",
+        |b| {
+            let asked = Asked {
+                capacity: true,
+                launch: &shapes,
+            };
+            b.iter(|| schedule_reporting(black_box(&world.snapshot()), &policy, &asked))
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, cycle, arrival, capacity, rooms);
 criterion_main!(benches);

@@ -12,6 +12,8 @@
 //! workload its reasons with numbers and an estimated start.
 //! [`capacity_report`] shows free versus schedulable capacity per shape;
 //! [`launch_room`] what a launch of one shape would meet in each region;
+//! [`schedule_reporting`] gives both beside a cycle's decisions from the
+//! cycle's own preparation;
 //! [`plan_advance_reservation`] picks the GPUs of a new reservation;
 //! [`plan_defragmentation`] proposes moves that let work blocked by
 //! fragmentation start; a
@@ -49,11 +51,11 @@ pub use placer::{Fill, Placer};
 pub use policy::{Backfill, PlacementStrategy, Policy};
 pub use queue::{Queue, Quota};
 pub use report::{
-    CapacityReport, LaunchShape, ModelCapacity, RegionRoom, SHAPES, ShapeSlots, capacity_report,
-    capacity_reports, launch_room,
+    Asked, CapacityReport, LaunchShape, ModelCapacity, RegionRoom, Reports, SHAPES, ShapeSlots,
+    capacity_report, capacity_reports, launch_room,
 };
 pub use reservation::{ReservationRequest, can_extend, earliest_windows, plan_advance_reservation};
-pub use schedule::{OwnedSnapshot, Snapshot, schedule};
+pub use schedule::{OwnedSnapshot, Snapshot, schedule, schedule_reporting};
 pub use usage::UsageLedger;
 pub use workload::{
     AdvanceReservation, GpuRequest, Placement, PriorityClass, Running, Workload, WorkloadClass,

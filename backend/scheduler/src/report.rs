@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::policy::Policy;
 use crate::schedule::{Snapshot, prepared};
 use crate::state::{NodeState, Room, State, View, WHOLE, bits};
-use crate::workload::GpuRequest;
+use crate::workload::{GpuRequest, Workload};
 
 /// Single-node shapes the report counts slots for.
 pub const SHAPES: [u32; 4] = [1, 2, 4, 8];
@@ -217,10 +217,51 @@ fn by_gpus(node: &NodeState<'_>, model: u32, room: &Room, gpus: GpuRequest) -> u
 pub fn launch_room(snapshot: &Snapshot<'_>, shape: &LaunchShape) -> Vec<RegionRoom> {
     let policy = Policy::default();
     let cycle = prepared(snapshot, &policy);
-    let state = cycle.state();
-    let Some(model) = state.models.get(&shape.model) else {
-        return Vec::new();
-    };
+    launch_rooms(cycle.state(), snapshot.pending, std::slice::from_ref(shape))
+        .pop()
+        .unwrap_or_default()
+}
+
+/// What a cycle reports beside its decisions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Asked<'a> {
+    /// The fleet's capacity and each region's.
+    pub capacity: bool,
+    /// Launch shapes to find room for.
+    pub launch: &'a [LaunchShape],
+}
+
+/// What a cycle reports, read off the state it prepared before placing
+/// anything: one preparation serves the decisions and the reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reports {
+    /// The fleet's capacity, and each region's by name, when asked.
+    pub capacity: Option<(CapacityReport, BTreeMap<String, CapacityReport>)>,
+    /// Per launch shape asked, in the order asked, [`launch_room`]'s answer.
+    pub launch: Vec<Vec<RegionRoom>>,
+}
+
+pub(crate) fn reports(state: &State<'_>, pending: &[Workload], asked: &Asked<'_>) -> Reports {
+    Reports {
+        capacity: asked
+            .capacity
+            .then(|| (report(state, |_| true), by_region(state))),
+        launch: if asked.launch.is_empty() {
+            Vec::new()
+        } else {
+            launch_rooms(state, pending, asked.launch)
+        },
+    }
+}
+
+/// [`launch_room`] for each of `shapes`: each node's room is worked out
+/// once per GPU model, and the waiting work summed once per model, so many
+/// shapes cost about what one does.
+fn launch_rooms(
+    state: &State<'_>,
+    pending: &[Workload],
+    shapes: &[LaunchShape],
+) -> Vec<Vec<RegionRoom>> {
     // Open-ended: an on-demand instance has no end, so a reservation that
     // starts later still takes its GPUs away.
     let view = View {
@@ -230,47 +271,76 @@ pub fn launch_room(snapshot: &Snapshot<'_>, shape: &LaunchShape) -> Vec<RegionRo
         tentative: false,
         binding: true,
     };
-    let counted = !matches!(shape.gpus, GpuRequest::Whole(0));
-    let mut rooms: BTreeMap<&str, RegionRoom> = BTreeMap::new();
-    for node in &state.nodes {
-        if !node.has_model(model) {
-            continue;
-        }
-        let entry = rooms
-            .entry(node.node.region.as_str())
-            .or_insert_with(|| RegionRoom {
-                region: node.node.region.clone(),
-                instances: counted.then_some(0),
-                waiting_gpus: 0,
-            });
-        let Some(instances) = entry.instances.as_mut() else {
-            continue;
-        };
-        if !node.node.schedulable {
-            continue;
-        }
-        let room = node.room(model, view, state.now);
-        let by_resource = |free: u64, each: u64| {
-            free.checked_div(each)
-                .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX))
-        };
-        *instances = instances.saturating_add(
-            by_gpus(node, model, &room, shape.gpus)
-                .min(by_resource(room.cpu, shape.cpu_milli))
-                .min(by_resource(room.mem, shape.memory_mib)),
-        );
+    let mut rooms: Vec<BTreeMap<&str, RegionRoom>> = vec![BTreeMap::new(); shapes.len()];
+    let mut by_model: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (at, shape) in shapes.iter().enumerate() {
+        by_model.entry(shape.model.as_str()).or_default().push(at);
     }
-    for work in snapshot.pending {
-        if !work.gpu_models.iter().any(|m| m == &shape.model) {
+    for (name, asking) in &by_model {
+        let Some(model) = state.models.get(name) else {
             continue;
+        };
+        for node in &state.nodes {
+            if !node.has_model(model) {
+                continue;
+            }
+            let room = node
+                .node
+                .schedulable
+                .then(|| node.room(model, view, state.now));
+            for &at in asking {
+                let shape = &shapes[at];
+                let counted = !matches!(shape.gpus, GpuRequest::Whole(0));
+                let entry = rooms[at]
+                    .entry(node.node.region.as_str())
+                    .or_insert_with(|| RegionRoom {
+                        region: node.node.region.clone(),
+                        instances: counted.then_some(0),
+                        waiting_gpus: 0,
+                    });
+                let (Some(instances), Some(room)) = (entry.instances.as_mut(), room.as_ref())
+                else {
+                    continue;
+                };
+                let by_resource = |free: u64, each: u64| {
+                    free.checked_div(each)
+                        .map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX))
+                };
+                *instances = instances.saturating_add(
+                    by_gpus(node, model, room, shape.gpus)
+                        .min(by_resource(room.cpu, shape.cpu_milli))
+                        .min(by_resource(room.mem, shape.memory_mib)),
+                );
+            }
         }
-        let gpus = work.gpus.milli_per_node() * u64::from(work.node_count) / 1000;
-        let gpus = u32::try_from(gpus).unwrap_or(u32::MAX);
-        for room in rooms.values_mut() {
-            if work.regions.is_empty() || work.regions.contains(&room.region) {
-                room.waiting_gpus = room.waiting_gpus.saturating_add(gpus);
+        // GPUs waiting for the model: anywhere, and per region named.
+        let mut anywhere = 0u32;
+        let mut named: BTreeMap<&str, u32> = BTreeMap::new();
+        for work in pending {
+            if !work.gpu_models.iter().any(|m| m == name) {
+                continue;
+            }
+            let gpus = work.gpus.milli_per_node() * u64::from(work.node_count) / 1000;
+            let gpus = u32::try_from(gpus).unwrap_or(u32::MAX);
+            if work.regions.is_empty() {
+                anywhere = anywhere.saturating_add(gpus);
+            } else {
+                let regions: BTreeSet<&str> = work.regions.iter().map(String::as_str).collect();
+                for region in regions {
+                    let sum = named.entry(region).or_default();
+                    *sum = sum.saturating_add(gpus);
+                }
+            }
+        }
+        for &at in asking {
+            for (region, room) in &mut rooms[at] {
+                room.waiting_gpus =
+                    anywhere.saturating_add(named.get(region).copied().unwrap_or(0));
             }
         }
     }
-    rooms.into_values().collect()
+    rooms
+        .into_iter()
+        .map(|rooms| rooms.into_values().collect())
+        .collect()
 }

@@ -12,7 +12,7 @@ pub mod what_if;
 
 use gantry_world::{lease, load, world};
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use gantry_scheduler::Policy;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -49,6 +49,13 @@ const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 /// order on each cycle.
 const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
 
+/// How often at most the leader works out launch room for every instance
+/// type while the fleet or the queue changes (and in the cycle after one
+/// that started or preempted work, which the room it worked out before
+/// deciding does not show); while nothing changes, it does so with each
+/// publish.
+const ROOMS_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(1);
+
 /// How often the leader looks for GPUs still held by ended orders.
 const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 /// How often the leader compares its copy of the rows with a full read,
@@ -75,6 +82,10 @@ struct Due {
     /// held.
     published_at: Option<DateTime<Utc>>,
     published: fleet::Published,
+    /// When launch room was last worked out, and the change log's position
+    /// then.
+    rooms_at: Option<DateTime<Utc>>,
+    rooms_cursor: i64,
     /// The fleet history interval being folded.
     history: history::Recorder,
     /// Defragmentation moves of the past hour.
@@ -148,9 +159,14 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                 None => state.scheduler.assignments_may_have_changed(),
             }
         } else {
-            // A replica that leads again starts from a full read.
+            // A replica that does not lead keeps its copy warm from the
+            // change log, so taking over costs the lease and a catch-up,
+            // not a full read. What it handed as leader, it hands again.
             handed = Handed::default();
-            world = None;
+            if let Err(error) = follow(&state, &mut world, &mut due, Role::Follower).await {
+                tracing::warn!(%error, "following the change log failed; reading everything again");
+                world = None;
+            }
         }
         tokio::select! {
             () = state.scheduler.woken() => {}
@@ -254,12 +270,12 @@ async fn cycle(
         }
     }
     let loading = Instant::now();
-    let world = follow(state, world, due).await?;
+    let world = follow(state, world, due, Role::Leader).await?;
     end_expired(state, world, now).await?;
     gantry_workload::jobs::time_out(&state.db, now).await?;
     gantry_workload::reservations::service::end_windows(&state.db, world, now).await?;
     evacuate(state, world, now).await?;
-    follow_log(&state.db, world).await?;
+    follow_log(state, world).await?;
     let loaded = load::snapshot(world, &state.db, now).await?;
     // The engine never sees them; they can never run.
     gantry_workload::jobs::dependencies::fail_broken(&state.db, &loaded.broken, now).await?;
@@ -268,16 +284,32 @@ async fn cycle(
     let deciding = Instant::now();
     let per_hour = state.config.defrag_budget_gpu_seconds_per_org_hour;
     let mut ledger = std::mem::take(&mut due.defrag);
-    let (loaded, decisions, ledger) = tokio::task::spawn_blocking(move || {
+    let publishing = due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY);
+    let rooms = if publishing
+        || (due.rooms_at.is_none_or(|at| now - at >= ROOMS_EVERY)
+            && due.rooms_cursor != world.cursor())
+    {
+        due.rooms_at = Some(now);
+        due.rooms_cursor = world.cursor();
+        launch_shapes(world)
+    } else {
+        Vec::new()
+    };
+    let (loaded, decisions, reports, rooms, ledger) = tokio::task::spawn_blocking(move || {
         let policy = Policy::default();
-        let mut decisions = loaded.snapshot.decide(&policy);
+        let shapes: Vec<_> = rooms.iter().map(|(_, shape)| shape.clone()).collect();
+        let asked = gantry_scheduler::Asked {
+            capacity: publishing,
+            launch: &shapes,
+        };
+        let (mut decisions, reports) = loaded.snapshot.decide_reporting(&policy, &asked);
         ledger.carry_out(
             per_hour,
             &loaded.snapshot.snapshot(),
             &policy,
             &mut decisions,
         );
-        (loaded, decisions, ledger)
+        (loaded, decisions, reports, rooms, ledger)
     })
     .await?;
     due.defrag = ledger;
@@ -286,13 +318,33 @@ async fn cycle(
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
     let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
     fleet::record_preemptions(&decisions);
-    if due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY) {
-        due.published_at = Some(now);
-        publish(state, world, &loaded, &decisions, due, now).await;
+    if !rooms.is_empty() {
+        let regions: HashMap<&str, Uuid> = world
+            .regions
+            .values()
+            .map(|r| (r.name.as_str(), r.id))
+            .collect();
+        let rooms: Vec<_> = rooms
+            .iter()
+            .map(|(id, _)| *id)
+            .zip(reports.launch)
+            .collect();
+        if let Err(error) =
+            gantry_catalog::availability::record(&state.db, &rooms, &regions, now).await
+        {
+            tracing::warn!(%error, "could not write launch room; retrying");
+            due.rooms_at = None;
+        }
     }
-    // Only starts and preemptions give the driver something new to hand.
+    if let Some(capacity) = reports.capacity {
+        due.published_at = Some(now);
+        publish(state, world, &loaded, &decisions, &capacity, due, now).await;
+    }
+    // Only starts and preemptions give the driver something new to hand;
+    // launch room, worked out before them, is worked out again next cycle.
     if applied.started + applied.preempted > 0 {
-        follow_log(&state.db, world).await?;
+        follow_log(state, world).await?;
+        due.rooms_at = None;
     }
     hand_over(world, drivers, handed);
     drivers.slurm.keep_in_step();
@@ -340,12 +392,15 @@ async fn publish(
     world: &World,
     loaded: &load::Loaded,
     decisions: &gantry_scheduler::Decisions,
+    (capacity, by_region): &(
+        gantry_scheduler::CapacityReport,
+        BTreeMap<String, gantry_scheduler::CapacityReport>,
+    ),
     due: &mut Due,
     now: DateTime<Utc>,
 ) {
     let published = &mut due.published;
-    let (capacity, by_region) = gantry_scheduler::capacity_reports(&loaded.snapshot.snapshot());
-    fleet::publish_fleet(published, world, &capacity, &by_region);
+    fleet::publish_fleet(published, world, capacity, by_region);
     let pending = match fleet::publish_pending(published, &state.db, world, loaded, decisions).await
     {
         Ok(pending) => pending,
@@ -365,7 +420,7 @@ async fn publish(
     }
     let seen = history::Observation {
         world,
-        capacity: &capacity,
+        capacity,
         pending,
     };
     let every = i64::try_from(state.config.history_interval_seconds).unwrap_or(60);
@@ -378,6 +433,22 @@ async fn publish(
     {
         tracing::warn!(%error, "could not write fleet history; the interval is lost");
     }
+}
+
+/// Every instance type with a known GPU model, and the shape a launch of
+/// it asks for.
+fn launch_shapes(world: &World) -> Vec<(Uuid, gantry_scheduler::LaunchShape)> {
+    world
+        .instance_types
+        .values()
+        .filter_map(|t| {
+            let model = world.gpu_models.get(&t.gpu_model_id)?;
+            Some((
+                t.id,
+                gantry_catalog::availability::launch_shape(t, &model.name),
+            ))
+        })
+        .collect()
 }
 
 /// Invoices last month once it is final, and brings budgets up to date.
@@ -401,34 +472,44 @@ async fn close_month_and_budgets(state: &AppState, now: DateTime<Utc>) {
     }
 }
 
-/// The leader's copy of the rows, read whole when it has none and brought
-/// up to date from the change log otherwise; compared with a full read
-/// every `CHECK_EVERY` or when asked.
+/// Whether this process runs the loop or keeps a copy for when it will.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Leader,
+    Follower,
+}
+
+/// This process's copy of the rows, read whole when it has none and
+/// brought up to date from the change log otherwise; compared with a full
+/// read every `CHECK_EVERY` or when asked (asks are the leader's).
 async fn follow<'w>(
     state: &AppState,
     world: &'w mut Option<World>,
     due: &mut Due,
+    role: Role,
 ) -> Result<&'w mut World, DbErr> {
-    let asked = state.scheduler.take_consistency_request();
+    let asked = role == Role::Leader && state.scheduler.take_consistency_request();
     let Some(kept) = world.take() else {
         due.checked = Some(Instant::now());
+        state.scheduler.record_full_read();
         return Ok(world.insert(World::load(&state.db).await?));
     };
     let kept = world.insert(kept);
-    follow_log(&state.db, kept).await?;
+    follow_log(state, kept).await?;
     if asked || due.checked.is_none_or(|at| at.elapsed() >= CHECK_EVERY) {
         due.checked = Some(Instant::now());
-        check_consistency(state, kept).await?;
+        check_consistency(state, kept, role).await?;
     }
     Ok(kept)
 }
 
 /// Applies the changes logged since the last call, or reads everything
 /// again when the log cannot be followed from where the copy stands.
-async fn follow_log(db: &DatabaseConnection, world: &mut World) -> Result<(), DbErr> {
-    if let Followed::Lost = world.follow(db).await? {
+async fn follow_log(state: &AppState, world: &mut World) -> Result<(), DbErr> {
+    if let Followed::Lost = world.follow(&state.db).await? {
         tracing::warn!("too many changes missing from the log; reading everything again");
-        *world = World::load(db).await?;
+        state.scheduler.record_full_read();
+        *world = World::load(&state.db).await?;
     }
     Ok(())
 }
@@ -439,20 +520,22 @@ async fn follow_log(db: &DatabaseConnection, world: &mut World) -> Result<(), Db
 const CHECK_ROUNDS: usize = 3;
 
 /// Compares the copy with a full read; a real difference (a write the log
-/// missed) is reported loudly and the full read replaces the copy. Also
-/// trims the change log behind the copy's position.
-async fn check_consistency(state: &AppState, world: &mut World) -> Result<(), DbErr> {
+/// missed) is reported loudly and the full read replaces the copy. The
+/// leader also trims the change log behind its copy's position.
+async fn check_consistency(state: &AppState, world: &mut World, role: Role) -> Result<(), DbErr> {
     let mut fresh = World::load(&state.db).await?;
     let mut differences = Vec::new();
     for _ in 0..CHECK_ROUNDS {
-        follow_log(&state.db, world).await?;
-        follow_log(&state.db, &mut fresh).await?;
+        follow_log(state, world).await?;
+        follow_log(state, &mut fresh).await?;
         differences = world.differences(&fresh);
         if differences.is_empty() {
             break;
         }
     }
-    state.scheduler.record_check(!differences.is_empty());
+    if role == Role::Leader {
+        state.scheduler.record_check(!differences.is_empty());
+    }
     if !differences.is_empty() {
         tracing::error!(
             ?differences,
@@ -460,6 +543,9 @@ async fn check_consistency(state: &AppState, world: &mut World) -> Result<(), Db
              using a full read"
         );
         *world = fresh;
+    }
+    if role == Role::Follower {
+        return Ok(());
     }
     change_log::Entity::delete_many()
         .filter(change_log::Column::Seq.lt(world.cursor() - LOG_KEPT))

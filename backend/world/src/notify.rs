@@ -8,7 +8,7 @@
 //!
 //! A notification lost while the listening connection was down is made up
 //! for by waking everything once it listens again; without PostgreSQL the
-//! loop's interval and the fetches' one-second recheck remain.
+//! loop's interval and the fetches' recheck remain.
 
 use std::time::Duration;
 

@@ -3735,7 +3735,9 @@ export interface components {
             gpu_model: string;
             /**
              * Format: date-time
-             * @description When the figures were read.
+             * @description When the scheduler worked the figures out: within a second or so of
+             *     any change to the fleet or the queue, and a few seconds at most
+             *     while nothing changes. Now, with no regions, before it first has.
              */
             as_of: string;
             /** @description Regions holding the type's GPU model, by name. */

@@ -416,9 +416,22 @@ impl TestServer {
         done: impl Fn(&Value) -> bool,
     ) -> Value {
         let path = format!("/api/v1/orgs/{}/orders/{order}", tenant.org_id);
+        self.wait_get(&path, &tenant.token, &format!("order {order} {what}"), done)
+            .await
+    }
+
+    /// Polls `path` until it answers 200 with a body `done` holds for, for
+    /// up to 20 s.
+    pub async fn wait_get(
+        &self,
+        path: &str,
+        token: &str,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
         let mut last = Value::Null;
         for _ in 0..400 {
-            let reply = self.get(&path, &tenant.token).await;
+            let reply = self.get(path, token).await;
             reply.expect(StatusCode::OK);
             if done(&reply.body) {
                 return reply.body;
@@ -426,7 +439,7 @@ impl TestServer {
             last = reply.body;
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        panic!("order {order} never became {what}; last seen: {last:#}");
+        panic!("{what} never came; last seen: {last:#}");
     }
 
     /// The GPUs an order's first attempt held, as the API lists them: a

@@ -45,11 +45,13 @@ impl AssignmentChanges {
     }
 }
 
-/// The consistency checks this process has run as leader.
+/// The consistency checks this process has run as leader, and how often
+/// it read its copy of the rows whole (as leader or follower).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Checks {
     pub run: u64,
     pub differing: u64,
+    pub full_reads: u64,
 }
 
 impl Default for SchedulerHandle {
@@ -85,6 +87,12 @@ impl SchedulerHandle {
     /// Tells when agents' assignments may have changed in this process.
     pub fn assignment_changes(&self) -> watch::Receiver<AssignmentChanges> {
         self.assignments.subscribe()
+    }
+
+    /// How many agent fetches wait on this process now (each holds one
+    /// receiver of the changes).
+    pub fn waiting_fetches(&self) -> usize {
+        self.assignments.receiver_count()
     }
 
     /// Wakes every agent fetch waiting on this process to look again.
@@ -147,6 +155,11 @@ impl SchedulerHandle {
             checks.run += 1;
             checks.differing += u64::from(differing);
         });
+    }
+
+    /// Counts a full read of this process's copy of the rows.
+    pub fn record_full_read(&self) {
+        self.checks.send_modify(|checks| checks.full_reads += 1);
     }
 
     /// Tells when a consistency check has run, and what it found.

@@ -11,6 +11,7 @@ use crate::placement::{Demand, Shapes, find};
 use crate::plan::earliest;
 use crate::policy::{Backfill, Policy};
 use crate::queue::{Queue, Quota};
+use crate::report::{Asked, Reports};
 use crate::state::{Alloc, FastMap, FastSet, Hold, HoldFor, Holder, Mask, State, View, WHOLE};
 use crate::usage::UsageLedger;
 use crate::workload::{
@@ -82,6 +83,11 @@ impl OwnedSnapshot {
     /// One cycle's decisions under `policy`.
     pub fn decide(&self, policy: &Policy) -> Decisions {
         schedule(&self.snapshot(), policy)
+    }
+
+    /// [`schedule_reporting`] of this snapshot.
+    pub fn decide_reporting(&self, policy: &Policy, asked: &Asked<'_>) -> (Decisions, Reports) {
+        schedule_reporting(&self.snapshot(), policy, asked)
     }
 }
 
@@ -196,6 +202,22 @@ pub fn schedule(snapshot: &Snapshot<'_>, policy: &Policy) -> Decisions {
     cycle.run(ranked);
     cycle.explain();
     cycle.decisions
+}
+
+/// [`schedule`], and the reports `asked` names, read off the same
+/// preparation of the snapshot before anything is placed: a leader that
+/// publishes capacity does not prepare the cluster twice.
+pub fn schedule_reporting(
+    snapshot: &Snapshot<'_>,
+    policy: &Policy,
+    asked: &Asked<'_>,
+) -> (Decisions, Reports) {
+    let mut cycle = prepared(snapshot, policy);
+    let reports = crate::report::reports(cycle.state(), snapshot.pending, asked);
+    let ranked = cycle.admit();
+    cycle.run(ranked);
+    cycle.explain();
+    (cycle.decisions, reports)
 }
 
 /// A cycle with running work and advance reservations applied and nothing
