@@ -293,11 +293,11 @@ async fn cycle(
         due.rooms_cursor = world.cursor();
         launch_shapes(world)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
-    let (loaded, decisions, reports, rooms, ledger) = tokio::task::spawn_blocking(move || {
+    let (types, shapes) = rooms;
+    let (loaded, decisions, reports, ledger) = tokio::task::spawn_blocking(move || {
         let policy = Policy::default();
-        let shapes: Vec<_> = rooms.iter().map(|(_, shape)| shape.clone()).collect();
         let asked = gantry_scheduler::Asked {
             capacity: publishing,
             launch: &shapes,
@@ -309,7 +309,7 @@ async fn cycle(
             &policy,
             &mut decisions,
         );
-        (loaded, decisions, reports, rooms, ledger)
+        (loaded, decisions, reports, ledger)
     })
     .await?;
     due.defrag = ledger;
@@ -318,17 +318,13 @@ async fn cycle(
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
     let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
     fleet::record_preemptions(&decisions);
-    if !rooms.is_empty() {
+    if !types.is_empty() {
         let regions: HashMap<&str, Uuid> = world
             .regions
             .values()
             .map(|r| (r.name.as_str(), r.id))
             .collect();
-        let rooms: Vec<_> = rooms
-            .iter()
-            .map(|(id, _)| *id)
-            .zip(reports.launch)
-            .collect();
+        let rooms: Vec<_> = types.into_iter().zip(reports.launch).collect();
         if let Err(error) =
             gantry_catalog::availability::record(&state.db, &rooms, &regions, now).await
         {
@@ -435,9 +431,9 @@ async fn publish(
     }
 }
 
-/// Every instance type with a known GPU model, and the shape a launch of
-/// it asks for.
-fn launch_shapes(world: &World) -> Vec<(Uuid, gantry_scheduler::LaunchShape)> {
+/// Every instance type with a known GPU model, and beside it, in the same
+/// order, the shape a launch of it asks for.
+fn launch_shapes(world: &World) -> (Vec<Uuid>, Vec<gantry_scheduler::LaunchShape>) {
     world
         .instance_types
         .values()
@@ -448,7 +444,7 @@ fn launch_shapes(world: &World) -> Vec<(Uuid, gantry_scheduler::LaunchShape)> {
                 gantry_catalog::availability::launch_shape(t, &model.name),
             ))
         })
-        .collect()
+        .unzip()
 }
 
 /// Invoices last month once it is final, and brings budgets up to date.
