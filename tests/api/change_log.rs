@@ -1,7 +1,8 @@
 //! The scheduling leader keeps the cluster and queue in memory and follows
 //! the change log instead of reading everything each cycle. After a long
-//! random run its copy matches a full read; a write the log missed is found
-//! by the consistency check and repaired.
+//! random run its copy matches a full read, and the engine input it keeps
+//! from cycle to cycle matches one built whole; a write the log missed is
+//! found by the consistency check and repaired.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -223,12 +224,15 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
         }
         if step % 60 == 59 {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            assert_eq!(check(&server).await.differing, 0, "after step {step}");
+            let checks = check(&server).await;
+            assert_eq!(checks.differing, 0, "after step {step}");
+            assert_eq!(checks.input_differing, 0, "after step {step}");
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let checks = check(&server).await;
     assert_eq!(checks.differing, 0);
+    assert_eq!(checks.input_differing, 0);
     assert!(checks.run >= 5, "{checks:?}");
     // The run did what it was meant to: work started, ended and waited.
     assert!(server.count("SELECT COUNT(*) FROM allocations").await > 20);

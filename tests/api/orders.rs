@@ -15,6 +15,7 @@ crate::on_both_engines!(
     order_runs_on_exact_gpus_and_cancel_releases_them,
     gang_waits_on_a_fragmented_cluster_and_starts_when_space_frees,
     shorter_work_goes_first_and_estimates_say_how_firm_they_are,
+    new_orders_planned_alone_keep_the_starts_planned_for_blocked_work,
     production_preempts_batch_which_is_queued_again,
     quota_refuses_or_queues_and_raising_it_starts_the_order,
     project_and_regional_maximums_hold_work_back,
@@ -267,6 +268,66 @@ async fn shorter_work_goes_first_and_estimates_say_how_firm_they_are(engine: Eng
         })
         .await;
     assert_eq!(next["status"], "queued");
+}
+
+/// With every queue long enough to keep the plan (the threshold at 0), a
+/// cycle that sees only new orders plans them alone against the last whole
+/// plan: the start planned for blocked work is kept, so new work that would
+/// run into it waits and work that ends before it backfills.
+async fn new_orders_planned_alone_keep_the_starts_planned_for_blocked_work(engine: Engine) {
+    let server =
+        TestServer::start_with(engine, |config| config.scheduler_whole_plan_below = 0).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let tenant = server.signup("tenant").await;
+    let half = |seconds: i64| json!({ "instance_type": "h100x4", "duration_seconds": seconds });
+
+    let ending = server.order(&tenant, half(600)).await;
+    server.wait_status(&tenant, ending, "running").await;
+    let busy = server.order(&tenant, half(3_600)).await;
+    server.wait_status(&tenant, busy, "running").await;
+    // The whole node is planned for this from the busy half's end.
+    let blocked = server
+        .order(
+            &tenant,
+            json!({ "instance_type": "h100x8", "duration_seconds": 7_200 }),
+        )
+        .await;
+    let planned = server
+        .wait_order(&tenant, blocked, "a reserved estimate", |o| {
+            o["estimate_confidence"] == "reserved"
+        })
+        .await;
+    server.cancel(&tenant, ending).await;
+    server
+        .wait_order(&tenant, ending, "its GPUs released", |o| {
+            o["placement"].as_array().is_some_and(Vec::is_empty)
+        })
+        .await;
+
+    let checks = server.state.scheduler.consistency_checks();
+    let before = checks.borrow().arrival_plans;
+    // Four GPUs are free now, but only until the blocked order's start.
+    let too_long = server.order(&tenant, half(7_200)).await;
+    let waiting = server
+        .wait_order(&tenant, too_long, "a reason to wait", |o| {
+            o["pending_reason"].is_string()
+        })
+        .await;
+    assert_eq!(waiting["status"], "queued");
+    let short = server.order(&tenant, half(600)).await;
+    server.wait_status(&tenant, short, "running").await;
+
+    assert!(
+        checks.borrow().arrival_plans > before,
+        "no cycle planned new orders alone: {:?}",
+        *checks.borrow()
+    );
+    let order = server.wait_order(&tenant, too_long, "read", |_| true).await;
+    assert_eq!(order["status"], "queued");
+    let still = server.wait_order(&tenant, blocked, "read", |_| true).await;
+    assert_eq!(still["status"], "queued");
+    assert_eq!(still["estimated_start"], planned["estimated_start"]);
 }
 
 async fn production_preempts_batch_which_is_queued_again(engine: Engine) {

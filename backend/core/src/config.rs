@@ -34,6 +34,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GANTRY_MAX_WAITING_ORDERS", "max_waiting_orders"),
     ("GANTRY_DEMO", "demo"),
     ("GANTRY_SCHEDULER_INTERVAL_MS", "scheduler_interval_ms"),
+    (
+        "GANTRY_SCHEDULER_WHOLE_PLAN_BELOW",
+        "scheduler_whole_plan_below",
+    ),
     ("GANTRY_SCHEDULER_LEASE_SECONDS", "scheduler_lease_seconds"),
     ("GANTRY_SIMULATED_PROVISION_MS", "simulated_provision_ms"),
     ("GANTRY_SIMULATED_STOP_MS", "simulated_stop_ms"),
@@ -145,6 +149,10 @@ pub struct Config {
     /// The longest the scheduling loop sleeps between cycles; new orders and
     /// releases wake it sooner.
     pub scheduler_interval_ms: u64,
+    /// Below this many waiting orders every cycle plans the whole queue;
+    /// from it on, a cycle that only saw new orders arrive plans them alone
+    /// against the last whole plan (see the ordering guide).
+    pub scheduler_whole_plan_below: usize,
     /// How long the scheduler lease lasts unrenewed: how soon another
     /// replica takes over when the leader dies. The leader renews it four
     /// times per life, apart from its cycles; a shorter lease means a
@@ -255,6 +263,7 @@ impl Default for Config {
             max_waiting_orders: 10_000,
             demo: true,
             scheduler_interval_ms: 2000,
+            scheduler_whole_plan_below: 1000,
             scheduler_lease_seconds: 3,
             simulated_provision_ms: 2000,
             simulated_stop_ms: 500,
@@ -309,6 +318,10 @@ impl std::fmt::Debug for Config {
             .field("max_waiting_orders", &self.max_waiting_orders)
             .field("demo", &self.demo)
             .field("scheduler_interval_ms", &self.scheduler_interval_ms)
+            .field(
+                "scheduler_whole_plan_below",
+                &self.scheduler_whole_plan_below,
+            )
             .field("scheduler_lease_seconds", &self.scheduler_lease_seconds)
             .field("simulated_provision_ms", &self.simulated_provision_ms)
             .field("simulated_stop_ms", &self.simulated_stop_ms)

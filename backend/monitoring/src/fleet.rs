@@ -40,6 +40,7 @@ pub const PREEMPTIONS: &str = "gantry_preemptions_total";
 pub const ORDERS_ENDED: &str = "gantry_orders_total";
 pub const ORDERS: &str = "gantry_orders";
 pub const CYCLE: &str = "gantry_scheduling_cycle_seconds";
+pub const CYCLES: &str = "gantry_scheduling_cycles_total";
 pub const LEADER: &str = "gantry_scheduler_leader";
 pub const METERING_LAG: &str = "gantry_metering_lag_seconds";
 pub const HELD_BY_ENDED: &str = "gantry_gpus_held_by_ended_orders";
@@ -103,6 +104,13 @@ pub fn describe() {
         Unit::Seconds,
         "Scheduling cycle time by phase: load, engine, write, and total"
     );
+    describe_counter!(
+        CYCLES,
+        "Scheduling cycles by what they planned: the whole queue, new orders alone against the last whole plan, or nothing"
+    );
+    for planned in ["whole", "arrivals", "nothing"] {
+        counter!(CYCLES, "planned" => planned).absolute(0);
+    }
     describe_gauge!(
         LEADER,
         "1 on the replica that runs the scheduling loop, else 0"
@@ -307,6 +315,11 @@ pub fn record_preemptions(decisions: &engine::Decisions) {
         };
         counter!(PREEMPTIONS, "cause" => cause).increment(1);
     }
+}
+
+/// Counts a cycle by how much of the queue it planned.
+pub fn record_cycle_scope(planned: &'static str) {
+    counter!(CYCLES, "planned" => planned).increment(1);
 }
 
 /// The time of one phase of a cycle.

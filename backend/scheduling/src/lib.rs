@@ -7,9 +7,11 @@
 
 pub mod apply;
 mod defrag;
+mod plan;
 pub mod status;
 pub mod what_if;
 
+use gantry_world::input::Input;
 use gantry_world::{lease, load, world};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -18,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use gantry_scheduler::Policy;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter};
 use tokio::sync::watch;
@@ -62,6 +63,9 @@ const RECLAIM_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 /// and trims the change log it has followed.
 const CHECK_EVERY: Duration = Duration::from_secs(60);
 
+/// The longest a woken cycle waits after the last one; see `run`.
+const REST_MAX: Duration = Duration::from_millis(500);
+
 /// How many change log rows are kept behind the leader's position, for
 /// diagnosis; older ones are deleted.
 const LOG_KEPT: i64 = 100_000;
@@ -90,6 +94,11 @@ struct Due {
     history: history::Recorder,
     /// Defragmentation moves of the past hour.
     defrag: defrag::Ledger,
+    /// Whether the copy checked this cycle differed from a full read; the
+    /// cycle checks its kept engine input too and records both.
+    copy_checked: Option<bool>,
+    /// What the last whole plan kept for blocked work.
+    plan: plan::KeptPlan,
 }
 
 /// The drivers that bring work up on nodes the control plane runs for
@@ -146,11 +155,16 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let mut handed = Handed::default();
     let mut due = Due::default();
     let mut world: Option<World> = None;
+    let mut input = Input::default();
     loop {
+        let began = Instant::now();
         if state.scheduler.is_leader() {
-            if let Err(error) = cycle(&state, &drivers, &mut world, &mut handed, &mut due).await {
+            let kept = (&mut world, &mut input);
+            if let Err(error) = cycle(&state, &drivers, kept, &mut handed, &mut due).await {
                 tracing::warn!(%error, "scheduling cycle failed; reading everything again");
                 world = None;
+                input.forget();
+                due.plan.forget();
             }
             // Only the agents whose work the cycle's changes touched look
             // again; after a full read, or a failed cycle, all of them do.
@@ -163,13 +177,27 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             // change log, so taking over costs the lease and a catch-up,
             // not a full read. What it handed as leader, it hands again.
             handed = Handed::default();
+            input.forget();
+            due.plan.forget();
             if let Err(error) = follow(&state, &mut world, &mut due, Role::Follower).await {
                 tracing::warn!(%error, "following the change log failed; reading everything again");
                 world = None;
             }
         }
+        // Woken cycles coalesce under load: the next one starts no sooner
+        // than the last one took after it ended, so the loop uses at most
+        // half a core and each cycle takes in what arrived meanwhile. A
+        // quiet loop's last cycle ended long ago, so an arrival there is
+        // planned at once. A long cycle (a full read) holds the next one
+        // back by at most `REST_MAX`.
+        let rested = tokio::time::Instant::now() + began.elapsed().min(REST_MAX);
         tokio::select! {
-            () = state.scheduler.woken() => {}
+            () = state.scheduler.woken() => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(rested) => {}
+                    _ = stop.changed() => break,
+                }
+            }
             () = tokio::time::sleep(interval) => {}
             _ = stop.changed() => break,
         }
@@ -218,7 +246,7 @@ async fn keep_lease(state: AppState, mut stop: watch::Receiver<bool>) {
 async fn cycle(
     state: &AppState,
     drivers: &Drivers<'_>,
-    world: &mut Option<World>,
+    (world, input): (&mut Option<World>, &mut Input),
     handed: &mut Handed,
     due: &mut Due,
 ) -> anyhow::Result<()> {
@@ -276,18 +304,51 @@ async fn cycle(
     gantry_workload::reservations::service::end_windows(&state.db, world, now).await?;
     evacuate(state, world, now).await?;
     follow_log(state, world).await?;
-    let loaded = load::snapshot(world, &state.db, now).await?;
+    let gate = gantry_world::gate::gate(&state.db).await?;
+    let changed = world.take_changed();
+    let (mut loaded, mut delta) = input.prepare(world, changed.as_ref(), gate.clone(), now);
+    if let Some(copy_differed) = due.copy_checked.take() {
+        // The kept input is checked beside the copy: it must equal one
+        // built whole from the same copy.
+        let (whole, whole_delta) = Input::default().prepare(world, None, gate, now);
+        let differences = gantry_world::input::differences(&loaded, &whole);
+        if !differences.is_empty() {
+            tracing::error!(
+                ?differences,
+                "the engine's kept input differed from one built whole; using the whole one"
+            );
+            loaded = whole;
+            delta = whole_delta;
+        }
+        state
+            .scheduler
+            .record_check(copy_differed, !differences.is_empty());
+    }
     // The engine never sees them; they can never run.
     gantry_workload::jobs::dependencies::fail_broken(&state.db, &loaded.broken, now).await?;
     let load_ms = loading.elapsed().as_secs_f64() * 1000.0;
     let pending = loaded.snapshot.pending.len();
     let deciding = Instant::now();
     let per_hour = state.config.defrag_budget_gpu_seconds_per_org_hour;
-    let mut ledger = std::mem::take(&mut due.defrag);
+    let ledger = std::mem::take(&mut due.defrag);
     let publishing = due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY);
-    let rooms = if publishing
-        || (due.rooms_at.is_none_or(|at| now - at >= ROOMS_EVERY)
-            && due.rooms_cursor != world.cursor())
+    let scope = due.plan.scope(
+        &delta,
+        &loaded.snapshot,
+        publishing,
+        state.config.scheduler_whole_plan_below,
+        now,
+    );
+    fleet::record_cycle_scope(scope.name());
+    if matches!(scope, plan::Scope::Arrivals(_)) {
+        state.scheduler.record_arrival_plan();
+    }
+    // Launch room reads the whole queue: it waits for a whole plan.
+    let whole = matches!(scope, plan::Scope::Whole);
+    let rooms = if whole
+        && (publishing
+            || (due.rooms_at.is_none_or(|at| now - at >= ROOMS_EVERY)
+                && due.rooms_cursor != world.cursor()))
     {
         due.rooms_at = Some(now);
         due.rooms_cursor = world.cursor();
@@ -296,23 +357,24 @@ async fn cycle(
         (Vec::new(), Vec::new())
     };
     let (types, shapes) = rooms;
-    let (loaded, decisions, reports, ledger) = tokio::task::spawn_blocking(move || {
-        let policy = Policy::default();
+    let holds = due.plan.holds().to_vec();
+    let (planned, scope) = tokio::task::spawn_blocking(move || {
         let asked = gantry_scheduler::Asked {
             capacity: publishing,
             launch: &shapes,
         };
-        let (mut decisions, reports) = loaded.snapshot.decide_reporting(&policy, &asked);
-        ledger.carry_out(
-            per_hour,
-            &loaded.snapshot.snapshot(),
-            &policy,
-            &mut decisions,
-        );
-        (loaded, decisions, reports, ledger)
+        let planned = plan::decide(loaded, &scope, &holds, &asked, ledger, per_hour);
+        (planned, scope)
     })
     .await?;
+    let plan::Planned {
+        loaded,
+        decisions,
+        reports,
+        ledger,
+    } = planned;
     due.defrag = ledger;
+    due.plan.keep(&scope, &decisions, &loaded.snapshot);
     let decide_ms = deciding.elapsed().as_secs_f64() * 1000.0;
     let writing = Instant::now();
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
@@ -366,6 +428,8 @@ async fn cycle(
     }
     tracing::debug!(
         pending,
+        planned = scope.name(),
+        arrived = delta.arrived.len(),
         running = loaded.snapshot.running.len(),
         nodes = loaded.snapshot.cluster.nodes.len(),
         queued = world.orders.len(),
@@ -377,6 +441,7 @@ async fn cycle(
         total_ms,
         "cycle timing"
     );
+    input.keep(loaded);
     Ok(())
 }
 
@@ -494,7 +559,10 @@ async fn follow<'w>(
     follow_log(state, kept).await?;
     if asked || due.checked.is_none_or(|at| at.elapsed() >= CHECK_EVERY) {
         due.checked = Some(Instant::now());
-        check_consistency(state, kept, role).await?;
+        let differed = check_consistency(state, kept, role).await?;
+        if role == Role::Leader {
+            due.copy_checked = Some(differed);
+        }
     }
     Ok(kept)
 }
@@ -518,7 +586,7 @@ const CHECK_ROUNDS: usize = 3;
 /// Compares the copy with a full read; a real difference (a write the log
 /// missed) is reported loudly and the full read replaces the copy. The
 /// leader also trims the change log behind its copy's position.
-async fn check_consistency(state: &AppState, world: &mut World, role: Role) -> Result<(), DbErr> {
+async fn check_consistency(state: &AppState, world: &mut World, role: Role) -> Result<bool, DbErr> {
     let mut fresh = World::load(&state.db).await?;
     let mut differences = Vec::new();
     for _ in 0..CHECK_ROUNDS {
@@ -529,10 +597,8 @@ async fn check_consistency(state: &AppState, world: &mut World, role: Role) -> R
             break;
         }
     }
-    if role == Role::Leader {
-        state.scheduler.record_check(!differences.is_empty());
-    }
-    if !differences.is_empty() {
+    let differed = !differences.is_empty();
+    if differed {
         tracing::error!(
             ?differences,
             "the scheduler's copy of the cluster and queue differed from the database; \
@@ -541,13 +607,13 @@ async fn check_consistency(state: &AppState, world: &mut World, role: Role) -> R
         *world = fresh;
     }
     if role == Role::Follower {
-        return Ok(());
+        return Ok(differed);
     }
     change_log::Entity::delete_many()
         .filter(change_log::Column::Seq.lt(world.cursor() - LOG_KEPT))
         .exec(&state.db)
         .await?;
-    Ok(())
+    Ok(differed)
 }
 
 /// Running orders whose duration has passed are completed and stopped. A

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use crate::scoped::Held;
 
 /// Queued jobs held back this cycle, each with why.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Gate {
     /// Waiting for dependencies still running or queued.
     pub blocked: HashMap<Uuid, Held>,

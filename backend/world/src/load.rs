@@ -10,10 +10,8 @@ use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use crate::world::World;
-use gantry_entities::{
-    allocation, gpu, instance_type, node, order, price, quota, region, reservation,
-};
-use gantry_types::classes::{AllocationState, NodeState, OrderStatus, PricingClass};
+use gantry_entities::{allocation, gpu, node, order, price, quota, region, reservation};
+use gantry_types::classes::{AllocationState, NodeState, PricingClass};
 
 /// The queue maintenance holds are made for; no workload is ever in it.
 pub const MAINTENANCE_HOLDER: &str = "maintenance";
@@ -41,64 +39,83 @@ pub async fn load(db: &impl ConnectionTrait, now: DateTime<Utc>) -> Result<Loade
     snapshot(&world, db, now).await
 }
 
-/// Builds the engine's snapshot from the leader's copy of the rows; only
-/// job dependencies are read from the database.
+/// Builds the engine's snapshot whole from the leader's copy of the rows;
+/// only job dependencies are read from the database.
 pub async fn snapshot(
     world: &World,
     db: &impl ConnectionTrait,
     now: DateTime<Utc>,
 ) -> Result<Loaded, DbErr> {
-    let model_name = |id: &Uuid| {
-        world
+    let gate = crate::gate::gate(db).await?;
+    Ok(crate::input::Input::default()
+        .prepare(world, None, gate, now)
+        .0)
+}
+
+/// What turns the copy's ids into the engine's names in one cycle.
+pub(crate) struct Names<'a> {
+    pub(crate) world: &'a World,
+    pub(crate) regions: HashMap<Uuid, String>,
+    pub(crate) now: DateTime<Utc>,
+}
+
+impl<'a> Names<'a> {
+    pub(crate) fn new(world: &'a World, now: DateTime<Utc>) -> Self {
+        Self {
+            world,
+            regions: world
+                .regions
+                .values()
+                .map(|r| (r.id, r.name.clone()))
+                .collect(),
+            now,
+        }
+    }
+
+    pub(crate) fn model(&self, id: &Uuid) -> String {
+        self.world
             .gpu_models
             .get(id)
             .map(|m| m.name.clone())
             .unwrap_or_default()
-    };
-    let types = &world.instance_types;
-    let mut regions_rows: Vec<&region::Model> = world.regions.values().collect();
-    regions_rows.sort_by(|a, b| a.name.cmp(&b.name));
-    let region_names: HashMap<Uuid, String> = regions_rows
-        .iter()
-        .map(|r| (r.id, r.name.clone()))
-        .collect();
-    let prices: Vec<&price::Model> = world
-        .prices
-        .values()
-        .filter(|p| p.pricing_class == PricingClass::OnDemand && p.effective_from <= now)
-        .collect();
-    let regions = regions_rows
-        .iter()
-        .map(|r| engine_region(r, &prices, types, &model_name, now))
-        .collect();
-
-    // Sorted, so the engine sees the same cluster in the same order every
-    // cycle and on every replica.
-    let mut node_rows: Vec<&node::Model> = world.nodes.values().collect();
-    node_rows.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
-    let mut gpus_by_node: HashMap<Uuid, Vec<&gpu::Model>> = HashMap::new();
-    for g in world.gpus.values() {
-        gpus_by_node.entry(g.node_id).or_default().push(g);
     }
-    let mig_held: HashSet<&str> = world
-        .allocations
-        .values()
-        .filter_map(|a| a.mig_device.as_deref())
-        .collect();
-    let mut mig_free = HashMap::new();
-    let mut nodes = HashMap::new();
-    let mut cluster_nodes = Vec::with_capacity(node_rows.len());
-    for n in &node_rows {
-        let mut gpus = gpus_by_node.remove(&n.id).unwrap_or_default();
+
+    pub(crate) fn node(&self, id: &Uuid) -> Option<&'a str> {
+        self.world.nodes.get(id).map(|n| n.name.as_str())
+    }
+
+    /// The engine's regions, by name.
+    pub(crate) fn engine_regions(&self) -> Vec<engine::Region> {
+        let mut rows: Vec<&region::Model> = self.world.regions.values().collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        let prices: Vec<&price::Model> = self
+            .world
+            .prices
+            .values()
+            .filter(|p| p.pricing_class == PricingClass::OnDemand && p.effective_from <= self.now)
+            .collect();
+        rows.iter()
+            .map(|r| engine_region(r, &prices, self))
+            .collect()
+    }
+
+    /// The engine's node for `n`, with its GPU ids by index; the free MIG
+    /// instances of its GPUs go to `mig_free`.
+    pub(crate) fn engine_node(
+        &self,
+        n: &node::Model,
+        gpus: &mut [&gpu::Model],
+        mig_held: &HashSet<&str>,
+        mig_free: &mut HashMap<Uuid, Vec<String>>,
+    ) -> (engine::Node, HashMap<u32, Uuid>) {
         gpus.sort_by_key(|g| g.index);
         let indices = gpus
             .iter()
             .map(|g| (u32::try_from(g.index).unwrap_or(u32::MAX), g.id))
             .collect();
-        nodes.insert(n.name.clone(), (n.id, indices));
-        cluster_nodes.push(engine::Node {
+        let node = engine::Node {
             name: n.name.clone(),
-            region: region_names.get(&n.region_id).cloned().unwrap_or_default(),
+            region: self.regions.get(&n.region_id).cloned().unwrap_or_default(),
             rack: n.rack.clone(),
             labels: {
                 let mut labels =
@@ -112,10 +129,10 @@ pub async fn snapshot(
             gpus: gpus
                 .iter()
                 .map(|g| {
-                    let layout = mig(g, &mig_held, &mut mig_free);
+                    let layout = mig(g, mig_held, mig_free);
                     engine::Gpu {
                         index: u32::try_from(g.index).unwrap_or(u32::MAX),
-                        model: model_name(&g.gpu_model_id),
+                        model: self.model(&g.gpu_model_id),
                         nvlink_domain: u32::try_from(g.nvlink_domain).unwrap_or(0),
                         // A GPU in MIG mode without instances serves nothing
                         // until its agent reports some; one held by work
@@ -129,94 +146,191 @@ pub async fn snapshot(
                     }
                 })
                 .collect(),
-        });
+        };
+        (node, indices)
     }
 
-    let mut quota_rows: Vec<quota::Model> = world.quotas.values().cloned().collect();
-    quota_rows.sort_by_key(|q| q.id);
-    let mut queues = queues(&quota_rows, &model_name);
-    let mut live: Vec<&allocation::Model> = world.allocations.values().collect();
-    live.sort_by_key(|a| a.id);
-    let orders = &world.orders;
-    // Every organization with work gets a queue; one without quota rows
-    // has no limits.
-    let with_quota: HashSet<String> = queues.iter().map(|q| q.name.clone()).collect();
-    let unlimited: BTreeSet<String> = orders
-        .values()
-        .map(|o| o.org_id.to_string())
-        .filter(|org| !with_quota.contains(org))
-        .collect();
-    queues.extend(unlimited.iter().map(|org| engine::Queue::new(org)));
-    let node_names: HashMap<Uuid, &str> =
-        node_rows.iter().map(|n| (n.id, n.name.as_str())).collect();
-    let names = Names {
-        types,
-        nodes: &node_names,
-        model: &model_name,
-        regions: &region_names,
-    };
-    let mut running: BTreeMap<Uuid, engine::Running> = BTreeMap::new();
-    for a in &live {
-        let Some(o) = orders.get(&a.order_id) else {
-            continue;
-        };
-        let entry = running.entry(o.id).or_insert_with(|| engine::Running {
-            workload: workload(o, &names, &world.reservations, now),
-            placements: Vec::new(),
-            started_at: o.started_at.unwrap_or(a.created_at).timestamp(),
+    /// The running entry of order `o` from its allocations, in id order.
+    pub(crate) fn running(
+        &self,
+        o: &order::Model,
+        allocations: &[&allocation::Model],
+    ) -> Option<engine::Running> {
+        let first = allocations.first()?;
+        let mut entry = engine::Running {
+            workload: self.workload(o),
+            placements: Vec::with_capacity(allocations.len()),
+            started_at: o.started_at.unwrap_or(first.created_at).timestamp(),
             last_checkpoint_at: None,
             stopping_at: None,
-        });
-        if let Some(stop_at) = a.stop_at.filter(|_| a.state == AllocationState::Stopping) {
-            entry.stopping_at = Some(stop_at.timestamp());
+        };
+        for a in allocations {
+            if let Some(stop_at) = a.stop_at.filter(|_| a.state == AllocationState::Stopping) {
+                entry.stopping_at = Some(stop_at.timestamp());
+            }
+            entry.placements.push(engine::Placement {
+                node: self.node(&a.node_id).unwrap_or_default().to_owned(),
+                gpus: a.gpu_list(),
+            });
         }
-        entry.placements.push(engine::Placement {
-            node: node_names
-                .get(&a.node_id)
-                .copied()
-                .unwrap_or_default()
-                .to_owned(),
-            gpus: a.gpu_list(),
-        });
+        Some(entry)
     }
-    // Jobs waiting on other jobs are not the engine's to place yet.
-    let gate = crate::gate::gate(db).await?;
-    let mut pending: Vec<engine::Workload> = orders
-        .values()
-        .filter(|o| o.status == OrderStatus::Queued)
-        .filter(|o| !gate.blocked.contains_key(&o.id) && !gate.broken.contains_key(&o.id))
-        .map(|o| workload(o, &names, &world.reservations, now))
-        .collect();
-    pending.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut used: crate::scoped::Use = HashMap::new();
-    let node_regions: HashMap<Uuid, Uuid> = node_rows.iter().map(|n| (n.id, n.region_id)).collect();
-    for a in &live {
-        if let (Some(o), Some(region)) = (orders.get(&a.order_id), node_regions.get(&a.node_id)) {
-            *used
-                .entry((o.org_id, o.gpu_model_id, *region, o.project_id))
-                .or_default() += a.gpu_count();
+
+    pub(crate) fn workload(&self, o: &order::Model) -> engine::Workload {
+        let (cpu, memory) =
+            self.world
+                .instance_types
+                .get(&o.instance_type_id)
+                .map_or((0, 0), |t| {
+                    (
+                        u64::try_from(t.vcpus).unwrap_or(0) * 1000,
+                        u64::try_from(t.memory_gib).unwrap_or(0) * 1024,
+                    )
+                });
+        // Work in a reservation ends with its window, so it is planned to:
+        // its GPUs are free for whoever holds them next.
+        let reservation = o
+            .reservation_id
+            .and_then(|id| self.world.reservations.get(&id));
+        let duration_estimate = match reservation {
+            Some(r) => {
+                let begins = o.started_at.unwrap_or(self.now).max(r.starts_at);
+                let left = (r.ends_at - begins).num_seconds().max(1);
+                Some(o.duration_seconds.map_or(left, |d| d.min(left)))
+            }
+            None => o.duration_seconds,
+        };
+        engine::Workload {
+            id: o.id.to_string(),
+            queue: o.org_id.to_string(),
+            gpu_models: vec![self.model(&o.gpu_model_id)],
+            gpus: gantry_core::catalog::shares::GpuShape::of_order(o).request(),
+            node_count: u32::try_from(o.node_count).unwrap_or(1),
+            cpu_milli_per_node: cpu,
+            memory_mib_per_node: memory,
+            priority: o.priority_class.into(),
+            class: o.workload_class.into(),
+            submitted_at: o.created_at.timestamp(),
+            duration_estimate,
+            deadline: o.deadline.map(|d| d.timestamp()),
+            earliest_start: None,
+            min_runtime: 0,
+            checkpointable: o.checkpointable,
+            regions: o
+                .region_id
+                .and_then(|r| self.regions.get(&r).cloned())
+                .into_iter()
+                .collect(),
+            // An order pinned to a node (its local volumes live there) may
+            // run only on it; a node that is gone leaves it nowhere to run,
+            // which the engine says.
+            required_labels: o
+                .node_id
+                .map(|id| {
+                    self.node(&id)
+                        .map_or_else(|| node_label(&id.to_string()), node_label)
+                })
+                .into_iter()
+                .collect(),
+            reservation: o.reservation_id.map(|id| id.to_string()),
         }
     }
-    let mut held = crate::scoped::hold_back(&mut pending, orders, &quota_rows, used, &region_names);
-    held.extend(gate.blocked.into_values());
-    Ok(Loaded {
-        mig_free,
-        held,
-        broken: gate.broken,
-        snapshot: engine::OwnedSnapshot {
-            cluster: engine::Cluster {
-                nodes: cluster_nodes,
-                regions,
-            },
-            queues,
-            running: running.into_values().collect(),
-            pending,
-            reservations: advance_reservations(world, &node_names, &nodes, now),
-            usage: engine::UsageLedger::default(),
-            now: now.timestamp(),
-        },
-        nodes,
-    })
+
+    /// One queue per organization with quotas, and an unlimited one for
+    /// every other organization in `orgs` (those with work).
+    pub(crate) fn queues<'o>(&self, orgs: impl Iterator<Item = &'o Uuid>) -> Vec<engine::Queue> {
+        let mut rows: Vec<&quota::Model> = self.world.quotas.values().collect();
+        rows.sort_by_key(|q| q.id);
+        let mut queues: BTreeMap<Uuid, engine::Queue> = BTreeMap::new();
+        for q in rows
+            .iter()
+            .filter(|q| q.project_id.is_none() && q.region_id.is_none())
+        {
+            let queue = queues
+                .entry(q.org_id)
+                .or_insert_with(|| engine::Queue::new(&q.org_id.to_string()));
+            queue.quotas.insert(
+                self.model(&q.gpu_model_id),
+                engine::Quota {
+                    guaranteed: u32::try_from(q.guaranteed_gpus).unwrap_or(0),
+                    borrow_limit: None,
+                    max: q.max_gpus.map(|m| u32::try_from(m).unwrap_or(0)),
+                },
+            );
+        }
+        let unlimited: BTreeSet<String> = orgs
+            .filter(|org| !queues.contains_key(org))
+            .map(ToString::to_string)
+            .collect();
+        let mut queues: Vec<engine::Queue> = queues.into_values().collect();
+        queues.extend(unlimited.iter().map(|org| engine::Queue::new(org)));
+        queues
+    }
+
+    /// The confirmed reservations whose window is not over, with their
+    /// GPUs, and the maintenance windows, each holding every GPU of its
+    /// node.
+    pub(crate) fn advance_reservations(
+        &self,
+        nodes: &HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
+    ) -> Vec<engine::AdvanceReservation> {
+        let mut held = self.tenant_reservations();
+        let mut windows: Vec<_> = self
+            .world
+            .maintenance
+            .values()
+            .filter(|m| m.ends_at > self.now)
+            .collect();
+        windows.sort_by_key(|m| m.id);
+        for m in windows {
+            let node = self.node(&m.node_id).unwrap_or_default();
+            let mut gpus: Vec<u32> = nodes
+                .get(node)
+                .map(|(_, indices)| indices.keys().copied().collect())
+                .unwrap_or_default();
+            gpus.sort_unstable();
+            held.push(engine::AdvanceReservation {
+                id: format!("{} {}", MAINTENANCE_HOLDER, m.id),
+                queue: MAINTENANCE_HOLDER.to_owned(),
+                start: m.starts_at.timestamp(),
+                end: m.ends_at.timestamp(),
+                placements: vec![engine::Placement {
+                    node: node.to_owned(),
+                    gpus,
+                }],
+            });
+        }
+        held
+    }
+
+    fn tenant_reservations(&self) -> Vec<engine::AdvanceReservation> {
+        let mut rows: Vec<&reservation::Model> = self
+            .world
+            .reservations
+            .values()
+            .filter(|r| r.ends_at > self.now)
+            .collect();
+        rows.sort_by_key(|r| r.id);
+        rows.into_iter()
+            .map(|r| engine::AdvanceReservation {
+                id: r.id.to_string(),
+                queue: r.org_id.to_string(),
+                start: r.starts_at.timestamp(),
+                end: r.ends_at.timestamp(),
+                placements: self
+                    .world
+                    .reservation_nodes
+                    .get(&r.id)
+                    .into_iter()
+                    .flatten()
+                    .map(|held| engine::Placement {
+                        node: self.node(&held.node_id).unwrap_or_default().to_owned(),
+                        gpus: held.gpu_list(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
 }
 
 /// A GPU in MIG mode as the engine packs it: the slices of its instances
@@ -246,10 +360,9 @@ fn mig(
 fn engine_region(
     row: &region::Model,
     prices: &[&price::Model],
-    types: &HashMap<Uuid, instance_type::Model>,
-    model_name: &impl Fn(&Uuid) -> String,
-    now: DateTime<Utc>,
+    names: &Names<'_>,
 ) -> engine::Region {
+    let now = names.now;
     let utc_offset_minutes = row
         .time_zone
         .parse::<chrono_tz::Tz>()
@@ -279,13 +392,13 @@ fn engine_region(
         .iter()
         .filter(|p| p.region_id.is_none_or(|r| r == row.id))
     {
-        let Some(t) = types.get(&p.instance_type_id) else {
+        let Some(t) = names.world.instance_types.get(&p.instance_type_id) else {
             continue;
         };
         let per_gpu = u64::try_from(p.hourly_micros).unwrap_or(0)
             / u64::try_from(t.gpus_per_node.max(1)).unwrap_or(1);
         let entry = gpu_hour_micros
-            .entry(model_name(&t.gpu_model_id))
+            .entry(names.model(&t.gpu_model_id))
             .or_insert(per_gpu);
         *entry = (*entry).min(per_gpu);
     }
@@ -297,171 +410,8 @@ fn engine_region(
     }
 }
 
-/// One queue per organization with quotas: its organization-wide quota per
-/// GPU model.
-fn queues(rows: &[quota::Model], model_name: &impl Fn(&Uuid) -> String) -> Vec<engine::Queue> {
-    let mut queues: BTreeMap<Uuid, engine::Queue> = BTreeMap::new();
-    for q in rows
-        .iter()
-        .filter(|q| q.project_id.is_none() && q.region_id.is_none())
-    {
-        let queue = queues
-            .entry(q.org_id)
-            .or_insert_with(|| engine::Queue::new(&q.org_id.to_string()));
-        queue.quotas.insert(
-            model_name(&q.gpu_model_id),
-            engine::Quota {
-                guaranteed: u32::try_from(q.guaranteed_gpus).unwrap_or(0),
-                borrow_limit: None,
-                max: q.max_gpus.map(|m| u32::try_from(m).unwrap_or(0)),
-            },
-        );
-    }
-    queues.into_values().collect()
-}
-
-/// What turns an order's ids into the engine's names.
 /// The label every node carries with its own name: labels an operator
 /// gives have no `:`, so none can pose as it.
 pub fn node_label(name: &str) -> String {
     format!("node:{name}")
-}
-
-struct Names<'a, F: Fn(&Uuid) -> String> {
-    types: &'a HashMap<Uuid, instance_type::Model>,
-    nodes: &'a HashMap<Uuid, &'a str>,
-    model: &'a F,
-    regions: &'a HashMap<Uuid, String>,
-}
-
-/// The confirmed reservations whose window is not over, with their GPUs,
-/// and the maintenance windows, each holding every GPU of its node.
-fn advance_reservations(
-    world: &World,
-    node_names: &HashMap<Uuid, &str>,
-    nodes: &HashMap<String, (Uuid, HashMap<u32, Uuid>)>,
-    now: DateTime<Utc>,
-) -> Vec<engine::AdvanceReservation> {
-    let mut held = tenant_reservations(world, node_names, now);
-    let mut windows: Vec<_> = world
-        .maintenance
-        .values()
-        .filter(|m| m.ends_at > now)
-        .collect();
-    windows.sort_by_key(|m| m.id);
-    for m in windows {
-        let node = node_names.get(&m.node_id).copied().unwrap_or_default();
-        let mut gpus: Vec<u32> = nodes
-            .get(node)
-            .map(|(_, indices)| indices.keys().copied().collect())
-            .unwrap_or_default();
-        gpus.sort_unstable();
-        held.push(engine::AdvanceReservation {
-            id: format!("{} {}", MAINTENANCE_HOLDER, m.id),
-            queue: MAINTENANCE_HOLDER.to_owned(),
-            start: m.starts_at.timestamp(),
-            end: m.ends_at.timestamp(),
-            placements: vec![engine::Placement {
-                node: node.to_owned(),
-                gpus,
-            }],
-        });
-    }
-    held
-}
-
-fn tenant_reservations(
-    world: &World,
-    node_names: &HashMap<Uuid, &str>,
-    now: DateTime<Utc>,
-) -> Vec<engine::AdvanceReservation> {
-    let mut rows: Vec<&reservation::Model> = world
-        .reservations
-        .values()
-        .filter(|r| r.ends_at > now)
-        .collect();
-    rows.sort_by_key(|r| r.id);
-    rows.into_iter()
-        .map(|r| engine::AdvanceReservation {
-            id: r.id.to_string(),
-            queue: r.org_id.to_string(),
-            start: r.starts_at.timestamp(),
-            end: r.ends_at.timestamp(),
-            placements: world
-                .reservation_nodes
-                .get(&r.id)
-                .into_iter()
-                .flatten()
-                .map(|held| engine::Placement {
-                    node: node_names
-                        .get(&held.node_id)
-                        .copied()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    gpus: held.gpu_list(),
-                })
-                .collect(),
-        })
-        .collect()
-}
-
-fn workload<F: Fn(&Uuid) -> String>(
-    o: &order::Model,
-    names: &Names<'_, F>,
-    reservations: &HashMap<Uuid, reservation::Model>,
-    now: DateTime<Utc>,
-) -> engine::Workload {
-    let (cpu, memory) = names.types.get(&o.instance_type_id).map_or((0, 0), |t| {
-        (
-            u64::try_from(t.vcpus).unwrap_or(0) * 1000,
-            u64::try_from(t.memory_gib).unwrap_or(0) * 1024,
-        )
-    });
-    // Work in a reservation ends with its window, so it is planned to: its
-    // GPUs are free for whoever holds them next.
-    let reservation = o.reservation_id.and_then(|id| reservations.get(&id));
-    let duration_estimate = match reservation {
-        Some(r) => {
-            let begins = o.started_at.unwrap_or(now).max(r.starts_at);
-            let left = (r.ends_at - begins).num_seconds().max(1);
-            Some(o.duration_seconds.map_or(left, |d| d.min(left)))
-        }
-        None => o.duration_seconds,
-    };
-    engine::Workload {
-        id: o.id.to_string(),
-        queue: o.org_id.to_string(),
-        gpu_models: vec![(names.model)(&o.gpu_model_id)],
-        gpus: gantry_core::catalog::shares::GpuShape::of_order(o).request(),
-        node_count: u32::try_from(o.node_count).unwrap_or(1),
-        cpu_milli_per_node: cpu,
-        memory_mib_per_node: memory,
-        priority: o.priority_class.into(),
-        class: o.workload_class.into(),
-        submitted_at: o.created_at.timestamp(),
-        duration_estimate,
-        deadline: o.deadline.map(|d| d.timestamp()),
-        earliest_start: None,
-        min_runtime: 0,
-        checkpointable: o.checkpointable,
-        regions: o
-            .region_id
-            .and_then(|r| names.regions.get(&r).cloned())
-            .into_iter()
-            .collect(),
-        // An order pinned to a node (its local volumes live there) may run
-        // only on it; a node that is gone leaves it nowhere to run, which
-        // the engine says.
-        required_labels: o
-            .node_id
-            .map(|id| {
-                names
-                    .nodes
-                    .get(&id)
-                    .map_or_else(|| node_label(&id.to_string()), |name| node_label(name))
-            })
-            .into_iter()
-            .collect(),
-        reservation: o.reservation_id.map(|id| id.to_string()),
-    }
 }

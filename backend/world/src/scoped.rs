@@ -17,29 +17,40 @@ use gantry_types::reasons::WaitReason;
 pub type Use = HashMap<(Uuid, Uuid, Uuid, Option<Uuid>), i64>;
 
 /// An order held back this cycle, and why.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Held {
     pub order_id: Uuid,
     pub reason: String,
     pub details: WaitReason,
 }
 
+/// What holding back did: the orders removed, with their reasons, and
+/// those whose regions it narrowed.
+#[derive(Debug, Default)]
+pub struct HeldBack {
+    pub held: Vec<Held>,
+    pub narrowed: Vec<Uuid>,
+}
+
 /// Narrows or removes pending workloads that would exceed a project or
-/// regional maximum; returns the removed ones with their reasons.
+/// regional maximum. `used` counts what runs; it is asked for only when
+/// such a maximum exists.
 pub fn hold_back(
     pending: &mut Vec<engine::Workload>,
     orders: &HashMap<Uuid, order::Model>,
-    quotas: &[quota::Model],
-    mut used: Use,
+    quotas: &HashMap<Uuid, quota::Model>,
+    used: impl FnOnce() -> Use,
     regions: &HashMap<Uuid, String>,
-) -> Vec<Held> {
-    let narrow: Vec<&quota::Model> = quotas
-        .iter()
+) -> HeldBack {
+    let mut narrow: Vec<&quota::Model> = quotas
+        .values()
         .filter(|q| q.max_gpus.is_some() && (q.project_id.is_some() || q.region_id.is_some()))
         .collect();
     if narrow.is_empty() {
-        return Vec::new();
+        return HeldBack::default();
     }
+    narrow.sort_by_key(|q| q.id);
+    let mut used = used();
     let mut queued: Vec<&order::Model> = pending
         .iter()
         .filter_map(|w| Uuid::try_parse(&w.id).ok())
@@ -61,9 +72,15 @@ pub fn hold_back(
         if rules.is_empty() {
             continue;
         }
+        // In a fixed order: the first open region is counted against, and
+        // every build of the input must count alike.
         let candidates: Vec<Uuid> = match o.region_id {
             Some(region) => vec![region],
-            None => regions.keys().copied().collect(),
+            None => {
+                let mut all: Vec<Uuid> = regions.keys().copied().collect();
+                all.sort();
+                all
+            }
         };
         let within = |region: Uuid, used: &Use| {
             rules.iter().all(|q| {
@@ -115,6 +132,7 @@ pub fn hold_back(
     let removed: std::collections::HashSet<String> =
         held.iter().map(|h| h.order_id.to_string()).collect();
     pending.retain(|w| !removed.contains(&w.id));
+    let ids: Vec<Uuid> = narrowed.keys().copied().collect();
     for w in pending.iter_mut() {
         if let Some(names) = Uuid::try_parse(&w.id)
             .ok()
@@ -123,5 +141,8 @@ pub fn hold_back(
             w.regions = names;
         }
     }
-    held
+    HeldBack {
+        held,
+        narrowed: ids,
+    }
 }

@@ -61,6 +61,20 @@ pub struct World {
     /// Nodes whose allocations, or their orders, changed since the last
     /// `take_touched`; `None` after a full read, which tells nothing.
     touched: Option<HashSet<Uuid>>,
+    /// What changed since the last `take_changed`, for the engine's input
+    /// kept between cycles; `None` after a full read.
+    changed: Option<Changed>,
+}
+
+/// The rows that changed, as the engine's input is built from them.
+#[derive(Debug, Default, Clone)]
+pub struct Changed {
+    /// Orders whose row or allocations changed, or that left the copy.
+    pub orders: HashSet<Uuid>,
+    /// Nodes whose row, GPUs or held MIG instances changed.
+    pub nodes: HashSet<Uuid>,
+    /// GPU models, instance types, regions or prices changed.
+    pub catalog: bool,
 }
 
 /// What following the log found.
@@ -214,11 +228,17 @@ impl World {
         let catalog = ["gpu_models", "instance_types", "regions", "prices"];
         if catalog.iter().any(|table| changed.contains_key(table)) {
             self.load_catalog(db).await?;
+            if let Some(record) = &mut self.changed {
+                record.catalog = true;
+            }
         }
         if changed.contains_key("quotas") {
             self.quotas = by_id(quota::Entity::find().all(db).await?, |q| q.id);
         }
         if let Some(ids) = changed.get("nodes") {
+            if let Some(record) = &mut self.changed {
+                record.nodes.extend(ids);
+            }
             reread::<node::Entity, _>(
                 db,
                 ids,
@@ -230,8 +250,10 @@ impl World {
             .await?;
         }
         if let Some(ids) = changed.get("gpus") {
+            self.record_gpus(ids);
             reread::<gpu::Entity, _>(db, ids, &mut self.gpus, gpu::Column::Id, |g| g.id, |_| true)
                 .await?;
+            self.record_gpus(ids);
         }
         if let Some(ids) = changed.get("reservations") {
             reread::<reservation::Entity, _>(
@@ -260,6 +282,7 @@ impl World {
         // leaves the copy) and as it is now.
         if let Some(ids) = changed.get("allocations") {
             self.touch(|a| ids.contains(&a.id));
+            self.record_allocations(ids);
             reread::<allocation::Entity, _>(
                 db,
                 ids,
@@ -272,6 +295,7 @@ impl World {
         }
         if let Some(ids) = changed.get("allocations") {
             self.touch(|a| ids.contains(&a.id));
+            self.record_allocations(ids);
         }
         let mut orders: HashSet<Uuid> = changed.remove("orders").unwrap_or_default();
         self.touch(|a| orders.contains(&a.order_id));
@@ -288,7 +312,35 @@ impl World {
         .await?;
         self.orders
             .retain(|id, o| o.status == OrderStatus::Queued || held.contains(id));
+        if let Some(record) = &mut self.changed {
+            record.orders.extend(orders);
+        }
         Ok(Followed::Applied(changes.len()))
+    }
+
+    /// Records the nodes of the GPUs `ids` as changed.
+    fn record_gpus(&mut self, ids: &HashSet<Uuid>) {
+        if let Some(record) = &mut self.changed {
+            record.nodes.extend(
+                ids.iter()
+                    .filter_map(|id| self.gpus.get(id))
+                    .map(|g| g.node_id),
+            );
+        }
+    }
+
+    /// Records the orders of the allocations `ids` as changed, and their
+    /// nodes where they hold MIG instances (which the node's free
+    /// instances follow).
+    fn record_allocations(&mut self, ids: &HashSet<Uuid>) {
+        if let Some(record) = &mut self.changed {
+            for a in ids.iter().filter_map(|id| self.allocations.get(id)) {
+                record.orders.insert(a.order_id);
+                if a.mig_device.is_some() {
+                    record.nodes.insert(a.node_id);
+                }
+            }
+        }
     }
 
     /// Marks the nodes of the allocations `which` picks as touched.
@@ -307,6 +359,12 @@ impl World {
     /// cannot tell (it was read whole since).
     pub fn take_touched(&mut self) -> Option<HashSet<Uuid>> {
         self.touched.replace(HashSet::new())
+    }
+
+    /// What changed since the last call, or `None` when this copy cannot
+    /// tell (it was read whole since).
+    pub fn take_changed(&mut self) -> Option<Changed> {
+        self.changed.replace(Changed::default())
     }
 
     /// What differs between this copy and `fresh`, a full read, in what the

@@ -45,13 +45,18 @@ impl AssignmentChanges {
     }
 }
 
-/// The consistency checks this process has run as leader, and how often
-/// it read its copy of the rows whole (as leader or follower).
+/// The consistency checks this process has run as leader, how often it
+/// read its copy of the rows whole (as leader or follower), and how many
+/// of its cycles planned new orders alone against the last whole plan.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Checks {
     pub run: u64,
+    /// Checks whose copy of the rows differed from a full read.
     pub differing: u64,
+    /// Checks whose kept engine input differed from one built whole.
+    pub input_differing: u64,
     pub full_reads: u64,
+    pub arrival_plans: u64,
 }
 
 impl Default for SchedulerHandle {
@@ -149,12 +154,18 @@ impl SchedulerHandle {
     }
 
     /// Counts a consistency check this process ran, and whether it found a
-    /// difference.
-    pub fn record_check(&self, differing: bool) {
+    /// difference in the copy of the rows and in the kept engine input.
+    pub fn record_check(&self, differing: bool, input_differing: bool) {
         self.checks.send_modify(|checks| {
             checks.run += 1;
             checks.differing += u64::from(differing);
+            checks.input_differing += u64::from(input_differing);
         });
+    }
+
+    /// Counts a cycle that planned new orders alone.
+    pub fn record_arrival_plan(&self) {
+        self.checks.send_modify(|checks| checks.arrival_plans += 1);
     }
 
     /// Counts a full read of this process's copy of the rows.

@@ -48,7 +48,7 @@ pub struct Snapshot<'a> {
 
 /// A [`Snapshot`] that owns what it holds: what the server loads for a
 /// cycle, what a what-if changes, what tests build.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OwnedSnapshot {
     /// Nodes, GPUs and regions.
     pub cluster: Cluster,
