@@ -39,6 +39,7 @@ mod m20261216_000031_shared_storage;
 mod m20261217_000032_slurm;
 mod m20261218_000033_slurm_outside_and_retries;
 mod m20261219_000034_counts_and_launch_rooms;
+mod m20261220_000035_waiting_counts;
 mod triggers;
 
 /// Every migration in the order it is applied.
@@ -82,6 +83,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261217_000032_slurm::Migration),
             Box::new(m20261218_000033_slurm_outside_and_retries::Migration),
             Box::new(m20261219_000034_counts_and_launch_rooms::Migration),
+            Box::new(m20261220_000035_waiting_counts::Migration),
         ]
     }
 }

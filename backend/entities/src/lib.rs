@@ -59,6 +59,8 @@ pub mod user;
 pub mod user_identity;
 pub mod volume;
 pub mod volume_size;
+pub mod waiting_count;
+pub mod waiting_move;
 pub mod webhook_attempt;
 pub mod webhook_delivery;
 pub mod webhook_endpoint;

@@ -12,9 +12,9 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gantry_scheduler::{
-    Asked, Cluster, Gpu, GpuRequest, LaunchShape, Node, OwnedSnapshot, Placement, Policy,
-    PriorityClass, Queue, Quota, Running, UsageLedger, Workload, capacity_report, capacity_reports,
-    launch_room, schedule, schedule_reporting,
+    AdvanceReservation, Asked, Cluster, Gpu, GpuRequest, LaunchShape, Node, OwnedSnapshot,
+    Placement, Policy, PriorityClass, Queue, Quota, Running, UsageLedger, Workload,
+    capacity_report, capacity_reports, launch_room, schedule, schedule_reporting,
 };
 
 const MODELS: [&str; 2] = ["H100-SXM-80GB", "H200-141GB"];
@@ -172,6 +172,9 @@ fn cycle(c: &mut Criterion) {
 }
 
 /// One arrival into a steady cluster of 1,000 nodes: nothing else waits.
+/// At 10,000 nodes, the same arrival planned alone as the server plans it
+/// while only new work arrives: against the running work and the 100
+/// starts the last whole plan kept for blocked work, as holds.
 fn arrival(c: &mut Criterion) {
     let policy = Policy::default();
     let mut world = scenario(1_000, 0);
@@ -179,6 +182,24 @@ fn arrival(c: &mut Criterion) {
     c.bench_function("schedule/one-arrival_1000x8-gpus", |b| {
         b.iter(|| schedule(black_box(&world.snapshot()), &policy))
     });
+    let mut world = scenario(10_000, 0);
+    world.pending = vec![workload(3, "arrival")];
+    world.reservations = (0..100)
+        .map(|i| AdvanceReservation {
+            id: format!("planned start of w-{i:06}"),
+            queue: format!("tenant-{}", i % TENANTS),
+            start: NOW + 1_800,
+            end: NOW + 5_400,
+            placements: vec![Placement {
+                node: format!("node-{:05}", i * 4),
+                gpus: (0..8).collect(),
+            }],
+        })
+        .collect();
+    c.bench_function(
+        "schedule/one-arrival-against-kept-holds_10000x8-gpus",
+        |b| b.iter(|| schedule(black_box(&world.snapshot()), &policy)),
+    );
 }
 
 /// What the leader's metrics publish reads every 5 s: the capacity report of

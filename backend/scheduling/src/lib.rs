@@ -11,6 +11,7 @@ mod plan;
 pub mod status;
 pub mod what_if;
 
+use gantry_world::gate::Gate;
 use gantry_world::input::Input;
 use gantry_world::{lease, load, world};
 
@@ -175,13 +176,24 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         } else {
             // A replica that does not lead keeps its copy warm from the
             // change log, so taking over costs the lease and a catch-up,
-            // not a full read. What it handed as leader, it hands again.
+            // not a full read. What it handed as leader, it hands again;
+            // it plans the whole queue first.
             handed = Handed::default();
-            input.forget();
             due.plan.forget();
-            if let Err(error) = follow(&state, &mut world, &mut due, Role::Follower).await {
-                tracing::warn!(%error, "following the change log failed; reading everything again");
-                world = None;
+            match follow(&state, &mut world, &mut due, Role::Follower).await {
+                // The engine's input is kept warm too; the gate and the
+                // plan are the leader's to work out.
+                Ok(kept) => {
+                    let changed = kept.take_changed();
+                    let now = state.clock.now();
+                    let (loaded, _) = input.prepare(kept, changed.as_ref(), Gate::default(), now);
+                    input.keep(loaded);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "following the change log failed; reading everything again");
+                    world = None;
+                    input.forget();
+                }
             }
         }
         // Woken cycles coalesce under load: the next one starts no sooner
@@ -298,6 +310,7 @@ async fn cycle(
         }
     }
     let loading = Instant::now();
+    let housekeeping_ms = (loading - began).as_secs_f64() * 1000.0;
     let world = follow(state, world, due, Role::Leader).await?;
     end_expired(state, world, now).await?;
     gantry_workload::jobs::time_out(&state.db, now).await?;
@@ -435,6 +448,7 @@ async fn cycle(
         queued = world.orders.len(),
         started = applied.started,
         reasons_written = applied.waiting,
+        housekeeping_ms,
         load_ms,
         decide_ms,
         write_ms,
@@ -472,6 +486,9 @@ async fn publish(
     };
     if let Err(error) = fleet::publish_orders(published, &state.db).await {
         tracing::warn!(%error, "could not publish orders by status");
+    }
+    if let Err(error) = gantry_core::handles::waiting::fold(&state.db).await {
+        tracing::warn!(%error, "could not fold the waiting moves; retrying at the next publish");
     }
     if let Err(error) = fleet::publish_storage(published, &state.db, world).await {
         tracing::warn!(%error, "could not publish storage");

@@ -3,15 +3,19 @@
 use std::collections::{BTreeSet, HashMap};
 
 use axum::http::StatusCode;
-use gantry_entities::{order, organization, queue_limit};
+use gantry_entities::{organization, queue_limit, waiting_count, waiting_move};
 use gantry_types::classes::OrderStatus;
-use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query, UnionType};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect,
+};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 
-/// Statuses of work that waits for the scheduler.
+/// Statuses of work that waits for the scheduler (the waiting moves'
+/// trigger names them too).
 pub const WAITING: [OrderStatus; 2] = [OrderStatus::Queued, OrderStatus::Preempted];
 
 /// What may still wait, per organization and project, as read in the
@@ -49,18 +53,42 @@ impl Waiting {
                 ((l.org_id, l.project_id), limit)
             })
             .collect();
-        let grouped: Vec<(Uuid, Option<Uuid>, i64)> = order::Entity::find()
-            .select_only()
-            .column(order::Column::OrgId)
-            .column(order::Column::ProjectId)
-            .column_as(Expr::col(order::Column::Id).count(), "waiting")
-            .filter(order::Column::OrgId.is_in(orgs.iter().copied()))
-            .filter(order::Column::Status.is_in(WAITING))
-            .group_by(order::Column::OrgId)
-            .group_by(order::Column::ProjectId)
-            .into_tuple()
-            .all(txn)
-            .await?;
+        // The folded counts and the moves not folded yet, in one statement:
+        // a fold between two reads would count its moves twice or never.
+        let mut folded = Query::select()
+            .column(waiting_count::Column::OrgId)
+            .column(waiting_count::Column::ProjectId)
+            .expr_as(Expr::col(waiting_count::Column::Orders), Alias::new("n"))
+            .from(waiting_count::Entity)
+            .and_where(waiting_count::Column::OrgId.is_in(orgs.iter().copied()))
+            .to_owned();
+        let moved = Query::select()
+            .column(waiting_move::Column::OrgId)
+            .column(waiting_move::Column::ProjectId)
+            .expr_as(Expr::col(waiting_move::Column::Delta), Alias::new("n"))
+            .from(waiting_move::Entity)
+            .and_where(waiting_move::Column::OrgId.is_in(orgs.iter().copied()))
+            .to_owned();
+        let both = folded.union(UnionType::All, moved).to_owned();
+        let (org, project) = (Alias::new("org_id"), Alias::new("project_id"));
+        let statement = Query::select()
+            .column(org.clone())
+            .column(project.clone())
+            .expr(
+                Expr::col(Alias::new("n"))
+                    .sum()
+                    .cast_as(Alias::new("BIGINT")),
+            )
+            .from_subquery(both, Alias::new("waiting"))
+            .group_by_col(org)
+            .group_by_col(project)
+            .to_owned();
+        let grouped: Vec<(Uuid, Option<Uuid>, i64)> = txn
+            .query_all(&statement)
+            .await?
+            .iter()
+            .map(|row| row.try_get_many_by_index())
+            .collect::<Result<_, _>>()?;
         let mut counts = HashMap::new();
         for (org_id, project_id, waiting) in grouped {
             let waiting = u64::try_from(waiting).unwrap_or(0);
@@ -114,6 +142,71 @@ impl Waiting {
         }
         Ok(())
     }
+}
+
+/// At most this many moves are folded at once; the rest wait for the next
+/// fold.
+const FOLD_MAX: u64 = 50_000;
+
+/// Folds the waiting moves into `waiting_counts`: the scheduling leader's,
+/// with each publish, so that the moves the intake sums stay few. The
+/// moves folded are those deleted, in the transaction that adds them to
+/// the counts, so a move committed meanwhile is folded next time, never
+/// twice or never.
+pub async fn fold(db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
+    use waiting_count::Column as Count;
+    use waiting_move::Column as Move;
+    let txn = crate::db::write(db).await?;
+    let mut folding = waiting_move::Entity::delete_many();
+    if let Some(last) = waiting_move::Entity::find()
+        .select_only()
+        .column(Move::Id)
+        .order_by_asc(Move::Id)
+        .offset(FOLD_MAX - 1)
+        .limit(1)
+        .into_tuple::<i64>()
+        .one(&txn)
+        .await?
+    {
+        folding = folding.filter(Move::Id.lte(last));
+    }
+    let mut deltas: HashMap<(Uuid, Option<Uuid>), i64> = HashMap::new();
+    for moved in folding.exec_with_returning(&txn).await? {
+        *deltas.entry((moved.org_id, moved.project_id)).or_default() += i64::from(moved.delta);
+    }
+    deltas.retain(|_, delta| *delta != 0);
+    if deltas.is_empty() {
+        return txn.commit().await;
+    }
+    let rows: HashMap<(Uuid, Option<Uuid>), i64> = waiting_count::Entity::find()
+        .filter(Count::OrgId.is_in(deltas.keys().map(|(org, _)| *org)))
+        .all(&txn)
+        .await?
+        .into_iter()
+        .map(|row| ((row.org_id, row.project_id), row.id))
+        .collect();
+    for ((org_id, project_id), delta) in deltas {
+        match rows.get(&(org_id, project_id)) {
+            Some(id) => {
+                waiting_count::Entity::update_many()
+                    .col_expr(Count::Orders, Expr::col(Count::Orders).add(delta))
+                    .filter(Count::Id.eq(*id))
+                    .exec(&txn)
+                    .await?;
+            }
+            None => {
+                waiting_count::Entity::insert(waiting_count::ActiveModel {
+                    org_id: Set(org_id),
+                    project_id: Set(project_id),
+                    orders: Set(delta),
+                    ..Default::default()
+                })
+                .exec(&txn)
+                .await?;
+            }
+        }
+    }
+    txn.commit().await
 }
 
 #[cfg(test)]
