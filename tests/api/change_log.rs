@@ -248,7 +248,10 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
     // the triggers log, equal a count of every order; and again once
     // everything left is cancelled.
     assert_eq!(order_counts(&server).await, counted(&server).await);
-    assert_eq!(waiting_folded(&server).await, waiting_counted(&server).await);
+    assert_eq!(
+        waiting_folded(&server).await,
+        waiting_counted(&server).await
+    );
     for (who, id) in &orders {
         let tenant = &tenants[*who];
         server
@@ -262,7 +265,10 @@ async fn the_leaders_copy_matches_the_database_after_a_random_run(engine: Engine
     let cancelled = order_counts(&server).await;
     assert_eq!(cancelled, counted(&server).await);
     assert_eq!(cancelled.get(&OrderStatus::Queued), None, "{cancelled:?}");
-    assert_eq!(waiting_folded(&server).await, waiting_counted(&server).await);
+    assert_eq!(
+        waiting_folded(&server).await,
+        waiting_counted(&server).await
+    );
     assert!(
         server
             .count("SELECT COUNT(*) FROM change_log WHERE entity = 'maintenance_windows'")

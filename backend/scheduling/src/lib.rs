@@ -268,49 +268,7 @@ async fn cycle(
         i64::try_from(state.config.agent_heartbeat_deadline_seconds).unwrap_or(30),
     );
     gantry_agents::health::mark_silent(&state.db, deadline, now).await?;
-    // Right after the silent nodes are marked: every fault before
-    // `now − deadline` is known, so spans up to there are final. Billing
-    // trouble is logged and retried next cycle; it never holds placement up.
-    let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
-    if due.metered.is_none_or(|at| now - at >= METER_EVERY) {
-        due.metered = Some(now);
-        match gantry_metering::meter(&state.db, now - deadline, interval).await {
-            Ok(_) => due.metered_to = Some(now - deadline),
-            Err(error) => tracing::warn!(%error, "metering failed; retrying next cycle"),
-        }
-    }
-    if let Err(error) = gantry_volumes::nodes::keep_on_simulated_nodes(&state.db, now).await {
-        tracing::warn!(%error, "simulated nodes could not keep their volumes");
-    }
-    if let Some(to) = due.metered_to {
-        fleet::set_metering_lag((now - to).num_milliseconds() as f64 / 1000.0);
-    }
-    if due
-        .month_checked
-        .is_none_or(|at| now - at >= MONTH_CHECK_EVERY)
-    {
-        due.month_checked = Some(now);
-        // Rating whole months takes seconds for large tenants: it runs
-        // beside the loop, one pass at a time, so placement never waits.
-        if !due.closing.swap(true, Ordering::AcqRel) {
-            let (state, closing) = (state.clone(), due.closing.clone());
-            tokio::spawn(async move {
-                close_month_and_budgets(&state, now).await;
-                closing.store(false, Ordering::Release);
-            });
-        }
-    }
-    if due.reclaimed.is_none_or(|at| now - at >= RECLAIM_EVERY) {
-        due.reclaimed = Some(now);
-        match gantry_workload::orders::reconcile::reclaim(&state.db, now).await {
-            Ok(gpus) => fleet::set_held_by_ended(gpus),
-            Err(error) => {
-                tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
-            }
-        }
-    }
     let loading = Instant::now();
-    let housekeeping_ms = (loading - began).as_secs_f64() * 1000.0;
     let world = follow(state, world, due, Role::Leader).await?;
     end_expired(state, world, now).await?;
     gantry_workload::jobs::time_out(&state.db, now).await?;
@@ -393,6 +351,15 @@ async fn cycle(
     let applied = apply::apply(&state.db, &world.orders, &loaded, &decisions, now).await?;
     let write_ms = writing.elapsed().as_secs_f64() * 1000.0;
     fleet::record_preemptions(&decisions);
+    // Only starts and preemptions give the driver something new to hand,
+    // and it gets them before anything else the cycle does; launch room,
+    // worked out before them, is worked out again next cycle.
+    if applied.started + applied.preempted > 0 {
+        follow_log(state, world).await?;
+        due.rooms_at = None;
+    }
+    hand_over(world, drivers, handed);
+    drivers.slurm.keep_in_step();
     if !types.is_empty() {
         let regions: HashMap<&str, Uuid> = world
             .regions
@@ -411,14 +378,7 @@ async fn cycle(
         due.published_at = Some(now);
         publish(state, world, &loaded, &decisions, &capacity, due, now).await;
     }
-    // Only starts and preemptions give the driver something new to hand;
-    // launch room, worked out before them, is worked out again next cycle.
-    if applied.started + applied.preempted > 0 {
-        follow_log(state, world).await?;
-        due.rooms_at = None;
-    }
-    hand_over(world, drivers, handed);
-    drivers.slurm.keep_in_step();
+    keep_house(state, due, now, deadline).await;
     let total_ms = began.elapsed().as_secs_f64() * 1000.0;
     for (phase, ms) in [
         ("load", load_ms),
@@ -448,7 +408,6 @@ async fn cycle(
         queued = world.orders.len(),
         started = applied.started,
         reasons_written = applied.waiting,
-        housekeeping_ms,
         load_ms,
         decide_ms,
         write_ms,
@@ -457,6 +416,58 @@ async fn cycle(
     );
     input.keep(loaded);
     Ok(())
+}
+
+/// Metering, volumes on simulated nodes, the month's close and GPUs held
+/// by ended orders: after the cycle's decisions are handed over, so that
+/// none of it stands between an order and its start. The silent nodes were
+/// marked at the cycle's start: every fault before `now − deadline` is
+/// known, so spans up to there are final. Billing trouble is logged and
+/// retried next cycle; it never holds placement up.
+async fn keep_house(
+    state: &AppState,
+    due: &mut Due,
+    now: DateTime<Utc>,
+    deadline: chrono::Duration,
+) {
+    let interval = i64::try_from(state.config.metering_interval_seconds).unwrap_or(60);
+    if due.metered.is_none_or(|at| now - at >= METER_EVERY) {
+        due.metered = Some(now);
+        match gantry_metering::meter(&state.db, now - deadline, interval).await {
+            Ok(_) => due.metered_to = Some(now - deadline),
+            Err(error) => tracing::warn!(%error, "metering failed; retrying next cycle"),
+        }
+    }
+    if let Err(error) = gantry_volumes::nodes::keep_on_simulated_nodes(&state.db, now).await {
+        tracing::warn!(%error, "simulated nodes could not keep their volumes");
+    }
+    if let Some(to) = due.metered_to {
+        fleet::set_metering_lag((now - to).num_milliseconds() as f64 / 1000.0);
+    }
+    if due
+        .month_checked
+        .is_none_or(|at| now - at >= MONTH_CHECK_EVERY)
+    {
+        due.month_checked = Some(now);
+        // Rating whole months takes seconds for large tenants: it runs
+        // beside the loop, one pass at a time, so placement never waits.
+        if !due.closing.swap(true, Ordering::AcqRel) {
+            let (state, closing) = (state.clone(), due.closing.clone());
+            tokio::spawn(async move {
+                close_month_and_budgets(&state, now).await;
+                closing.store(false, Ordering::Release);
+            });
+        }
+    }
+    if due.reclaimed.is_none_or(|at| now - at >= RECLAIM_EVERY) {
+        due.reclaimed = Some(now);
+        match gantry_workload::orders::reconcile::reclaim(&state.db, now).await {
+            Ok(gpus) => fleet::set_held_by_ended(gpus),
+            Err(error) => {
+                tracing::warn!(%error, "looking for GPUs held by ended orders failed; retrying");
+            }
+        }
+    }
 }
 
 /// The fleet, queue, order and SLA gauges, and the fleet history; a
