@@ -281,13 +281,15 @@ async fn cycle(
     if let Some(copy_differed) = due.copy_checked.take() {
         // The kept input is checked beside the copy: it must equal one
         // built whole from the same copy.
-        let (whole, whole_delta) = Input::default().prepare(world, None, gate, now);
+        let mut fresh = Input::default();
+        let (whole, whole_delta) = fresh.prepare(world, None, gate, now);
         let differences = gantry_world::input::differences(&loaded, &whole);
         if !differences.is_empty() {
             tracing::error!(
                 ?differences,
                 "the engine's kept input differed from one built whole; using the whole one"
             );
+            *input = fresh;
             loaded = whole;
             delta = whole_delta;
         }
