@@ -104,6 +104,36 @@ where
     Ok(())
 }
 
+/// Deletes and returns the oldest rows of a table of logged moves, at most
+/// `max` of them by `id`: one fold's share. The rows folded are those
+/// deleted, so a row committed while a fold runs is folded by the next one,
+/// never twice or never.
+pub async fn take_oldest<E>(
+    txn: &impl ConnectionTrait,
+    id: E::Column,
+    max: u64,
+) -> Result<Vec<E::Model>, DbErr>
+where
+    E: EntityTrait,
+    E::Model: sea_orm::FromQueryResult + Send + Sync,
+{
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+    let mut taking = E::delete_many();
+    if let Some(last) = E::find()
+        .select_only()
+        .column(id)
+        .order_by_asc(id)
+        .offset(max.saturating_sub(1))
+        .limit(1)
+        .into_tuple::<i64>()
+        .one(txn)
+        .await?
+    {
+        taking = taking.filter(id.lte(last));
+    }
+    taking.exec_with_returning(txn).await
+}
+
 /// The PostgreSQL advisory lock migrations are applied under.
 const MIGRATION_LOCK: i64 = 0x6761_6e74_7279;
 

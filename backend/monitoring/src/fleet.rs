@@ -16,7 +16,7 @@ use metrics::{
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    QueryFilter, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -371,21 +371,10 @@ pub async fn order_counts(db: &DatabaseConnection) -> Result<Vec<(OrderStatus, i
     use order_status_move::Column as Move;
     use sea_orm::sea_query::ExprTrait;
     let txn = gantry_core::db::write(db).await?;
-    let mut folding = order_status_move::Entity::delete_many();
-    if let Some(last) = order_status_move::Entity::find()
-        .select_only()
-        .column(Move::Id)
-        .order_by_asc(Move::Id)
-        .offset(FOLD_MAX - 1)
-        .limit(1)
-        .into_tuple::<i64>()
-        .one(&txn)
-        .await?
-    {
-        folding = folding.filter(Move::Id.lte(last));
-    }
     let mut deltas: HashMap<OrderStatus, i64> = HashMap::new();
-    for moved in folding.exec_with_returning(&txn).await? {
+    for moved in
+        gantry_core::db::take_oldest::<order_status_move::Entity>(&txn, Move::Id, FOLD_MAX).await?
+    {
         *deltas.entry(moved.status).or_default() += i64::from(moved.delta);
     }
     for (status, delta) in deltas.into_iter().filter(|(_, delta)| *delta != 0) {

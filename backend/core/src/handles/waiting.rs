@@ -149,29 +149,13 @@ impl Waiting {
 const FOLD_MAX: u64 = 50_000;
 
 /// Folds the waiting moves into `waiting_counts`: the scheduling leader's,
-/// with each publish, so that the moves the intake sums stay few. The
-/// moves folded are those deleted, in the transaction that adds them to
-/// the counts, so a move committed meanwhile is folded next time, never
-/// twice or never.
+/// with each publish, so that the moves the intake sums stay few.
 pub async fn fold(db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
     use waiting_count::Column as Count;
     use waiting_move::Column as Move;
     let txn = crate::db::write(db).await?;
-    let mut folding = waiting_move::Entity::delete_many();
-    if let Some(last) = waiting_move::Entity::find()
-        .select_only()
-        .column(Move::Id)
-        .order_by_asc(Move::Id)
-        .offset(FOLD_MAX - 1)
-        .limit(1)
-        .into_tuple::<i64>()
-        .one(&txn)
-        .await?
-    {
-        folding = folding.filter(Move::Id.lte(last));
-    }
     let mut deltas: HashMap<(Uuid, Option<Uuid>), i64> = HashMap::new();
-    for moved in folding.exec_with_returning(&txn).await? {
+    for moved in crate::db::take_oldest::<waiting_move::Entity>(&txn, Move::Id, FOLD_MAX).await? {
         *deltas.entry((moved.org_id, moved.project_id)).or_default() += i64::from(moved.delta);
     }
     deltas.retain(|_, delta| *delta != 0);
