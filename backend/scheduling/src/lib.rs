@@ -50,6 +50,9 @@ const MONTH_CHECK_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(1);
 /// Prometheus scrape interval or faster, without a grouped count of every
 /// order on each cycle.
 const PUBLISH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+/// How late a publish may get while arrivals keep coming, each planned
+/// before it.
+const PUBLISH_OVERDUE: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
 /// How often at most the leader works out launch room for every instance
 /// type while the fleet or the queue changes (and in the cycle after one
@@ -100,6 +103,8 @@ struct Due {
     copy_checked: Option<bool>,
     /// What the last whole plan kept for blocked work.
     plan: plan::KeptPlan,
+    /// Queued jobs' dependencies, read once each.
+    dependencies: gantry_world::gate::Dependencies,
 }
 
 /// The drivers that bring work up on nodes the control plane runs for
@@ -180,6 +185,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             // it plans the whole queue first.
             handed = Handed::default();
             due.plan.forget();
+            due.dependencies = gantry_world::gate::Dependencies::default();
             match follow(&state, &mut world, &mut due, Role::Follower).await {
                 // The engine's input is kept warm too; the gate and the
                 // plan are the leader's to work out.
@@ -269,14 +275,23 @@ async fn cycle(
     );
     gantry_agents::health::mark_silent(&state.db, deadline, now).await?;
     let loading = Instant::now();
+    // Marks in milliseconds since the cycle began, for the cycle log: where
+    // a slow load went, and when the starts reached the driver.
+    let silent_ms = began.elapsed().as_secs_f64() * 1000.0;
     let world = follow(state, world, due, Role::Leader).await?;
+    let follow_ms = began.elapsed().as_secs_f64() * 1000.0;
     end_expired(state, world, now).await?;
-    gantry_workload::jobs::time_out(&state.db, now).await?;
+    gantry_workload::jobs::time_out(&state.db, placed(world), now).await?;
+    let timeout_ms = began.elapsed().as_secs_f64() * 1000.0;
     gantry_workload::reservations::service::end_windows(&state.db, world, now).await?;
     evacuate(state, world, now).await?;
     follow_log(state, world).await?;
-    let gate = gantry_world::gate::gate(&state.db).await?;
     let changed = world.take_changed();
+    let gate = due
+        .dependencies
+        .gate(&state.db, world, changed.as_ref())
+        .await?;
+    let gate_ms = began.elapsed().as_secs_f64() * 1000.0;
     let (mut loaded, mut delta) = input.prepare(world, changed.as_ref(), gate.clone(), now);
     if let Some(copy_differed) = due.copy_checked.take() {
         // The kept input is checked beside the copy: it must equal one
@@ -304,7 +319,11 @@ async fn cycle(
     let deciding = Instant::now();
     let per_hour = state.config.defrag_budget_gpu_seconds_per_org_hour;
     let ledger = std::mem::take(&mut due.defrag);
-    let publishing = due.published_at.is_none_or(|at| now - at >= PUBLISH_EVERY);
+    let publishing = match due.published_at.map(|at| now - at) {
+        Some(since) if since < PUBLISH_EVERY => plan::Publishing::No,
+        Some(since) if since < PUBLISH_OVERDUE => plan::Publishing::Due,
+        _ => plan::Publishing::Overdue,
+    };
     let scope = due.plan.scope(
         &delta,
         &loaded.snapshot,
@@ -316,8 +335,10 @@ async fn cycle(
     if matches!(scope, plan::Scope::Arrivals(_)) {
         state.scheduler.record_arrival_plan();
     }
-    // Launch room reads the whole queue: it waits for a whole plan.
+    // Launch room reads the whole queue: it waits for a whole plan, and so
+    // does the publish.
     let whole = matches!(scope, plan::Scope::Whole);
+    let publishing = whole && publishing != plan::Publishing::No;
     let rooms = if whole
         && (publishing
             || (due.rooms_at.is_none_or(|at| now - at >= ROOMS_EVERY)
@@ -361,6 +382,7 @@ async fn cycle(
         due.rooms_at = None;
     }
     hand_over(world, drivers, handed);
+    let handed_ms = began.elapsed().as_secs_f64() * 1000.0;
     drivers.slurm.keep_in_step();
     if !types.is_empty() {
         let regions: HashMap<&str, Uuid> = world
@@ -413,6 +435,11 @@ async fn cycle(
         load_ms,
         decide_ms,
         write_ms,
+        silent_ms,
+        follow_ms,
+        timeout_ms,
+        gate_ms,
+        handed_ms,
         total_ms,
         "cycle timing"
     );
@@ -661,9 +688,7 @@ async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Res
         })
         .map(|a| a.order_id)
         .collect();
-    let expired: Vec<&order::Model> = world
-        .orders
-        .values()
+    let expired: Vec<&order::Model> = placed(world)
         .filter(|o| o.status == OrderStatus::Running)
         .filter(|o| !(o.kind == gantry_workload::jobs::KIND && on_agents.contains(&o.id)))
         .filter(|o| match (o.started_at, o.duration_seconds) {
@@ -693,6 +718,13 @@ async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Res
         txn.commit().await?;
     }
     Ok(())
+}
+
+/// The orders that hold allocations: every running one among them. The
+/// copy's other orders wait, and a queue is far longer than a fleet.
+fn placed(world: &World) -> impl Iterator<Item = &order::Model> {
+    let ids: HashSet<Uuid> = world.allocations.values().map(|a| a.order_id).collect();
+    ids.into_iter().filter_map(|id| world.orders.get(&id))
 }
 
 /// Work on draining nodes (and unhealthy simulated ones) is stopped and

@@ -9,8 +9,10 @@
 //!
 //! The whole queue is planned again when anything else changed (see
 //! [`Delta::unsettled`]), when a planned start it holds has come, with each
-//! metrics publish (every 5 s, which bounds how stale the waiting work's
-//! reasons and estimates get), and always while the queue is shorter than
+//! metrics publish (due every 5 s; a cycle with arrivals plans them alone
+//! first, so an arrival does not wait for a whole plan that only the clock
+//! asked for, but a publish 10 s old goes first, which bounds how stale the
+//! waiting work's reasons and estimates get), and always while the queue is shorter than
 //! `scheduler_whole_plan_below` (1,000 by default: a whole plan then costs
 //! a few milliseconds).
 
@@ -35,6 +37,16 @@ pub(crate) struct KeptPlan {
     planned: bool,
 }
 
+/// Whether the gauges are due to be published, which takes a whole plan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Publishing {
+    No,
+    /// Due, but a cycle with arrivals plans them alone first.
+    Due,
+    /// Due for long enough that it goes before arrivals.
+    Overdue,
+}
+
 /// What a cycle plans.
 pub(crate) enum Scope {
     /// Every waiting workload.
@@ -57,26 +69,31 @@ impl Scope {
 }
 
 impl KeptPlan {
-    /// What this cycle plans, given what changed and whether it publishes.
+    /// What this cycle plans, given what changed and whether a publish is
+    /// due.
     pub(crate) fn scope(
         &self,
         delta: &Delta,
         snapshot: &OwnedSnapshot,
-        publishing: bool,
+        publishing: Publishing,
         whole_below: usize,
         now: DateTime<Utc>,
     ) -> Scope {
         let due = self.holds.iter().any(|h| h.start <= now.timestamp());
         if !self.planned
             || delta.unsettled
-            || publishing
+            || publishing == Publishing::Overdue
             || due
             || snapshot.pending.len() < whole_below
         {
             return Scope::Whole;
         }
+        // A publish waits for a cycle that no new work waits on.
         if delta.arrived.is_empty() {
-            return Scope::Nothing;
+            return match publishing {
+                Publishing::No => Scope::Nothing,
+                Publishing::Due | Publishing::Overdue => Scope::Whole,
+            };
         }
         Scope::Arrivals(
             delta
@@ -179,5 +196,42 @@ pub(crate) fn decide(
         decisions,
         reports,
         ledger,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(publishing: Publishing, arrived: &[&str]) -> &'static str {
+        let snapshot = OwnedSnapshot::default();
+        let mut kept = KeptPlan::default();
+        kept.keep(&Scope::Whole, &Decisions::default(), &snapshot);
+        let delta = Delta {
+            arrived: arrived.iter().map(|id| (*id).to_owned()).collect(),
+            unsettled: false,
+        };
+        kept.scope(&delta, &snapshot, publishing, 0, Utc::now())
+            .name()
+    }
+
+    #[test]
+    fn a_due_publish_waits_for_arrivals_until_it_is_overdue() {
+        assert_eq!(scope(Publishing::No, &["a"]), "arrivals");
+        assert_eq!(scope(Publishing::Due, &["a"]), "arrivals");
+        assert_eq!(scope(Publishing::Overdue, &["a"]), "whole");
+        assert_eq!(scope(Publishing::Due, &[]), "whole");
+        assert_eq!(scope(Publishing::No, &[]), "nothing");
+    }
+
+    #[test]
+    fn nothing_planned_yet_plans_the_whole_queue() {
+        let snapshot = OwnedSnapshot::default();
+        let delta = Delta {
+            arrived: vec!["a".to_owned()],
+            unsettled: false,
+        };
+        let scope = KeptPlan::default().scope(&delta, &snapshot, Publishing::No, 0, Utc::now());
+        assert_eq!(scope.name(), "whole");
     }
 }

@@ -46,7 +46,7 @@ pub async fn snapshot(
     db: &impl ConnectionTrait,
     now: DateTime<Utc>,
 ) -> Result<Loaded, DbErr> {
-    let gate = crate::gate::gate(db).await?;
+    let gate = crate::gate::gate(db, world).await?;
     Ok(crate::input::Input::default()
         .prepare(world, None, gate, now)
         .0)

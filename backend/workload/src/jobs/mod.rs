@@ -334,8 +334,11 @@ pub fn quoted(word: &str) -> String {
 
 /// Running jobs past their walltime are stopped and marked `timed_out`; the
 /// driver stops their processes (SIGTERM, the grace period, SIGKILL).
-pub async fn time_out(
+/// `orders` are the scheduler's copy of the live orders: a row it holds as
+/// running that has since ended is left alone.
+pub async fn time_out<'a>(
     db: &sea_orm::DatabaseConnection,
+    orders: impl IntoIterator<Item = &'a order::Model>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), sea_orm::DbErr> {
     use sea_orm::sea_query::Expr;
@@ -343,13 +346,10 @@ pub async fn time_out(
 
     use gantry_types::classes::OrderStatus;
 
-    let running = order::Entity::find()
-        .filter(order::Column::Status.eq(OrderStatus::Running))
-        .filter(order::Column::MaxRuntimeSeconds.is_not_null())
-        .all(db)
-        .await?;
-    for o in running {
-        let (Some(started), Some(limit)) = (o.started_at, o.max_runtime_seconds) else {
+    for o in orders {
+        let (OrderStatus::Running, Some(started), Some(limit)) =
+            (o.status, o.started_at, o.max_runtime_seconds)
+        else {
             continue;
         };
         if started + chrono::Duration::seconds(limit) > now {
