@@ -80,5 +80,7 @@ describe("at 390 px", () => {
     await expect.poll(() => operator.page.evaluate(() => document.documentElement.lang)).toBe("ko");
     await walk(operator.page, operatorPages, "ko");
     await apiCall(suite.server, await apiToken(suite.server, OPERATOR), "PATCH", "/me", { locale: null });
-  });
+    // Forty-eight page visits, each with an accessibility scan: more than
+    // the default allows on a slow two-core machine.
+  }, 240_000);
 });
