@@ -22,6 +22,7 @@ crate::on_both_engines!(
     the_leaders_copy_matches_the_database_after_a_random_run,
     a_write_the_log_missed_is_found_and_repaired,
     heartbeats_log_only_what_changed,
+    beats_at_once_are_each_written,
 );
 
 /// A small seeded generator, so a failing run can be replayed.
@@ -440,4 +441,114 @@ async fn heartbeats_log_only_what_changed(engine: Engine) {
         .expect(StatusCode::OK);
     assert_eq!(server.count(unhealthy).await, 0);
     assert_eq!(server.count(logged).await, before + 2, "and healthy again");
+}
+
+/// Beats of many nodes at once are written in batches: each node's time,
+/// telemetry, GPU health and fabric address stand as its own beat said,
+/// and a node marked unhealthy recovers with its next beat.
+async fn beats_at_once_are_each_written(engine: Engine) {
+    let server = TestServer::start(engine).await;
+    let operator = server.operator().await;
+    server.cluster(&operator, 1).await;
+    let mut credentials = Vec::new();
+    for i in 0..12 {
+        credentials.push(
+            server
+                .join_agent(&operator, "r1", &format!("beat-{i}"), 8)
+                .await,
+        );
+    }
+    let beat = |i: usize, sick: bool| {
+        let gpus: Vec<serde_json::Value> = (0..8)
+            .map(|g| {
+                json!({ "index": g, "utilization_pct": i, "memory_used_mib": 100,
+                        "temperature_c": 40, "power_w": 100, "healthy": !(sick && g == 3) })
+            })
+            .collect();
+        json!({ "gpus": gpus, "fabric_address": format!("10.9.0.{}", i + 1) })
+    };
+    let all_at_once = |sick: usize| {
+        let server = &server;
+        let credentials = &credentials;
+        async move {
+            futures_util::future::join_all(
+                credentials
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| server.post("/api/v1/agent/heartbeat", c, beat(i, i == sick))),
+            )
+            .await
+        }
+    };
+    for reply in all_at_once(5).await {
+        reply.expect(StatusCode::OK);
+        assert_eq!(reply.body["state"], "ready");
+    }
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM gpu_telemetry t JOIN nodes n ON n.id = t.node_id WHERE n.name LIKE 'beat-%'")
+            .await,
+        12 * 8
+    );
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM nodes WHERE name LIKE 'beat-%' AND last_heartbeat_at IS NOT NULL")
+            .await,
+        12
+    );
+    assert_eq!(
+        server
+            .count(
+                "SELECT COUNT(*) FROM nodes WHERE name = 'beat-7' AND fabric_address = '10.9.0.8'"
+            )
+            .await,
+        1,
+        "each node keeps its own address"
+    );
+    let unhealthy = "SELECT COUNT(*) FROM gpus g JOIN nodes n ON n.id = g.node_id \
+                     WHERE n.name LIKE 'beat-%' AND NOT g.healthy";
+    assert_eq!(server.count(unhealthy).await, 1);
+    assert_eq!(
+        server
+            .count(
+                "SELECT COUNT(*) FROM gpus g JOIN nodes n ON n.id = g.node_id \
+                    WHERE n.name = 'beat-5' AND g.\"index\" = 3 AND NOT g.healthy"
+            )
+            .await,
+        1
+    );
+    let telemetry = "SELECT COUNT(*) FROM gpu_telemetry t JOIN nodes n ON n.id = t.node_id \
+                     WHERE n.name = 'beat-9' AND t.utilization_pct = 9";
+    assert_eq!(server.count(telemetry).await, 8, "each node's own figures");
+
+    gantry_entities::node::Entity::update_many()
+        .col_expr(
+            gantry_entities::node::Column::State,
+            Expr::value(gantry_types::classes::NodeState::Unhealthy),
+        )
+        .filter(gantry_entities::node::Column::Name.eq("beat-2"))
+        .exec(server.db())
+        .await
+        .expect("mark a node unhealthy");
+    for reply in all_at_once(usize::MAX).await {
+        reply.expect(StatusCode::OK);
+        assert_eq!(reply.body["state"], "ready");
+    }
+    assert_eq!(server.count(unhealthy).await, 0, "healthy again");
+    assert_eq!(
+        server
+            .count("SELECT COUNT(*) FROM nodes WHERE name LIKE 'beat-%' AND state = 'ready'")
+            .await,
+        12,
+        "the unhealthy node recovered"
+    );
+    assert_eq!(
+        server
+            .count(
+                "SELECT COUNT(*) FROM node_events e JOIN nodes n ON n.id = e.node_id \
+                    WHERE n.name = 'beat-2' AND e.kind = 'node_recovered'"
+            )
+            .await,
+        1
+    );
 }

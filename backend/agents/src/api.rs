@@ -7,8 +7,8 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -19,6 +19,7 @@ use super::health;
 use super::node_auth::{JoinToken, NodeAgent};
 use gantry_core::auth::api_key_secret::{self, NODE_PREFIX};
 use gantry_core::error::{ApiError, ApiResult, ProblemResponses};
+use gantry_core::handles::beats::Beat;
 use gantry_core::http::extract::{ApiJson, ApiQuery};
 use gantry_core::state::AppState;
 use gantry_core::validate::Fields;
@@ -594,84 +595,82 @@ async fn heartbeat(
     fields.finish()?;
     let now = state.clock.now();
     let node = agent.node;
-    let txn = gantry_core::db::write(&state.db).await?;
-    if let Some(reports) = &request.volumes {
-        gantry_volumes::nodes::apply(&txn, &node, reports, request.volume_free_bytes, now).await?;
-    }
-    if let Some(free) = request.shared_free_bytes {
-        gantry_volumes::shared::record_free(&txn, node.region_id, free).await?;
-    }
-    let recovered = node.state == NodeState::Unhealthy;
-    let mut row: node::ActiveModel = node.clone().into();
-    row.last_heartbeat_at = Set(Some(now));
-    row.fabric_address = Set(request.fabric_address.map(|a| a.to_string()));
-    if recovered {
-        row.state = Set(NodeState::Ready);
-        row.state_reason = Set(None);
-        health::record(
-            &txn,
-            node.id,
-            "node_recovered",
-            None,
-            serde_json::json!({}),
-            now,
-        )
-        .await?;
-    }
-    row.updated_at = Set(now);
-    let updated = row.update(&txn).await?;
-    // Only GPUs whose health changed are written: every write of a GPU row
-    // is a change the scheduling copies follow, and a heartbeat that
-    // rewrote all of them made every node's beat one.
-    for healthy in [true, false] {
-        let indices: Vec<i32> = request
-            .gpus
-            .iter()
-            .filter(|g| g.healthy == healthy)
-            .map(|g| g.index)
-            .collect();
-        if indices.is_empty() {
-            continue;
+    let mut recovered = false;
+    // What only some beats change is written here; the time, GPU health and
+    // telemetry every beat writes go through the process's batch writers.
+    let unhealthy = node.state == NodeState::Unhealthy;
+    if unhealthy || request.volumes.is_some() || request.shared_free_bytes.is_some() {
+        let txn = gantry_core::db::write(&state.db).await?;
+        if let Some(reports) = &request.volumes {
+            gantry_volumes::nodes::apply(&txn, &node, reports, request.volume_free_bytes, now)
+                .await?;
         }
-        gpu::Entity::update_many()
-            .col_expr(gpu::Column::Healthy, Expr::value(healthy))
-            .filter(gpu::Column::NodeId.eq(node.id))
-            .filter(gpu::Column::Index.is_in(indices))
-            .filter(gpu::Column::Healthy.ne(healthy))
-            .exec(&txn)
-            .await?;
-    }
-    if !request.gpus.is_empty() {
-        let samples = request.gpus.iter().map(|g| gpu_telemetry::ActiveModel {
-            node_id: Set(node.id),
-            gpu_index: Set(g.index),
-            sampled_at: Set(now),
-            utilization_pct: Set(g.utilization_pct),
-            memory_used_mib: Set(g.memory_used_mib),
-            temperature_c: Set(g.temperature_c),
-            power_w: Set(g.power_w),
-        });
-        gpu_telemetry::Entity::insert_many(samples)
-            .on_conflict(
-                OnConflict::columns([
-                    gpu_telemetry::Column::NodeId,
-                    gpu_telemetry::Column::GpuIndex,
-                    gpu_telemetry::Column::SampledAt,
-                ])
-                .do_nothing()
-                .to_owned(),
+        if let Some(free) = request.shared_free_bytes {
+            gantry_volumes::shared::record_free(&txn, node.region_id, free).await?;
+        }
+        if unhealthy {
+            // Conditional, so an operator's drain since the node was read
+            // is not undone; with the beat's time, so the node is never
+            // ready and silent at once.
+            recovered = node::Entity::update_many()
+                .col_expr(node::Column::State, Expr::value(NodeState::Ready))
+                .col_expr(node::Column::LastHeartbeatAt, Expr::value(Some(now)))
+                .col_expr(node::Column::StateReason, Expr::value(None::<String>))
+                .col_expr(node::Column::UpdatedAt, Expr::value(now))
+                .filter(node::Column::Id.eq(node.id))
+                .filter(node::Column::State.eq(NodeState::Unhealthy))
+                .exec(&txn)
+                .await?
+                .rows_affected
+                == 1;
+        }
+        if recovered {
+            health::record(
+                &txn,
+                node.id,
+                "node_recovered",
+                None,
+                serde_json::json!({}),
+                now,
             )
-            .exec_without_returning(&txn)
             .await?;
+        }
+        txn.commit().await?;
     }
-    txn.commit().await?;
+    let fabric_address = request.fabric_address.map(|a| a.to_string());
+    state
+        .beats
+        .submit(Beat {
+            node_id: node.id,
+            at: now,
+            fabric_address: (fabric_address != node.fabric_address).then_some(fabric_address),
+            health: request.gpus.iter().map(|g| (g.index, g.healthy)).collect(),
+            samples: request
+                .gpus
+                .iter()
+                .map(|g| gpu_telemetry::ActiveModel {
+                    node_id: Set(node.id),
+                    gpu_index: Set(g.index),
+                    sampled_at: Set(now),
+                    utilization_pct: Set(g.utilization_pct),
+                    memory_used_mib: Set(g.memory_used_mib),
+                    temperature_c: Set(g.temperature_c),
+                    power_w: Set(g.power_w),
+                })
+                .collect(),
+        })
+        .await?;
     if recovered {
         state.scheduler.wake();
     }
     Ok(Json(HeartbeatAck {
-        node_id: updated.id,
-        state: updated.state,
-        rotate_credential: updated.credential_rotate,
+        node_id: node.id,
+        state: if recovered {
+            NodeState::Ready
+        } else {
+            node.state
+        },
+        rotate_credential: node.credential_rotate,
     }))
 }
 

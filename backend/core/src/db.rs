@@ -93,13 +93,39 @@ pub async fn insert_batched<A>(db: &impl ConnectionTrait, rows: Vec<A>) -> Resul
 where
     A: ActiveModelTrait + Send,
 {
+    insert_chunked(db, rows, None).await
+}
+
+/// As [`insert_batched`], skipping rows that `conflict` says are there.
+pub async fn insert_batched_new<A>(
+    db: &impl ConnectionTrait,
+    rows: Vec<A>,
+    conflict: sea_orm::sea_query::OnConflict,
+) -> Result<(), DbErr>
+where
+    A: ActiveModelTrait + Send,
+{
+    insert_chunked(db, rows, Some(conflict)).await
+}
+
+async fn insert_chunked<A>(
+    db: &impl ConnectionTrait,
+    rows: Vec<A>,
+    conflict: Option<sea_orm::sea_query::OnConflict>,
+) -> Result<(), DbErr>
+where
+    A: ActiveModelTrait + Send,
+{
     let columns = <<A::Entity as EntityTrait>::Column as Iterable>::iter().count();
     let per_statement = (PARAMETERS_MAX / columns.max(1)).max(1);
     let mut rows = rows.into_iter().peekable();
     while rows.peek().is_some() {
-        A::Entity::insert_many(rows.by_ref().take(per_statement).collect::<Vec<_>>())
-            .exec_without_returning(db)
-            .await?;
+        let mut insert =
+            A::Entity::insert_many(rows.by_ref().take(per_statement).collect::<Vec<_>>());
+        if let Some(conflict) = &conflict {
+            insert = insert.on_conflict(conflict.clone());
+        }
+        insert.exec_without_returning(db).await?;
     }
     Ok(())
 }

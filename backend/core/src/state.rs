@@ -14,6 +14,7 @@ use crate::auth::password::PasswordHasher;
 use crate::auth::session::SessionKeys;
 use crate::catalog::CatalogCache;
 use crate::config::Config;
+use crate::handles::beats::Beats;
 use crate::handles::intake::Intake;
 use crate::handles::scheduler::SchedulerHandle;
 use crate::handles::webhook_targets::Targets;
@@ -37,6 +38,7 @@ pub struct Shared {
     pub rate_limits: RateLimits,
     pub scheduler: SchedulerHandle,
     pub intake: Intake,
+    pub beats: Beats,
     pub catalog: CatalogCache,
     pub networks: crate::handles::networks::Cache,
     pub clock: Clock,

@@ -277,12 +277,15 @@ async fn cycle(
     let loading = Instant::now();
     // Marks in milliseconds since the cycle began, for the cycle log: where
     // a slow load went, and when the starts reached the driver.
-    let silent_ms = began.elapsed().as_secs_f64() * 1000.0;
+    let mark = || began.elapsed().as_secs_f64() * 1000.0;
+    let silent_ms = mark();
     let world = follow(state, world, due, Role::Leader).await?;
-    let follow_ms = began.elapsed().as_secs_f64() * 1000.0;
-    end_expired(state, world, now).await?;
-    gantry_workload::jobs::time_out(&state.db, placed(world), now).await?;
-    let timeout_ms = began.elapsed().as_secs_f64() * 1000.0;
+    let follow_ms = mark();
+    let placed = placed(world);
+    end_expired(state, &placed, now).await?;
+    let placed_orders: Vec<&order::Model> = placed.iter().map(|p| p.order).collect();
+    gantry_workload::jobs::time_out(&state.db, placed_orders, now).await?;
+    let timeout_ms = mark();
     gantry_workload::reservations::service::end_windows(&state.db, world, now).await?;
     evacuate(state, world, now).await?;
     follow_log(state, world).await?;
@@ -291,7 +294,7 @@ async fn cycle(
         .dependencies
         .gate(&state.db, world, changed.as_ref())
         .await?;
-    let gate_ms = began.elapsed().as_secs_f64() * 1000.0;
+    let gate_ms = mark();
     let (mut loaded, mut delta) = input.prepare(world, changed.as_ref(), gate.clone(), now);
     if let Some(copy_differed) = due.copy_checked.take() {
         // The kept input is checked beside the copy: it must equal one
@@ -338,9 +341,9 @@ async fn cycle(
     // Launch room reads the whole queue: it waits for a whole plan, and so
     // does the publish.
     let whole = matches!(scope, plan::Scope::Whole);
-    let publishing = whole && publishing != plan::Publishing::No;
+    let publish_due = whole && publishing != plan::Publishing::No;
     let rooms = if whole
-        && (publishing
+        && (publish_due
             || (due.rooms_at.is_none_or(|at| now - at >= ROOMS_EVERY)
                 && due.rooms_cursor != world.cursor()))
     {
@@ -354,7 +357,7 @@ async fn cycle(
     let holds = due.plan.holds().to_vec();
     let (planned, scope) = tokio::task::spawn_blocking(move || {
         let asked = gantry_scheduler::Asked {
-            capacity: publishing,
+            capacity: publish_due,
             launch: &shapes,
         };
         let planned = plan::decide(loaded, &scope, &holds, &asked, ledger, per_hour);
@@ -382,7 +385,7 @@ async fn cycle(
         due.rooms_at = None;
     }
     hand_over(world, drivers, handed);
-    let handed_ms = began.elapsed().as_secs_f64() * 1000.0;
+    let handed_ms = mark();
     drivers.slurm.keep_in_step();
     if !types.is_empty() {
         let regions: HashMap<&str, Uuid> = world
@@ -403,7 +406,7 @@ async fn cycle(
         publish(state, world, &loaded, &decisions, &capacity, due, now).await;
     }
     keep_house(state, due, now, deadline).await;
-    let total_ms = began.elapsed().as_secs_f64() * 1000.0;
+    let total_ms = mark();
     for (phase, ms) in [
         ("load", load_ms),
         ("engine", decide_ms),
@@ -676,21 +679,16 @@ async fn check_consistency(state: &AppState, world: &mut World, role: Role) -> R
 /// Running orders whose duration has passed are completed and stopped. A
 /// job's duration is only an estimate where an agent runs its command (the
 /// command decides when it ends); on simulated nodes it is the job's length.
-async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Result<(), DbErr> {
-    let on_agents: HashSet<Uuid> = world
-        .allocations
-        .values()
-        .filter(|a| {
-            world
-                .nodes
-                .get(&a.node_id)
-                .is_some_and(|n| n.driver == DriverKind::Agent)
-        })
-        .map(|a| a.order_id)
-        .collect();
-    let expired: Vec<&order::Model> = placed(world)
+async fn end_expired(
+    state: &AppState,
+    placed: &[Placed<'_>],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let expired: Vec<&order::Model> = placed
+        .iter()
+        .filter(|p| !(p.order.kind == gantry_workload::jobs::KIND && p.on_agent))
+        .map(|p| p.order)
         .filter(|o| o.status == OrderStatus::Running)
-        .filter(|o| !(o.kind == gantry_workload::jobs::KIND && on_agents.contains(&o.id)))
         .filter(|o| match (o.started_at, o.duration_seconds) {
             (Some(started), Some(duration)) => started + chrono::Duration::seconds(duration) <= now,
             _ => false,
@@ -720,11 +718,32 @@ async fn end_expired(state: &AppState, world: &World, now: DateTime<Utc>) -> Res
     Ok(())
 }
 
+/// An order that holds allocations, and whether an agent runs any of it.
+struct Placed<'a> {
+    order: &'a order::Model,
+    on_agent: bool,
+}
+
 /// The orders that hold allocations: every running one among them. The
 /// copy's other orders wait, and a queue is far longer than a fleet.
-fn placed(world: &World) -> impl Iterator<Item = &order::Model> {
-    let ids: HashSet<Uuid> = world.allocations.values().map(|a| a.order_id).collect();
-    ids.into_iter().filter_map(|id| world.orders.get(&id))
+fn placed(world: &World) -> Vec<Placed<'_>> {
+    let mut on_agent: HashMap<Uuid, bool> = HashMap::new();
+    for a in world.allocations.values() {
+        let agent = world
+            .nodes
+            .get(&a.node_id)
+            .is_some_and(|n| n.driver == DriverKind::Agent);
+        *on_agent.entry(a.order_id).or_default() |= agent;
+    }
+    on_agent
+        .into_iter()
+        .filter_map(|(id, on_agent)| {
+            world
+                .orders
+                .get(&id)
+                .map(|order| Placed { order, on_agent })
+        })
+        .collect()
 }
 
 /// Work on draining nodes (and unhealthy simulated ones) is stopped and

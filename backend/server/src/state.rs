@@ -39,6 +39,7 @@ pub async fn start(config: Config) -> anyhow::Result<AppState> {
         tracing::info!("seeded the demo catalog, simulated cluster and logins");
     }
     let intake = gantry_core::handles::intake::Intake::start(db.clone(), config.max_waiting_orders);
+    let beats = gantry_core::handles::beats::Beats::start(db.clone());
     Ok(AppState::from(Shared {
         db,
         sessions: SessionKeys::new(&secret, config.jwt_ttl_seconds)?,
@@ -52,6 +53,7 @@ pub async fn start(config: Config) -> anyhow::Result<AppState> {
         ),
         scheduler,
         intake,
+        beats,
         catalog: gantry_core::catalog::CatalogCache::default(),
         networks: gantry_core::handles::networks::Cache::default(),
         clock: gantry_types::clock::Clock::default(),

@@ -10,7 +10,7 @@
 //! Reading the edges of every queued order each cycle cost 200 to 300 ms
 //! at 100,000 queued whenever PostgreSQL chose to scan the queue for them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use gantry_entities::{order, order_dependency};
 use gantry_types::classes::OrderStatus;
@@ -39,9 +39,11 @@ pub struct Gate {
 /// the orders they wait for that the copy no longer holds.
 #[derive(Debug, Default)]
 pub struct Dependencies {
-    /// Every queued order's edges, empty for most; `None` until the whole
+    /// The queued orders whose edges were read; `None` until the whole
     /// queue was looked at.
-    edges: Option<HashMap<Uuid, Vec<order_dependency::Model>>>,
+    seen: Option<HashSet<Uuid>>,
+    /// The edges of those that have any: few, so a cycle walks them all.
+    edges: HashMap<Uuid, Vec<order_dependency::Model>>,
     ended: HashMap<Uuid, OrderStatus>,
 }
 
@@ -67,18 +69,21 @@ impl Dependencies {
                 .is_some_and(|o| o.status == OrderStatus::Queued)
         };
         let mut new = Vec::new();
-        let edges = match (self.edges.as_mut(), changed) {
-            (Some(edges), Some(changed)) => {
+        match (self.seen.as_mut(), changed) {
+            (Some(seen), Some(changed)) => {
                 for id in &changed.orders {
-                    match (queued(id), edges.contains_key(id)) {
-                        (true, false) => new.push(*id),
+                    match (queued(id), seen.contains(id)) {
+                        (true, false) => {
+                            seen.insert(*id);
+                            new.push(*id);
+                        }
                         (false, true) => {
-                            edges.remove(id);
+                            seen.remove(id);
+                            self.edges.remove(id);
                         }
                         _ => {}
                     }
                 }
-                edges
             }
             _ => {
                 new = world
@@ -87,11 +92,9 @@ impl Dependencies {
                     .filter(|id| queued(id))
                     .copied()
                     .collect();
-                self.edges.insert(HashMap::with_capacity(new.len()))
+                self.seen = Some(new.iter().copied().collect());
+                self.edges.clear();
             }
-        };
-        for &id in &new {
-            edges.insert(id, Vec::new());
         }
         for ids in new.chunks(IDS_PER_READ) {
             let read = order_dependency::Entity::find()
@@ -99,12 +102,12 @@ impl Dependencies {
                 .all(db)
                 .await?;
             for edge in read {
-                edges.entry(edge.order_id).or_default().push(edge);
+                self.edges.entry(edge.order_id).or_default().push(edge);
             }
         }
         let statuses = self.statuses(db, world).await?;
         let mut gate = Gate::default();
-        for edge in self.edges.iter().flat_map(HashMap::values).flatten() {
+        for edge in self.edges.values().flatten() {
             let Some(&status) = statuses.get(&edge.depends_on) else {
                 continue;
             };
@@ -161,7 +164,7 @@ impl Dependencies {
     ) -> Result<HashMap<Uuid, OrderStatus>, DbErr> {
         let mut statuses = HashMap::new();
         let mut unknown = Vec::new();
-        for edge in self.edges.iter().flat_map(HashMap::values).flatten() {
+        for edge in self.edges.values().flatten() {
             let id = edge.depends_on;
             match world
                 .orders
