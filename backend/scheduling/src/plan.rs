@@ -12,9 +12,9 @@
 //! metrics publish (due every 5 s; a cycle with arrivals plans them alone
 //! first, so an arrival does not wait for a whole plan that only the clock
 //! asked for, but a publish 10 s old goes first, which bounds how stale the
-//! waiting work's reasons and estimates get), and always while the queue is shorter than
-//! `scheduler_whole_plan_below` (1,000 by default: a whole plan then costs
-//! a few milliseconds).
+//! waiting work's reasons and estimates get), and always while the queue is
+//! shorter than `scheduler_whole_plan_below` (1,000 by default: a whole
+//! plan then costs a few milliseconds).
 
 use chrono::{DateTime, Utc};
 use gantry_scheduler::{

@@ -35,6 +35,53 @@ pub struct Gate {
     pub broken: HashMap<Uuid, String>,
 }
 
+impl Gate {
+    /// Holds back or breaks the job `edge` belongs to, as its dependency's
+    /// `status` says.
+    fn judge(&mut self, edge: &order_dependency::Model, status: OrderStatus) {
+        let condition = Condition::parse(&edge.condition);
+        if status.is_final() {
+            if condition == Condition::AfterOk && status != OrderStatus::Completed {
+                self.broken.entry(edge.order_id).or_insert_with(|| {
+                    format!(
+                        "dependency {} ended {} instead of completing",
+                        edge.depends_on,
+                        status.as_str()
+                    )
+                });
+            }
+            return;
+        }
+        if self.broken.contains_key(&edge.order_id) {
+            return;
+        }
+        let until = match condition {
+            Condition::AfterOk => DependencyEnd::Complete,
+            Condition::AfterAny => DependencyEnd::End,
+        };
+        self.blocked.entry(edge.order_id).or_insert_with(|| Held {
+            order_id: edge.order_id,
+            reason: format!(
+                "waiting for job {} ({}) to {}",
+                edge.depends_on,
+                status.as_str(),
+                match until {
+                    DependencyEnd::Complete => "complete",
+                    DependencyEnd::End => "end",
+                }
+            ),
+            details: WaitReason::Dependency {
+                order: OrderRef {
+                    id: edge.depends_on,
+                    name: None,
+                },
+                status,
+                until,
+            },
+        });
+    }
+}
+
 /// The dependency edges of the queued orders, and the final statuses of
 /// the orders they wait for that the copy no longer holds.
 #[derive(Debug, Default)]
@@ -108,45 +155,8 @@ impl Dependencies {
         let statuses = self.statuses(db, world).await?;
         let mut gate = Gate::default();
         for edge in self.edges.values().flatten() {
-            let Some(&status) = statuses.get(&edge.depends_on) else {
-                continue;
-            };
-            let condition = Condition::parse(&edge.condition);
-            if status.is_final() {
-                if condition == Condition::AfterOk && status != OrderStatus::Completed {
-                    gate.broken.entry(edge.order_id).or_insert_with(|| {
-                        format!(
-                            "dependency {} ended {} instead of completing",
-                            edge.depends_on,
-                            status.as_str()
-                        )
-                    });
-                }
-            } else if !gate.broken.contains_key(&edge.order_id) {
-                let until = match condition {
-                    Condition::AfterOk => DependencyEnd::Complete,
-                    Condition::AfterAny => DependencyEnd::End,
-                };
-                gate.blocked.entry(edge.order_id).or_insert_with(|| Held {
-                    order_id: edge.order_id,
-                    reason: format!(
-                        "waiting for job {} ({}) to {}",
-                        edge.depends_on,
-                        status.as_str(),
-                        match until {
-                            DependencyEnd::Complete => "complete",
-                            DependencyEnd::End => "end",
-                        }
-                    ),
-                    details: WaitReason::Dependency {
-                        order: OrderRef {
-                            id: edge.depends_on,
-                            name: None,
-                        },
-                        status,
-                        until,
-                    },
-                });
+            if let Some(&status) = statuses.get(&edge.depends_on) {
+                gate.judge(edge, status);
             }
         }
         for id in gate.broken.keys() {

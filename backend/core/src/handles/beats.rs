@@ -114,17 +114,17 @@ async fn store(db: &DatabaseConnection, beats: &[&Beat]) -> Result<(), DbErr> {
     let Some(at) = beats.iter().map(|b| b.at).max() else {
         return Ok(());
     };
+    // A node that beat twice in the batch stands as its last beat says.
+    let latest: HashMap<Uuid, &Beat> = beats.iter().map(|b| (b.node_id, *b)).collect();
     let txn = crate::db::write(db).await?;
     // One time for the batch: the beats in it arrived within one commit of
     // each other, and silence is judged in tens of seconds.
     node::Entity::update_many()
         .col_expr(node::Column::LastHeartbeatAt, Expr::value(Some(at)))
         .col_expr(node::Column::UpdatedAt, Expr::value(at))
-        .filter(node::Column::Id.is_in(beats.iter().map(|b| b.node_id)))
+        .filter(node::Column::Id.is_in(latest.keys().copied()))
         .exec(&txn)
         .await?;
-    // A node that beat twice in the batch stands as its last beat says.
-    let latest: HashMap<Uuid, &Beat> = beats.iter().map(|b| (b.node_id, *b)).collect();
     for beat in latest.values() {
         if let Some(address) = &beat.fabric_address {
             node::Entity::update_many()
