@@ -61,6 +61,18 @@ pub enum Source {
     Simulated(Vec<Gpu>),
 }
 
+/// NVML's bus id (`00000000:18:00.0`) as sysfs names the device
+/// (`0000:18:00.0`): a domain of four digits, lower case.
+fn pci_address(bus_id: &str) -> String {
+    let lower = bus_id.to_lowercase();
+    match lower.split_once(':') {
+        Some((domain, rest)) if domain.len() > 4 => {
+            format!("{}:{rest}", &domain[domain.len() - 4..])
+        }
+        _ => lower,
+    }
+}
+
 impl Source {
     /// NVML, or a clear error naming the way out when there is no driver.
     pub fn open(simulate: Option<&str>) -> anyhow::Result<Self> {
@@ -102,6 +114,22 @@ impl Source {
                     nvml.device_by_index(i)
                         .and_then(|d| d.minor_number())
                         .unwrap_or(i)
+                })
+                .collect(),
+        }
+    }
+
+    /// Each GPU's PCI address (`0000:18:00.0`), in index order: empty for
+    /// simulated GPUs, which have none to pass through.
+    pub fn pci_addresses(&self) -> Vec<String> {
+        match self {
+            Self::Simulated(gpus) => vec![String::new(); gpus.len()],
+            Self::Nvml(nvml) => (0..nvml.device_count().unwrap_or(0))
+                .map(|i| {
+                    nvml.device_by_index(i)
+                        .and_then(|d| d.pci_info())
+                        .map(|p| pci_address(&p.bus_id))
+                        .unwrap_or_default()
                 })
                 .collect(),
         }
@@ -380,6 +408,13 @@ fn nvml_samples(nvml: &Nvml) -> Vec<Sample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nvml_bus_ids_become_sysfs_addresses() {
+        assert_eq!(pci_address("00000000:18:00.0"), "0000:18:00.0");
+        assert_eq!(pci_address("00000001:AB:00.1"), "0001:ab:00.1");
+        assert_eq!(pci_address("0000:2a:00.0"), "0000:2a:00.0");
+    }
 
     #[test]
     fn simulated_gpus_parse_count_model_and_memory() {

@@ -22,6 +22,7 @@ use gantry_agent::root::Roots;
 use gantry_agent::runtime::oci::Oci;
 use gantry_agent::runtime::process::Process;
 use gantry_agent::runtime::sandbox::{Node, Sandbox, Tools};
+use gantry_agent::runtime::vm::{self, Vm};
 use gantry_agent::runtime::{Access, Runtime, RuntimeKind};
 use gantry_agent::supervisor::{Event, ImageSource, Slots, Supervisor};
 use gantry_agent::volumes::Volumes;
@@ -59,7 +60,9 @@ struct Cli {
     /// How workloads are isolated: `sandbox` (bubblewrap namespaces in a
     /// user namespace of their own, their image as a sized root, their GPUs
     /// only, cgroup limits), `oci` (the same as podman containers with CDI
-    /// GPUs) or `process` (no isolation: trusted single-tenant nodes).
+    /// GPUs), `vm` (a virtual machine per instance, QEMU with KVM, GPUs
+    /// passed through) or `process` (no isolation: trusted single-tenant
+    /// nodes).
     #[arg(long, value_enum, env = "GANTRY_RUNTIME", default_value = "sandbox")]
     runtime: RuntimeKind,
     /// The node's ids workloads' user namespaces map to (FIRST-LAST), in
@@ -134,6 +137,24 @@ struct Cli {
     /// still come in). Their private network's names still resolve.
     #[arg(long)]
     no_egress: bool,
+    /// Where VM images are (`vm`): `NAME.qcow2` for the catalog's image
+    /// `NAME`, placed by the operator, readable by all.
+    #[arg(long, default_value = "/var/lib/gantry-agent/vm-images")]
+    vm_image_dir: PathBuf,
+    /// What VM instances that name no image boot (`vm`).
+    #[arg(long, default_value = "debian-12")]
+    default_vm_image: String,
+    /// How VMs run (`vm`): `kvm`, or `tcg` (QEMU's emulation, many times
+    /// slower) where KVM cannot boot a stock kernel.
+    #[arg(long, value_enum, default_value = "kvm")]
+    vm_accel: vm::Accel,
+    /// QEMU's CPU model for VMs (`vm`): `host` gives guests the node's
+    /// (`max` with `--vm-accel tcg`).
+    #[arg(long, default_value = "host")]
+    vm_cpu: String,
+    /// How long a VM has to answer on SSH before its order fails (`vm`).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    vm_boot_seconds: u64,
     /// The OCI runtime podman runs containers with (`oci`): runc works
     /// with cgroup v1, v2 and hybrid layouts.
     #[arg(long, default_value = "runc")]
@@ -267,10 +288,13 @@ fn open_runtime(cli: &Cli, source: &Source, gpus: &[Gpu]) -> anyhow::Result<Open
         RuntimeKind::Sandbox => Some(Tools::find().map_err(anyhow::Error::msg)?),
         _ => None,
     };
+    let vm_tools = match cli.runtime {
+        RuntimeKind::Vm => Some(vm::Tools::find(cli.vm_accel).map_err(anyhow::Error::msg)?),
+        _ => None,
+    };
     let state_dir = Node::check_state_dir(&cli.state_dir).map_err(anyhow::Error::msg)?;
     let roots =
         Roots::new(&state_dir.join("roots"), cli.disk_reserve_gib).map_err(anyhow::Error::msg)?;
-    let images = open_images(cli, &state_dir, &roots)?;
     let volumes = Volumes::new(
         &state_dir.join("volumes"),
         roots.disks().clone(),
@@ -318,6 +342,23 @@ fn open_runtime(cli: &Cli, source: &Source, gpus: &[Gpu]) -> anyhow::Result<Open
         pids_max: cli.pids_max,
         lxcfs,
     };
+    if let Some(vm_tools) = vm_tools {
+        let settings = vm::Settings {
+            image_dir: std::path::absolute(&cli.vm_image_dir)?,
+            default_image: cli.default_vm_image.clone(),
+            accel: cli.vm_accel,
+            cpu: cli.vm_cpu.clone(),
+            boot: Duration::from_secs(cli.vm_boot_seconds),
+            disk_reserve: cli.disk_reserve_gib << 30,
+            gpu_addresses: source.pci_addresses(),
+        };
+        return Ok(Opened {
+            runtime: Box::new(Vm::new(vm_tools, node, settings)),
+            images: None,
+            volumes: None,
+        });
+    }
+    let images = open_images(cli, &node.state_dir, &node.roots)?;
     let runtime: Box<dyn Runtime> = match tools {
         None => Box::new(
             Oci::new(

@@ -69,6 +69,33 @@ impl Output {
         std::io::Write::write_all(&mut file, format!("{line}\n").as_bytes())
     }
 
+    /// The last `count` lines a workload printed on its standard output
+    /// (a VM's serial console), read from the end of its file.
+    pub fn last_lines(&self, id: Uuid, count: usize) -> Vec<String> {
+        const WINDOW: u64 = 64 * 1024;
+        let Ok(mut file) = File::open(self.path(id, "stdout")) else {
+            return Vec::new();
+        };
+        let length = file.metadata().map_or(0, |m| m.len());
+        if file
+            .seek(SeekFrom::Start(length.saturating_sub(WINDOW)))
+            .is_err()
+        {
+            return Vec::new();
+        }
+        let mut bytes = Vec::new();
+        if file.read_to_end(&mut bytes).is_err() {
+            return Vec::new();
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<String> = text
+            .lines()
+            .map(|l| plain(l).trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .collect();
+        lines[lines.len().saturating_sub(count)..].to_vec()
+    }
+
     /// Forgets a workload that never started, and its files.
     pub fn forget(&mut self, id: Uuid) {
         self.tails.remove(&id);
@@ -116,6 +143,29 @@ impl Output {
     fn path(&self, id: Uuid, stream: &str) -> PathBuf {
         self.dir.join(format!("{id}.{stream}"))
     }
+}
+
+/// A console line without its terminal escape sequences (colours, screen
+/// clearing) and other control characters.
+fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI sequences run to a final byte in @..~; others are one
+            // character long.
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else if !c.is_control() {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn tail(path: PathBuf, stream: &'static str) -> Tail {
@@ -183,6 +233,15 @@ fn push(lines: &mut Vec<Line>, stream: &'static str, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_consoles_last_lines_come_without_escape_sequences() {
+        assert_eq!(
+            plain("\u{1b}c\u{1b}[?7l\u{1b}[2J\u{1b}[0mSeaBIOS (version 1.16)\r"),
+            "SeaBIOS (version 1.16)"
+        );
+        assert_eq!(plain("No bootable device."), "No bootable device.");
+    }
 
     fn dir() -> PathBuf {
         std::env::temp_dir().join(format!("gantry-output-{}", Uuid::now_v7().simple()))

@@ -80,36 +80,7 @@ impl SshDir {
         }
         std::fs::create_dir_all(dir).map_err(|e| fail("creating the SSH directory", &e))?;
         let key = dir.join("ssh_host_ed25519_key");
-        let made = Command::new(ssh_keygen)
-            .args([
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                "gantry-instance",
-                "-f",
-            ])
-            .arg(&key)
-            .output()
-            .map_err(|e| fail("running ssh-keygen", &e))?;
-        if !made.status.success() {
-            return Err(format!(
-                "ssh-keygen could not make a host key: {}",
-                String::from_utf8_lossy(&made.stderr).trim()
-            ));
-        }
-        let listed = Command::new(ssh_keygen)
-            .arg("-lf")
-            .arg(key.with_extension("pub"))
-            .output()
-            .map_err(|e| fail("running ssh-keygen", &e))?;
-        let fingerprint = String::from_utf8_lossy(&listed.stdout)
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or_default()
-            .to_owned();
+        let fingerprint = host_key(ssh_keygen, &key)?;
         let files = [
             ("sshd_config", sshd_config(settings.port, settings.env)),
             ("passwd", passwd(settings.shell)),
@@ -351,6 +322,44 @@ pub fn capabilities() -> Vec<OsString> {
         args.extend(["--cap-add".into(), (*cap).into()]);
     }
     args
+}
+
+/// Makes an ed25519 host key at `key` (its public half beside it);
+/// answers its fingerprint.
+pub fn host_key(ssh_keygen: &Path, key: &Path) -> Result<String, String> {
+    let fail = |e: &dyn std::fmt::Display| format!("running ssh-keygen: {e}");
+    std::fs::remove_file(key).ok();
+    std::fs::remove_file(key.with_extension("pub")).ok();
+    let made = Command::new(ssh_keygen)
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "gantry-instance",
+            "-f",
+        ])
+        .arg(key)
+        .output()
+        .map_err(|e| fail(&e))?;
+    if !made.status.success() {
+        return Err(format!(
+            "ssh-keygen could not make a host key: {}",
+            String::from_utf8_lossy(&made.stderr).trim()
+        ));
+    }
+    let listed = Command::new(ssh_keygen)
+        .arg("-lf")
+        .arg(key.with_extension("pub"))
+        .output()
+        .map_err(|e| fail(&e))?;
+    Ok(String::from_utf8_lossy(&listed.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned())
 }
 
 /// Sets up an instance's SSH server files in `dir` when it gets one

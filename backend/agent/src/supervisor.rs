@@ -208,6 +208,37 @@ pub struct Supervisor {
     fabric: Option<crate::fabric::Fabric>,
     /// The node's local volumes, where its runtime can show them.
     volumes: Option<Volumes>,
+    /// Started workloads that must answer on SSH before they count as
+    /// running (VMs booting), with when they fail if they have not.
+    booting: HashMap<Uuid, Booting>,
+}
+
+/// A started workload waiting to answer on SSH.
+struct Booting {
+    access: Access,
+    port: u16,
+    deadline: Instant,
+}
+
+/// Lines of a VM's console a failed boot's reason quotes, and at most how
+/// many of their last characters (the control plane keeps 1,000 of a
+/// reason).
+const CONSOLE_LINES: usize = 12;
+const CONSOLE_CHARS: usize = 800;
+
+/// Whether an SSH server answers on the node's `port` (its banner).
+fn ssh_answers(port: u16) -> bool {
+    use std::io::Read;
+    let address = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200))
+    else {
+        return false;
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .ok();
+    let mut banner = [0u8; 4];
+    stream.read_exact(&mut banner).is_ok() && &banner == b"SSH-"
 }
 
 impl Supervisor {
@@ -236,6 +267,7 @@ impl Supervisor {
             output: Output::new(state_dir)?,
             fabric: None,
             volumes: None,
+            booting: HashMap::new(),
         })
     }
 
@@ -327,6 +359,9 @@ impl Supervisor {
                 (alive, self.fabric.as_mut(), record.network.as_ref())
             {
                 fabric.readopt(id, network);
+            }
+            if alive {
+                self.runtime.adopted(id);
             }
             self.workloads.insert(
                 id,
@@ -604,21 +639,90 @@ impl Supervisor {
             Ok(())
         });
         match up {
-            Ok(()) => Some(Event::Running(id, access)),
+            Ok(()) => self.booted_or_wait(id, access),
             Err(_) if ended_soon(workload) => None,
             Err(why) => {
-                signal_group(workload.pgid, libc::SIGKILL);
-                if let Some(fabric) = self.fabric.as_mut() {
-                    fabric.detach(id);
-                }
-                if let Some(attempt) = self.workloads.remove(&id).and_then(|w| w.attempt) {
-                    self.ended.insert((id, attempt));
-                }
-                self.save();
-                self.leftovers.push(id);
+                self.abandon(id);
                 Some(Event::Failed(id, why))
             }
         }
+    }
+
+    /// Kills a started workload that never came up and forgets it; its
+    /// runtime tidies up what is left.
+    fn abandon(&mut self, id: Uuid) {
+        let Some(workload) = self.workloads.remove(&id) else {
+            return;
+        };
+        signal_group(workload.pgid, libc::SIGKILL);
+        if let Some(helper) = workload.helper {
+            helper.stop();
+        }
+        if let Some(fabric) = self.fabric.as_mut() {
+            fabric.detach(id);
+        }
+        if let Some(attempt) = workload.attempt {
+            self.ended.insert((id, attempt));
+        }
+        self.save();
+        self.leftovers.push(id);
+    }
+
+    /// Running for a workload that is up once started; otherwise it waits
+    /// (in `booting`) until it answers on SSH.
+    fn booted_or_wait(&mut self, id: Uuid, access: Access) -> Option<Event> {
+        let (Some(boot), Some(port)) = (
+            self.runtime.boot_deadline(),
+            access.ssh.as_ref().map(|s| s.port),
+        ) else {
+            return Some(Event::Running(id, access));
+        };
+        tracing::info!(order = %id, "booting");
+        self.booting.insert(
+            id,
+            Booting {
+                access,
+                port,
+                deadline: Instant::now() + boot,
+            },
+        );
+        None
+    }
+
+    /// Running for the booting workloads that answer on SSH now; failed,
+    /// with the last lines of their console, for those out of time.
+    fn check_boots(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        let ids: Vec<Uuid> = self.booting.keys().copied().collect();
+        for id in ids {
+            let Some(booting) = self.booting.get(&id) else {
+                continue;
+            };
+            if ssh_answers(booting.port) {
+                if let Some(booting) = self.booting.remove(&id) {
+                    tracing::info!(order = %id, "booted");
+                    events.push(Event::Running(id, booting.access));
+                }
+                continue;
+            }
+            if Instant::now() < booting.deadline {
+                continue;
+            }
+            self.booting.remove(&id);
+            self.abandon(id);
+            let console = self.output.last_lines(id, CONSOLE_LINES).join("\n");
+            let skip = console.chars().count().saturating_sub(CONSOLE_CHARS);
+            let console: String = console.chars().skip(skip).collect();
+            events.push(Event::Failed(
+                id,
+                format!(
+                    "the VM did not answer on SSH within {} s; the last lines of its \
+                     console:\n{console}",
+                    self.runtime.boot_deadline().unwrap_or_default().as_secs()
+                ),
+            ));
+        }
+        events
     }
 
     /// Waits (ten seconds at most: the agent's round waits with it) for the
@@ -695,7 +799,7 @@ impl Supervisor {
     /// answers why it cannot start otherwise.
     fn start(&mut self, assignment: &Assignment, image: Option<&Image>) -> Result<Started, String> {
         let id = assignment.order_id;
-        if let (None, Some(named)) = (&self.images, &assignment.image) {
+        if let (RuntimeKind::Process, Some(named)) = (self.runtime.kind(), &assignment.image) {
             return Err(format!(
                 "this node runs workloads as plain processes and cannot run image {}",
                 named.reference
@@ -768,6 +872,10 @@ impl Supervisor {
             cpus: &cpu_list,
             disk,
             image,
+            image_name: assignment
+                .image
+                .as_ref()
+                .map(|i| i.name.as_deref().unwrap_or(i.reference.as_str())),
             uid,
             ssh_port,
             ssh_keys: &assignment.ssh_keys,
@@ -913,6 +1021,7 @@ impl Supervisor {
     /// round that reports it polls.
     pub fn any_news(&mut self) -> bool {
         self.waiting.values().any(|w| w.pull.outcome().is_some())
+            || self.booting.values().any(|b| ssh_answers(b.port))
             || self
                 .workloads
                 .values_mut()
@@ -927,6 +1036,7 @@ impl Supervisor {
     /// groups whose grace period is over.
     pub fn poll(&mut self) -> Vec<Event> {
         let mut events = self.start_pulled();
+        events.extend(self.check_boots());
         let mut done = Vec::new();
         for (id, workload) in &mut self.workloads {
             let ended = match &mut workload.child {
@@ -977,6 +1087,7 @@ impl Supervisor {
             }
         }
         for id in &done {
+            self.booting.remove(id);
             if let Some(fabric) = self.fabric.as_mut() {
                 fabric.detach(*id);
             }

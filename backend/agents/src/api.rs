@@ -84,6 +84,8 @@ pub enum NodeRuntime {
     Sandbox,
     /// Containers with CDI GPUs.
     Oci,
+    /// A virtual machine per instance (QEMU), its GPUs passed through.
+    Vm,
     /// Plain processes of the agent's user: not isolated.
     #[default]
     Process,
@@ -94,6 +96,7 @@ impl NodeRuntime {
         match self {
             Self::Sandbox => "sandbox",
             Self::Oci => "oci",
+            Self::Vm => "vm",
             Self::Process => "process",
         }
     }

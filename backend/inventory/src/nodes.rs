@@ -448,7 +448,7 @@ async fn views(db: &impl ConnectionTrait, rows: Vec<node::Model>) -> ApiResult<V
             memory_mib: n.memory_mib,
             last_heartbeat_at: n.last_heartbeat_at,
             isolated: n.driver == DriverKind::Simulated
-                || matches!(n.runtime.as_deref(), Some("sandbox" | "oci")),
+                || matches!(n.runtime.as_deref(), Some("sandbox" | "oci" | "vm")),
             runtime: n.runtime,
             created_at: n.created_at,
         })

@@ -3999,7 +3999,7 @@ export interface components {
          * @description How an agent isolates the workloads on its node.
          * @enum {string}
          */
-        NodeRuntime: "sandbox" | "oci" | "process";
+        NodeRuntime: "sandbox" | "oci" | "vm" | "process";
         /**
          * @description Whether a node takes new work.
          * @enum {string}

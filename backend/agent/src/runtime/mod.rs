@@ -9,12 +9,15 @@
 //!   limits; an SSH server beside instances.
 //! - `oci`: the same root, user namespace, limits and SSH server, run by
 //!   podman, with GPUs as CDI devices.
+//! - `vm`: a virtual machine per instance (QEMU with KVM), its QEMU
+//!   fenced as a sandbox's workload is.
 //! - `process`: a plain process of the agent's user, for trusted
 //!   single-tenant nodes only.
 
 pub mod oci;
 pub mod process;
 pub mod sandbox;
+pub mod vm;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -32,6 +35,7 @@ use crate::images::{Image, Login};
 pub enum RuntimeKind {
     Sandbox,
     Oci,
+    Vm,
     Process,
 }
 
@@ -40,6 +44,7 @@ impl RuntimeKind {
         match self {
             Self::Sandbox => "sandbox",
             Self::Oci => "oci",
+            Self::Vm => "vm",
             Self::Process => "process",
         }
     }
@@ -84,6 +89,9 @@ pub struct Launch<'a> {
     pub disk: u64,
     /// Its pulled image (sandbox and oci).
     pub image: Option<&'a Image>,
+    /// The catalog name of the image it asked for, if any (vm: the disk
+    /// of that name on the node).
+    pub image_name: Option<&'a str>,
     /// The first of its ids on the node, its root inside (sandbox and
     /// oci): a range of its own from the agent's.
     pub uid: u32,
@@ -163,6 +171,15 @@ pub trait Runtime: Send {
     /// the workload's own processes keeps the runtime's helpers (which die
     /// of SIGTERM) alive through the grace period.
     fn stop(&self, id: Uuid) -> bool;
+
+    /// How long a started workload may take to answer on SSH before it
+    /// counts as failed to boot; None where it is up once started.
+    fn boot_deadline(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Reconnects to a workload an earlier run of the agent started.
+    fn adopted(&self, _id: Uuid) {}
 
     /// A process inside a running workload, where the runtime knows it
     /// (`Inside::Runtime`).

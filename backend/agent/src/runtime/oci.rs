@@ -479,6 +479,7 @@ mod tests {
             cpus: "0-12",
             disk: 1 << 30,
             image: None,
+            image_name: None,
             uid: 200_000,
             ssh_port: Some(42_017),
             ssh_keys: &[],

@@ -337,46 +337,37 @@ impl Sandbox {
     pub fn new(tools: Tools, node: Node) -> Self {
         Self { tools, node }
     }
+}
 
-    /// slirp4netns's API socket: under /run, since a socket path must be
-    /// short and the state directory's may not be.
-    fn socket(id: Uuid) -> PathBuf {
-        Path::new(SOCKETS).join(format!("{}.sock", id.simple()))
-    }
+/// slirp4netns's API socket: under /run, since a socket path must be
+/// short and the state directory's may not be.
+pub fn socket(id: Uuid) -> PathBuf {
+    Path::new(SOCKETS).join(format!("{}.sock", id.simple()))
+}
 
-    /// A workload's own network, when it gets one: its pipes and helper.
-    fn network(
-        &self,
-        launch: &Launch<'_>,
-    ) -> Result<Option<(network::PrivateNetwork, std::os::fd::OwnedFd)>, String> {
-        let Some(slirp) = self
-            .tools
-            .slirp4netns
-            .as_ref()
-            .filter(|_| launch.private_network)
-        else {
-            return Ok(None);
-        };
-        std::fs::create_dir_all(SOCKETS)
-            .and_then(|()| {
-                std::fs::set_permissions(SOCKETS, std::fs::Permissions::from_mode(0o700))
-            })
-            .map_err(|e| format!("could not make {SOCKETS}: {e}"))?;
-        let (block, theirs) =
-            network::block_pipe().map_err(|e| format!("could not make a pipe: {e}"))?;
-        let mut forwards: Vec<u16> = launch.ports.iter().map(|p| p.node_port).collect();
-        forwards.extend(launch.ssh_port);
-        Ok(Some((
-            network::PrivateNetwork {
-                slirp4netns: slirp.clone(),
-                socket: Self::socket(launch.id),
-                forwards,
-                block,
-                gid: None,
-            },
-            theirs,
-        )))
-    }
+/// A workload's own network: what brings it up, and the end of its block
+/// pipe that bubblewrap waits on.
+pub fn private_network(
+    slirp4netns: &Path,
+    launch: &Launch<'_>,
+) -> Result<(network::PrivateNetwork, std::os::fd::OwnedFd), String> {
+    std::fs::create_dir_all(SOCKETS)
+        .and_then(|()| std::fs::set_permissions(SOCKETS, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| format!("could not make {SOCKETS}: {e}"))?;
+    let (block, theirs) =
+        network::block_pipe().map_err(|e| format!("could not make a pipe: {e}"))?;
+    let mut forwards: Vec<u16> = launch.ports.iter().map(|p| p.node_port).collect();
+    forwards.extend(launch.ssh_port);
+    Ok((
+        network::PrivateNetwork {
+            slirp4netns: slirp4netns.to_owned(),
+            socket: socket(launch.id),
+            forwards,
+            block,
+            gid: None,
+        },
+        theirs,
+    ))
 }
 
 impl Runtime for Sandbox {
@@ -411,7 +402,10 @@ impl Runtime for Sandbox {
             .map_err(|e| format!("could not set the workload's limits: {e}"))?;
         let (info, info_theirs) =
             network::info_pipe().map_err(|e| format!("could not make a pipe: {e}"))?;
-        let own_network = self.network(launch)?;
+        let own_network = match &self.tools.slirp4netns {
+            Some(slirp) if launch.private_network => Some(private_network(slirp, launch)?),
+            _ => None,
+        };
         let mut argv: Vec<OsString> = vec![
             self.tools.nsenter.clone().into(),
             format!("--user={}", made.root.userns.display()).into(),
@@ -492,7 +486,7 @@ impl Runtime for Sandbox {
         if !self.node.clean(id) {
             return false;
         }
-        std::fs::remove_file(Self::socket(id)).ok();
+        std::fs::remove_file(socket(id)).ok();
         true
     }
 }

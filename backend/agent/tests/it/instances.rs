@@ -72,27 +72,11 @@ const GIB: u64 = 1 << 30;
 
 /// An instance type with one vCPU, 1 GiB of memory and a 2 GiB disk.
 async fn small_instance_type(node: &Node) {
-    let made = node
-        .server
-        .post(
-            "/api/v1/admin/catalog/instance-types",
-            &node.operator,
-            json!({ "name": "h100x1", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 1,
-                    "vcpus": 1, "memory_gib": 1, "disk_gib": 2 }),
-        )
-        .await;
-    made.expect(StatusCode::CREATED);
-    node.server
-        .post(
-            &format!(
-                "/api/v1/admin/catalog/instance-types/{}/prices",
-                made.id("/id")
-            ),
-            &node.operator,
-            json!({ "pricing_class": "on_demand", "hourly_micros": 2_500_000 }),
-        )
-        .await
-        .expect(StatusCode::CREATED);
+    node.instance_type(
+        "h100x1",
+        json!({ "vcpus": 1, "memory_gib": 1, "disk_gib": 2 }),
+    )
+    .await;
 }
 
 /// That the node's disk holds `bytes` for `file` (and a block or so of

@@ -541,14 +541,7 @@ async fn an_instance_is_reachable_by_its_owners_key_only_and_survives_agent_rest
         "{out}"
     );
     // The server's host key is the one `access` names.
-    let scanned = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ssh-keyscan -t ed25519 -p {port} 127.0.0.1 2>/dev/null | ssh-keygen -lf -"
-        ))
-        .output()
-        .expect("ssh-keyscan");
-    let scanned = String::from_utf8_lossy(&scanned.stdout).to_string();
+    let scanned = Node::host_key_on(port);
     let fingerprint = host["ssh"]["host_key_fingerprint"]
         .as_str()
         .expect("fingerprint");

@@ -17,6 +17,7 @@ mod jobs;
 mod networks;
 mod rdma;
 mod shared_volumes;
+mod vms;
 mod volumes;
 
 use gantry_test_support as support;

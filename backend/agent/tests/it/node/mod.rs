@@ -286,7 +286,13 @@ impl Node {
 
     /// [`Node::spawn`] for the `part`-th of `parts` agents sharing this
     /// node's ids and ports (agents standing for several nodes).
-    pub fn spawn_share(&self, mut command: Command, part: u32, parts: u32) -> Agent {
+    pub fn spawn_share(&self, command: Command, part: u32, parts: u32) -> Agent {
+        self.spawn_graced(command, part, parts, 1)
+    }
+
+    /// [`Node::spawn_share`] with `grace` seconds between a stop's request
+    /// and its kill.
+    pub fn spawn_graced(&self, mut command: Command, part: u32, parts: u32, grace: u32) -> Agent {
         let ids = (self.uids.1 - self.uids.0 + 1) / parts;
         let uids = (self.uids.0 + part * ids, self.uids.0 + (part + 1) * ids - 1);
         let span = (self.ports.1 - self.ports.0 + 1) / u16::try_from(parts).unwrap_or(1);
@@ -300,7 +306,7 @@ impl Node {
         let registries = registries();
         let child = command
             .env("GANTRY_AGENT_CANARY", AGENT_CANARY)
-            .args(["--grace-seconds", "1", "--pids-max", "64"])
+            .args(["--grace-seconds", &grace.to_string(), "--pids-max", "64"])
             .args(["--public-host", "127.0.0.1"])
             .arg("--uid-range")
             .arg(format!("{}-{}", uids.0, uids.1))
@@ -387,6 +393,19 @@ impl Node {
             .collect()
     }
 
+    /// The fingerprint of the ed25519 host key the SSH server on `port`
+    /// presents.
+    pub fn host_key_on(port: u16) -> String {
+        let scanned = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ssh-keyscan -t ed25519 -p {port} 127.0.0.1 2>/dev/null | ssh-keygen -lf -"
+            ))
+            .output()
+            .expect("ssh-keyscan");
+        String::from_utf8_lossy(&scanned.stdout).to_string()
+    }
+
     /// Waits for `line` in the order's output.
     pub async fn printed(&self, tenant: &Tenant, order: Uuid, line: &str) -> Vec<String> {
         for _ in 0..600 {
@@ -401,6 +420,31 @@ impl Node {
             self.output(tenant, order).await,
             self.agent_log()
         );
+    }
+
+    /// An instance type of one H100 (`shape` says its vCPUs, memory and
+    /// disk) with an on-demand price.
+    pub async fn instance_type(&self, name: &str, shape: Value) {
+        let mut body = json!({ "name": name, "gpu_model": "H100-SXM-80GB", "gpus_per_node": 1 });
+        if let (Some(body), Some(shape)) = (body.as_object_mut(), shape.as_object()) {
+            body.extend(shape.clone());
+        }
+        let made = self
+            .server
+            .post("/api/v1/admin/catalog/instance-types", &self.operator, body)
+            .await;
+        made.expect(StatusCode::CREATED);
+        self.server
+            .post(
+                &format!(
+                    "/api/v1/admin/catalog/instance-types/{}/prices",
+                    made.id("/id")
+                ),
+                &self.operator,
+                json!({ "pricing_class": "on_demand", "hourly_micros": 2_500_000 }),
+            )
+            .await
+            .expect(StatusCode::CREATED);
     }
 
     /// A tenant with an SSH key: answers the tenant and the private key.
