@@ -28,15 +28,14 @@ GlusterFS (glusterfs-server, glusterfs-client).
 GANTRY_BIN_DIR (default target/release) and ROUNDS (default 10) apply.
 """
 
-import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
-import urllib.request
+
+from bench_lab import Lab, ssh
 
 BIN = os.environ.get("GANTRY_BIN_DIR", "target/release")
 ROUNDS = int(os.environ.get("ROUNDS", "10"))
@@ -44,40 +43,8 @@ PASSWORD = "instance bench correct horse"
 work = tempfile.mkdtemp(prefix="gantry-bench-instances-")
 # Workloads' setup passes through to the agents' state directories inside.
 os.chmod(work, 0o711)
-processes = []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-PORT = free_port()
-BASE = f"http://127.0.0.1:{PORT}/api/v1"
-
-
-def call(method, path, body=None, token=None):
-    request = urllib.request.Request(BASE + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"content-type": "application/json"})
-    if token:
-        request.add_header("authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        return json.load(reply)
-
-
-def start(args, **kwargs):
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
-    processes.append(process)
-    return process
-
-
-def ssh(key, port, command):
-    return subprocess.run(
-        ["ssh", "-i", key, "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=2",
-         "root@127.0.0.1", command], capture_output=True, text=True)
+lab = Lab(BIN, work)
+call = lab.call
 
 
 def summary(values):
@@ -113,15 +80,7 @@ def dd_both(run):
 
 
 try:
-    fixtures = subprocess.run([os.path.join(os.path.dirname(__file__), "test-fixtures.sh")],
-                              check=True, capture_output=True, text=True).stdout.strip()
-    images = json.load(open(os.path.join(fixtures, "images.json")))
-    registry_port = free_port()
-    registry = f"127.0.0.1:{registry_port}"
-    with open(os.path.join(work, "registry.yml"), "w") as config:
-        config.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {images['registry_storage']}\n"
-                     f"  maintenance:\n    readonly:\n      enabled: true\nhttp:\n  addr: {registry}\n")
-    start(["docker-registry", "serve", os.path.join(work, "registry.yml")])
+    registry, images = lab.registry()
     image = f"{registry}/{images['base']}"
     gluster = subprocess.run([os.path.join(os.path.dirname(__file__), "test-glusterfs.sh")],
                              check=True, capture_output=True, text=True).stdout.strip()
@@ -131,50 +90,23 @@ try:
     os.makedirs(shared)
     subprocess.run(["mount", "--bind", corner, shared], check=True)
 
-    data = os.path.join(work, "server")
-    env = dict(os.environ, GANTRY_DATA_DIR=data, GANTRY_LISTEN=f"127.0.0.1:{PORT}", GANTRY_DEMO="false",
-               GANTRY_RATE_LIMIT_PER_SECOND="100000", GANTRY_RATE_LIMIT_BURST="100000",
-               GANTRY_SCHEDULER_INTERVAL_MS="100")
-    env.pop("DATABASE_URL", None)
-    start([f"{BIN}/gantry", "serve"], env=env)
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/readyz", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.05)
-    operator = {"email": "op@example.com", "password": PASSWORD}
-    call("POST", "/auth/signup", dict(operator, name="Op", organization="Op"))
-    subprocess.run([f"{BIN}/gantry", "admin", "create-operator", "--email", operator["email"], "--password",
-                    PASSWORD], env=env, check=True, stdout=subprocess.DEVNULL)
-    op = call("POST", "/auth/login", operator)["access_token"]
-    call("POST", "/admin/catalog/regions", {"name": "lab", "display_name": "Lab", "time_zone": "UTC"}, op)
-    call("POST", "/admin/catalog/gpu-models",
-         {"name": "H100-SXM-80GB", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink"}, op)
-    kind = call("POST", "/admin/catalog/instance-types",
-                {"name": "h100x1", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 1, "vcpus": 1,
-                 "memory_gib": 1, "disk_gib": 10}, op)
-    call("POST", f"/admin/catalog/instance-types/{kind['id']}/prices",
-         {"pricing_class": "on_demand", "hourly_micros": 2_000_000}, op)
+    op = lab.serve(PASSWORD)
+    lab.instance_type(op, "h100x1", 1, 1, 10)
     call("PUT", "/admin/catalog/image-policy", {"allowed_prefixes": [registry]}, op)
     call("PUT", "/admin/shared-file-systems", {"region": "lab", "kind": "glusterfs", "mount_path": shared}, op)
-    tenant = {"email": "t@example.com", "password": PASSWORD}
-    signed = call("POST", "/auth/signup", dict(tenant, name="T", organization="T"))
-    token, org = signed["access_token"], signed["organization"]["id"]
-    key = os.path.join(work, "key")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
-    call("POST", "/me/ssh-keys", {"name": "bench", "public_key": open(key + ".pub").read()}, token)
+    token, org, key = lab.tenant(PASSWORD)
 
     rows = []
     for runtime in ["sandbox", "oci"]:
         join = call("POST", "/admin/join-tokens", {"region": "lab"}, op)["token"]
         state = os.path.join(work, f"agent-{runtime}")
-        agent = start([f"{BIN}/gantry-agent", "--server", f"http://127.0.0.1:{PORT}", "--name", f"bench-{runtime}",
-                       "--runtime", runtime, "--simulate-gpus", "4xH100-SXM-80GB", "--state-dir", state,
-                       "--interval-ms", "200", "--image-store-gib", "4", "--insecure-registry", registry,
-                       "--default-image", image, "--disk-reserve-gib", "1", "--grace-seconds", "1",
-                       "--public-host", "127.0.0.1"],
-                      env=dict(os.environ, GANTRY_JOIN_TOKEN=join))
+        agent = lab.start([f"{BIN}/gantry-agent", "--server", f"http://127.0.0.1:{lab.port}",
+                           "--name", f"bench-{runtime}", "--runtime", runtime,
+                           "--simulate-gpus", "4xH100-SXM-80GB", "--state-dir", state,
+                           "--interval-ms", "200", "--image-store-gib", "4", "--insecure-registry", registry,
+                           "--default-image", image, "--disk-reserve-gib", "1", "--grace-seconds", "1",
+                           "--public-host", "127.0.0.1"],
+                          env=dict(os.environ, GANTRY_JOIN_TOKEN=join))
         node = None
         for _ in range(400):
             nodes = [n for n in call("GET", "/admin/nodes", token=op)["items"]
@@ -249,12 +181,7 @@ try:
     print(f"shared volume (GlusterFS) inside a sandbox instance: write {volume_write}, read {volume_read}; "
           f"the same GlusterFS mount directly: write {mount_write}, read {mount_read}")
 finally:
-    for process in reversed(processes):
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    lab.stop()
     # The agents' image stores and volumes are file systems of their own.
     for runtime in ["sandbox", "oci"]:
         subprocess.run(["umount", "-l", os.path.join(work, f"agent-{runtime}", "images")],

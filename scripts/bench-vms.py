@@ -29,12 +29,12 @@ GANTRY_BIN_DIR (default target/release) and ROUNDS (default 3) apply.
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
-import urllib.request
+
+from bench_lab import Lab, free_port, ssh
 
 BIN = os.environ.get("GANTRY_BIN_DIR", "target/release")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
@@ -44,41 +44,8 @@ KVM = os.path.exists("/dev/kvm") and not os.path.exists("/sys/module/kvm_pvm")
 ACCEL, CPU = ("kvm", "host") if KVM else ("tcg,tb-size=128", "max")
 work = tempfile.mkdtemp(prefix="gantry-bench-vms-")
 os.chmod(work, 0o711)
-processes = []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-PORT = free_port()
-BASE = f"http://127.0.0.1:{PORT}/api/v1"
-
-
-def call(method, path, body=None, token=None):
-    request = urllib.request.Request(BASE + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"content-type": "application/json"})
-    if token:
-        request.add_header("authorization", f"Bearer {token}")
-    with urllib.request.urlopen(request, timeout=30) as reply:
-        return json.load(reply)
-
-
-def start(args, log=None, **kwargs):
-    err = open(os.path.join(work, log), "w") if log else subprocess.DEVNULL
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err, **kwargs)
-    processes.append(process)
-    return process
-
-
-def ssh(key, port, command):
-    return subprocess.run(
-        ["ssh", "-i", key, "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-         "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=2",
-         "root@127.0.0.1", command], capture_output=True, text=True)
+lab = Lab(BIN, work)
+call = lab.call
 
 
 def until_ssh(key, port, limit=900):
@@ -143,55 +110,19 @@ try:
     vm_images = subprocess.run([os.path.join(SCRIPTS, "test-vm-image.sh")], check=True, capture_output=True,
                                text=True).stdout.strip()
     vm_image = os.path.join(vm_images, "debian-12.qcow2")
-    fixtures = subprocess.run([os.path.join(SCRIPTS, "test-fixtures.sh")], check=True, capture_output=True,
-                              text=True).stdout.strip()
-    images = json.load(open(os.path.join(fixtures, "images.json")))
-    registry = f"127.0.0.1:{free_port()}"
-    with open(os.path.join(work, "registry.yml"), "w") as config:
-        config.write(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {images['registry_storage']}\n"
-                     f"  maintenance:\n    readonly:\n      enabled: true\nhttp:\n  addr: {registry}\n")
-    start(["docker-registry", "serve", os.path.join(work, "registry.yml")])
+    registry, images = lab.registry()
     oci_image = f"{registry}/{images['base']}"
-
-    data = os.path.join(work, "server")
-    env = dict(os.environ, GANTRY_DATA_DIR=data, GANTRY_LISTEN=f"127.0.0.1:{PORT}", GANTRY_DEMO="false",
-               GANTRY_RATE_LIMIT_PER_SECOND="100000", GANTRY_RATE_LIMIT_BURST="100000",
-               GANTRY_SCHEDULER_INTERVAL_MS="100")
-    env.pop("DATABASE_URL", None)
-    start([f"{BIN}/gantry", "serve"], env=env)
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/readyz", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.05)
-    operator = {"email": "op@example.com", "password": PASSWORD}
-    call("POST", "/auth/signup", dict(operator, name="Op", organization="Op"))
-    subprocess.run([f"{BIN}/gantry", "admin", "create-operator", "--email", operator["email"], "--password",
-                    PASSWORD], env=env, check=True, stdout=subprocess.DEVNULL)
-    op = call("POST", "/auth/login", operator)["access_token"]
-    call("POST", "/admin/catalog/regions", {"name": "lab", "display_name": "Lab", "time_zone": "UTC"}, op)
-    call("POST", "/admin/catalog/gpu-models",
-         {"name": "H100-SXM-80GB", "vendor": "NVIDIA", "memory_gib": 80, "interconnect": "nvlink"}, op)
-    kind = call("POST", "/admin/catalog/instance-types",
-                {"name": "x1", "gpu_model": "H100-SXM-80GB", "gpus_per_node": 1, "vcpus": 1,
-                 "memory_gib": 1, "disk_gib": 4}, op)
-    call("POST", f"/admin/catalog/instance-types/{kind['id']}/prices",
-         {"pricing_class": "on_demand", "hourly_micros": 2_000_000}, op)
+    op = lab.serve(PASSWORD)
+    lab.instance_type(op, "x1", 1, 1, 4)
     call("PUT", "/admin/catalog/image-policy", {"allowed_prefixes": [registry]}, op)
     call("POST", "/admin/catalog/images", {"name": "debian-12", "reference": "vm-images/debian-12"}, op)
-    tenant = {"email": "t@example.com", "password": PASSWORD}
-    signed = call("POST", "/auth/signup", dict(tenant, name="T", organization="T"))
-    token, org = signed["access_token"], signed["organization"]["id"]
-    key = os.path.join(work, "key")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
-    call("POST", "/me/ssh-keys", {"name": "bench", "public_key": open(key + ".pub").read()}, token)
+    token, org, key = lab.tenant(PASSWORD)
 
     uids = {"sandbox": "300000000-300655359", "oci": "301000000-301655359", "vm": "302000000-302655359"}
     ports = {"sandbox": "43000-43099", "oci": "43100-43199", "vm": "43200-43299"}
     for runtime in ["sandbox", "oci", "vm"]:
         join = call("POST", "/admin/join-tokens", {"region": "lab"}, op)["token"]
-        args = [f"{BIN}/gantry-agent", "--server", f"http://127.0.0.1:{PORT}", "--name", f"bench-{runtime}",
+        args = [f"{BIN}/gantry-agent", "--server", f"http://127.0.0.1:{lab.port}", "--name", f"bench-{runtime}",
                 "--runtime", runtime, "--simulate-gpus", "4xH100-SXM-80GB",
                 "--state-dir", os.path.join(work, f"agent-{runtime}"), "--interval-ms", "200",
                 "--uid-range", uids[runtime], "--port-range", ports[runtime],
@@ -201,7 +132,7 @@ try:
                      "--vm-boot-seconds", "900"]
         else:
             args += ["--image-store-gib", "4", "--insecure-registry", registry, "--default-image", oci_image]
-        start(args, log=f"agent-{runtime}.log", env=dict(os.environ, GANTRY_JOIN_TOKEN=join))
+        lab.start(args, log=f"agent-{runtime}.log", env=dict(os.environ, GANTRY_JOIN_TOKEN=join))
     for _ in range(1200):
         ready = [n for n in call("GET", "/admin/nodes", token=op)["items"] if n["state"] == "ready"]
         if len(ready) == 3:
@@ -269,9 +200,7 @@ try:
           f"({inside_cpu / node_cpu:.2f} of the node)")
     print(f"dd 1 GiB, fdatasync:        vm {inside_dd}, node {node_dd}")
 finally:
-    for process in processes:
-        process.kill()
-        process.wait()
+    lab.stop()
     subprocess.run(["pkill", "-9", "-f", "qemu-system-x86_64 -name gantry"], check=False)
     subprocess.run(["pkill", "-9", "-x", "slirp4netns"], check=False)
     subprocess.run(f"grep ' {work}' /proc/mounts | cut -d' ' -f2 | sort -r | xargs -r -n1 umount -l",

@@ -1021,7 +1021,6 @@ impl Supervisor {
     /// round that reports it polls.
     pub fn any_news(&mut self) -> bool {
         self.waiting.values().any(|w| w.pull.outcome().is_some())
-            || self.booting.values().any(|b| ssh_answers(b.port))
             || self
                 .workloads
                 .values_mut()

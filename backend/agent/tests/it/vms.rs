@@ -2,9 +2,9 @@
 //! Debian VM image built from Debian's archive (the fixture script, once
 //! per machine) boots in real QEMU; the tenant SSHes in as root with their
 //! key and meets the host key they were shown, `nproc`, `free` and `df /`
-//! say the instance type, a file survives a reboot from inside and an agent
-//! killed and restarted, and a cancel shuts the guest down by ACPI within
-//! the grace period. From inside, the node's own services are out of
+//! say the instance type, another tenant's key is refused, a file survives
+//! a reboot from inside and an agent killed and restarted, and a cancel
+//! shuts the guest down by ACPI within the grace period. From inside, the node's own services are out of
 //! reach, and QEMU on the node is an unprivileged, seccomp-fenced process
 //! whose sockets are its alone. Then bad input: an image that does not
 //! boot, one the node lacks, a type larger than the node has free.
@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use node::{Node, ssh, verdict};
+use node::{Node, ssh, ssh_when_up_within, verdict};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
-use support::{Engine, Tenant};
+use serde_json::json;
+use support::Engine;
 use uuid::Uuid;
 
 const GIB: u64 = 1 << 30;
@@ -92,36 +92,6 @@ async fn catalog(node: &Node, name: &str, memory_gib: u64, disk_gib: u64, images
     }
 }
 
-/// Waits until `done` holds for the order, for as long as a boot takes.
-async fn until(node: &Node, tenant: &Tenant, order: Uuid, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + BOOT;
-    loop {
-        let current = node.order(tenant, order).await;
-        if done(&current) {
-            return current;
-        }
-        assert!(
-            Instant::now() < deadline && (current["status"] != "failed" || done(&current)),
-            "order {order} never got there: {current}\nconsole: {:?}\nagent: {}",
-            node.output(tenant, order).await,
-            node.agent_log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// `ssh` until the guest's server answers again (after a reboot).
-async fn ssh_when_booted(key: &Path, port: u16, command: &str) -> (i32, String) {
-    let deadline = Instant::now() + BOOT;
-    loop {
-        let last = ssh(key, port, command);
-        if last.0 != 255 || Instant::now() > deadline {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 fn run(key: &Path, port: u16, command: &str) -> String {
     let (code, out) = ssh(key, port, command);
     assert_eq!(code, 0, "`{command}` failed: {out}");
@@ -177,7 +147,11 @@ async fn a_tenant_boots_a_vm_and_it_keeps_its_files_through_reboot_and_agent_res
             json!({ "instance_type": "vm1", "image": "debian-12" }),
         )
         .await;
-    let running = until(&node, &tenant, order, |o| o["status"] == "running").await;
+    let running = node
+        .until_within(&tenant, order, "running", BOOT, |o| {
+            o["status"] == "running"
+        })
+        .await;
     eprintln!(
         "vm: order to SSH answering in {:.1} s ({})",
         asked.elapsed().as_secs_f64(),
@@ -224,6 +198,12 @@ async fn a_tenant_boots_a_vm_and_it_keeps_its_files_through_reboot_and_agent_res
         "its own kernel: {size}"
     );
 
+    // Another tenant's key, even with the port, is not let in.
+    let (_stranger, stranger_key) = node.tenant_with_key("vm-stranger").await;
+    let (code, out) = ssh(&stranger_key, port, "true");
+    assert_eq!(code, 255, "{out}");
+    assert!(out.contains("Permission denied"), "{out}");
+
     // From inside, the node's own services are out of reach: the server on
     // the node's loopback, by QEMU's gateway or any other way.
     let server_port = reqwest::Url::parse(&node.server.url("/"))
@@ -266,7 +246,7 @@ async fn a_tenant_boots_a_vm_and_it_keeps_its_files_through_reboot_and_agent_res
     run(&key, port, "echo kept > /root/marker && sync");
     ssh(&key, port, "systemctl reboot");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let (code, out) = ssh_when_booted(&key, port, "cat /root/marker").await;
+    let (code, out) = ssh_when_up_within(&key, port, "cat /root/marker", BOOT).await;
     assert_eq!((code, out.trim()), (0, "kept"), "after the reboot: {out}");
     assert_eq!(qemu_of(order).map(|q| q.0), Some(pid), "the same QEMU");
     assert_eq!(node.order(&tenant, order).await["status"], "running");
@@ -295,7 +275,8 @@ async fn a_tenant_boots_a_vm_and_it_keeps_its_files_through_reboot_and_agent_res
     // and its disk goes with it.
     let cancelled = Instant::now();
     node.server.cancel(&tenant, order).await;
-    until(&node, &tenant, order, |o| o["ended_at"].is_string()).await;
+    node.until_within(&tenant, order, "ended", BOOT, |o| o["ended_at"].is_string())
+        .await;
     let took = cancelled.elapsed();
     eprintln!("vm: cancel to QEMU's end in {:.1} s", took.as_secs_f64());
     assert!(took < Duration::from_secs(u64::from(GRACE)), "{took:?}");
@@ -354,7 +335,9 @@ async fn vms_that_cannot_boot_here_fail_with_clear_reasons_and_the_node_stays_he
                 json!({ "instance_type": instance_type, "image": image }),
             )
             .await;
-        let failed = until(&node, &tenant, order, |o| o["status"] == "failed").await;
+        let failed = node
+            .until_within(&tenant, order, "failed", BOOT, |o| o["status"] == "failed")
+            .await;
         let why = failed["failure_reason"]
             .as_str()
             .unwrap_or_default()

@@ -361,7 +361,21 @@ impl Node {
         what: &str,
         done: impl Fn(&Value) -> bool,
     ) -> Value {
-        for _ in 0..1200 {
+        self.until_within(tenant, order, what, Duration::from_secs(60), done)
+            .await
+    }
+
+    /// [`Node::until`], waiting up to `limit` (a VM's boot).
+    pub async fn until_within(
+        &self,
+        tenant: &Tenant,
+        order: Uuid,
+        what: &str,
+        limit: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
             let current = self.order(tenant, order).await;
             if done(&current) {
                 return current;
@@ -552,8 +566,19 @@ pub fn ssh(key: &Path, port: u16, command: &str) -> (i32, String) {
 
 /// `ssh` until the server answers (it starts beside the instance).
 pub async fn ssh_when_up(key: &Path, port: u16, command: &str) -> (i32, String) {
+    ssh_when_up_within(key, port, command, Duration::from_secs(20)).await
+}
+
+/// [`ssh_when_up`], trying for up to `limit` (a VM's reboot).
+pub async fn ssh_when_up_within(
+    key: &Path,
+    port: u16,
+    command: &str,
+    limit: Duration,
+) -> (i32, String) {
+    let deadline = std::time::Instant::now() + limit;
     let mut last = (255, String::new());
-    for _ in 0..100 {
+    while std::time::Instant::now() < deadline {
         last = ssh(key, port, command);
         if last.0 != 255 || last.1.contains("Permission denied") {
             return last;
